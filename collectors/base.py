@@ -1,0 +1,121 @@
+"""The collector contract every telemetry source follows.
+
+A collector is built with a ``root`` path (``/`` on a real machine, a fixture tree in tests), says whether it
+can run here and why not, declares its metrics with unit and kind, and samples without ever raising into the
+sampling loop: missing hardware is data, not a crash.
+
+Metric names follow ``<domain>[.<instance>].<name>_<unit>`` (DESIGN §5), e.g. ``temp.cpu_c``,
+``cpu3.freq_mhz``, ``energy.package_uj``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+log = logging.getLogger(__name__)
+
+MetricKind = Literal["gauge", "counter"]
+SampleValues = dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A declared metric. ``wrap`` is the value at which a counter rolls over to 0 (None: never wraps)."""
+
+    name: str
+    unit: str
+    kind: MetricKind = "gauge"
+    description: str = ""
+    wrap: float | None = None
+
+
+class Availability(NamedTuple):
+    ok: bool
+    reason: str
+
+
+class SampleResult(NamedTuple):
+    values: SampleValues
+    error: str | None
+
+
+class Collector(ABC):
+    """Base class: subclasses set ``name`` and implement ``available``, ``metrics`` and ``sample``."""
+
+    name: str = "collector"
+
+    def __init__(self, root: Path | str = "/") -> None:
+        self.root = Path(root)
+
+    def path(self, absolute: str) -> Path:
+        """Map an absolute system path ('/sys/...') under this collector's root."""
+        return self.root / absolute.lstrip("/")
+
+    @abstractmethod
+    def available(self) -> Availability:
+        """Whether this source can be sampled here; the reason says why not (or what was found)."""
+
+    @abstractmethod
+    def metrics(self) -> list[Metric]:
+        """The metrics ``sample`` returns (valid after ``available`` said ok)."""
+
+    @abstractmethod
+    def sample(self) -> SampleValues:
+        """One reading: metric name -> value; None where a metric could not be read this time."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most collectors hold nothing open
+        """Release anything held open (files, child processes)."""
+
+    def safe_sample(self) -> SampleResult:
+        """``sample`` that never raises: an exception becomes an error string for the sampler to count."""
+        try:
+            return SampleResult(self.sample(), None)
+        except Exception as exc:  # noqa: BLE001 - the sampling loop must survive any collector bug
+            return SampleResult({}, f"{type(exc).__name__}: {exc}")
+
+
+def counter_delta(prev: float | None, cur: float | None, wrap: float | None) -> float | None:
+    """Increase of a monotonic counter between two readings, handling one wraparound at ``wrap``.
+
+    Returns None when either reading is missing or when the counter went backwards without a known wrap
+    value (a reset we cannot size): better no number than an invented one.
+    """
+    if prev is None or cur is None:
+        return None
+    if cur >= prev:
+        return cur - prev
+    if wrap is None or wrap <= 0:
+        return None
+    return (wrap - prev) + cur
+
+
+def read_text(path: Path) -> str | None:
+    """Contents of a small sysfs/procfs file, stripped; None if it is absent or unreadable."""
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def read_int(path: Path) -> int | None:
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return int(text.split()[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def monotonic_s() -> float:
+    return time.monotonic()
+
+
+def declared_units(metrics: list[Metric]) -> Mapping[str, str]:
+    return {m.name: m.unit for m in metrics}

@@ -1,0 +1,96 @@
+"""Which collectors exist, building them by name, and the ``doctor`` view of what this machine offers.
+
+To add a source (tegrastats, jtop, nvml, ...): write ``collectors/<source>.py`` with a ``Collector``
+subclass whose ``name`` is unique and whose constructor takes only ``root``, then list the class in
+``PLATFORM_COLLECTORS`` below. Nothing else here changes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from collectors.base import Collector
+from collectors.psutil_host import PsutilHostCollector
+from collectors.rapl import RaplCollector
+from collectors.sysfs_cpufreq import CpuFreqCollector
+from collectors.sysfs_thermal import ThermalZonesCollector
+from collectors.x86_throttle import ThrottleCountersCollector
+
+# Sources any Linux box may have; each reports itself unavailable where its hardware is missing.
+ALL_HOST_COLLECTORS: list[type[Collector]] = [
+    PsutilHostCollector,
+    ThermalZonesCollector,
+    CpuFreqCollector,
+    RaplCollector,
+    ThrottleCountersCollector,
+]
+
+# Device-specific sources go here, in the order doctor should list them:
+#   Jetson: tegrastats (power rails, GPU/EMC load) and jtop; NVIDIA dGPU: nvml.
+# Import them at the top of this module like the host collectors; keep optional third-party imports
+# (jtop, pynvml) inside the collector module so this registry imports everywhere.
+PLATFORM_COLLECTORS: list[type[Collector]] = []
+
+
+def collector_classes() -> list[type[Collector]]:
+    """Every registered collector class, host ones first; raises if two share a ``name``."""
+    classes = [*ALL_HOST_COLLECTORS, *PLATFORM_COLLECTORS]
+    seen: dict[str, type[Collector]] = {}
+    for cls in classes:
+        if cls.name in seen:
+            raise ValueError(
+                f"collector name {cls.name!r} used by both {seen[cls.name].__name__} and {cls.__name__}"
+            )
+        seen[cls.name] = cls
+    return classes
+
+
+def collector_names() -> list[str]:
+    return [cls.name for cls in collector_classes()]
+
+
+def build_collectors(root: Path, names: list[str] | None = None) -> list[Collector]:
+    """Instantiate the named collectors (all when ``names`` is None), in registry order.
+
+    Unknown names raise ``ValueError`` listing the known ones, so a typo in a plan fails before a sweep
+    starts. Collectors are returned whether or not they are available: callers ask ``available()``.
+    """
+    classes = collector_classes()
+    if names is not None:
+        known = {cls.name for cls in classes}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown collector(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        wanted = set(names)
+        classes = [cls for cls in classes if cls.name in wanted]
+    return [cls(root) for cls in classes]
+
+
+def describe(root: Path) -> list[dict[str, Any]]:
+    """For ``doctor``: per collector ``name``, ``ok``, ``reason`` and its ``metrics`` (name, unit, kind).
+
+    A collector that raises while probing is reported as not ok with the error as reason, so one broken
+    source cannot hide what the others found.
+    """
+    report: list[dict[str, Any]] = []
+    for collector in build_collectors(root):
+        entry: dict[str, Any] = {"name": collector.name, "ok": False, "reason": "", "metrics": []}
+        try:
+            ok, reason = collector.available()
+            entry["ok"], entry["reason"] = ok, reason
+            if ok:
+                entry["metrics"] = [
+                    {"name": m.name, "unit": m.unit, "kind": m.kind} for m in collector.metrics()
+                ]
+        except Exception as exc:  # a probe bug must not abort doctor; it is reported instead
+            entry["ok"] = False
+            entry["reason"] = f"probe failed: {type(exc).__name__}: {exc}"
+            entry["metrics"] = []
+        finally:
+            try:
+                collector.close()
+            except Exception as exc:  # a failing close is worth a line, not a crash
+                entry["reason"] += f" (close failed: {type(exc).__name__}: {exc})"
+        report.append(entry)
+    return report

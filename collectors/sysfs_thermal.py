@@ -1,0 +1,166 @@
+"""Temperatures of every ``/sys/class/thermal/thermal_zone*`` (Jetson, ARM boards, most x86 laptops).
+
+Each zone becomes ``temp.<type>_c``: the ``type`` file lowercased, non-alphanumerics folded to ``_`` and a
+trailing ``therm``/``thermal`` word dropped, so Tegra's ``CPU-therm`` (Nano) and ``cpu-thermal`` (Orin) both
+read ``temp.cpu_c``, the same name tegrastats' ``CPU@`` maps to (DESIGN §5). Zones sharing a name get a
+``_zone<N>`` suffix on every one of them, so a name never depends on discovery order.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+
+THERMAL_CLASS = "/sys/class/thermal"
+
+# Tegra prints -256C for a power-gated sensor (GPU/CV zones on Orin with the GPU idle, see the tegrastats
+# captures) and its thermal driver returns the same sentinel through sysfs; anything at or below it is
+# "sensor off", never a temperature.
+OFFLINE_MILLI_C = -256_000
+
+# Types that are not thermometers: Tegra's PMIC-Die zone reports a fixed 100 C (tegrastats captures from
+# Nano, TX1, TX2 and Xavier show PMIC@100C next to CPU@36C on idle boards), which would keep a cooldown
+# waiting forever. Compared after sanitising.
+NOT_A_THERMOMETER = frozenset({"pmic_die"})
+
+_ZONE_RE = re.compile(r"^thermal_zone(\d+)$")
+_TRIP_RE = re.compile(r"^trip_point_(\d+)_temp$")
+_SUFFIX_RE = re.compile(r"_(therm|thermal)$")
+_METRIC_RE = re.compile(r"^temp\.(.+?)(?:_zone\d+)?_c$")
+
+
+def sanitize_type(zone_type: str) -> str:
+    """``CPU-therm`` -> ``cpu``; ``ACPI thermal zone`` -> ``acpi_thermal_zone``; empty stays empty."""
+    name = re.sub(r"[^a-z0-9]+", "_", zone_type.lower()).strip("_")
+    stripped = _SUFFIX_RE.sub("", name)
+    return stripped or name
+
+
+def _zone_index(path: Path) -> int:
+    match = _ZONE_RE.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+class _Zone:
+    __slots__ = ("base_name", "index", "metric", "path", "type")
+
+    def __init__(self, path: Path, index: int, zone_type: str) -> None:
+        self.path = path
+        self.index = index
+        self.type = zone_type
+        self.base_name = sanitize_type(zone_type) or f"zone{index}"
+        self.metric = ""
+
+
+class ThermalZonesCollector(Collector):
+    name = "sysfs_thermal"
+
+    def __init__(self, root: Path | str = "/") -> None:
+        super().__init__(root)
+        self._zones: list[_Zone] | None = None
+
+    def _discover(self) -> list[_Zone]:
+        base = self.path(THERMAL_CLASS)
+        try:
+            entries = [p for p in base.iterdir() if _ZONE_RE.match(p.name)]
+        except OSError:
+            entries = []
+        zones: list[_Zone] = []
+        for path in sorted(entries, key=_zone_index):
+            index = _zone_index(path)
+            zones.append(_Zone(path, index, read_text(path / "type") or f"zone{index}"))
+        counts: dict[str, int] = {}
+        for zone in zones:
+            counts[zone.base_name] = counts.get(zone.base_name, 0) + 1
+        for zone in zones:
+            suffix = f"_zone{zone.index}" if counts[zone.base_name] > 1 else ""
+            zone.metric = f"temp.{zone.base_name}{suffix}_c"
+        self._zones = zones
+        return zones
+
+    def _get_zones(self) -> list[_Zone]:
+        return self._zones if self._zones is not None else self._discover()
+
+    @staticmethod
+    def _read_temp_c(zone: _Zone) -> float | None:
+        if read_text(zone.path / "mode") == "disabled":
+            return None
+        milli = read_int(zone.path / "temp")
+        if milli is None or milli <= OFFLINE_MILLI_C:
+            return None
+        return milli / 1000.0
+
+    def available(self) -> Availability:
+        zones = self._discover()
+        if not zones:
+            return Availability(
+                False, f"no thermal zones under {THERMAL_CLASS} (common in VMs and containers)"
+            )
+        readings = {zone.metric: self._read_temp_c(zone) for zone in zones}
+        labels = [
+            zone.type if readings[zone.metric] is not None else f"{zone.type} (offline)" for zone in zones
+        ]
+        summary = f"{len(zones)} zone{'s' if len(zones) != 1 else ''}: {', '.join(labels)}"
+        if all(value is None for value in readings.values()):
+            return Availability(False, f"{summary}; none readable now (disabled or read errors)")
+        return Availability(True, summary)
+
+    def metrics(self) -> list[Metric]:
+        return [
+            Metric(zone.metric, "C", "gauge", f"thermal_zone{zone.index} ({zone.type})")
+            for zone in self._get_zones()
+        ]
+
+    def sample(self) -> SampleValues:
+        return {zone.metric: self._read_temp_c(zone) for zone in self._get_zones()}
+
+    def zone_types(self) -> dict[str, str]:
+        """Metric name -> the zone's raw ``type`` string, for reports and ``doctor``."""
+        return {zone.metric: zone.type for zone in self._get_zones()}
+
+    def trip_points(self) -> dict[str, list[tuple[str, float]]]:
+        """Metric name -> ``[(trip type, temp C), ...]`` by trip index; unreadable trips are left out."""
+        result: dict[str, list[tuple[str, float]]] = {}
+        for zone in self._get_zones():
+            trips: list[tuple[int, str, float]] = []
+            try:
+                names = [p.name for p in zone.path.iterdir()]
+            except OSError:
+                names = []
+            for file_name in names:
+                match = _TRIP_RE.match(file_name)
+                if not match:
+                    continue
+                number = int(match.group(1))
+                milli = read_int(zone.path / file_name)
+                if milli is None:
+                    continue
+                trip_type = read_text(zone.path / f"trip_point_{number}_type") or "unknown"
+                trips.append((number, trip_type, milli / 1000.0))
+            result[zone.metric] = [(trip_type, temp) for _, trip_type, temp in sorted(trips)]
+        return result
+
+    def hottest_c(self, sample: SampleValues) -> float | None:
+        """Highest real temperature in one of this collector's samples; see module-level ``hottest_c``."""
+        return hottest_c(sample)
+
+
+def is_thermometer(metric: str) -> bool:
+    """False for ``temp.*`` metrics of zones listed in ``NOT_A_THERMOMETER`` (judged from the name alone)."""
+    match = _METRIC_RE.match(metric)
+    return not (match and match.group(1) in NOT_A_THERMOMETER)
+
+
+def hottest_c(sample: SampleValues) -> float | None:
+    """Highest ``temp.*`` value in ``sample`` that is a real thermometer reading; None if there is none.
+
+    Works on names only, so a cooldown loop can call it on any mix of collectors' samples.
+    """
+    values = [
+        value
+        for name, value in sample.items()
+        if value is not None and name.startswith("temp.") and is_thermometer(name)
+    ]
+    return max(values) if values else None

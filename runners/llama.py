@@ -1,0 +1,276 @@
+"""Parent side of a llama.cpp run: spawn the worker, enforce the timeout, turn any ending into a result.
+
+Each child is a fresh process in its own session (so a terminal's Ctrl-C reaches only the agent, which then
+stops the child itself). A child that dies by a signal, hangs past its timeout or fails to load still gives a
+``ChildResult`` with a status and a human reason: the sweep stores it and goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+LOG_TAIL_BYTES = 4000
+
+SIGNAL_REASONS = {
+    "SIGILL": "killed by SIGILL: this llama.cpp build uses CPU instructions this machine lacks "
+    "(rebuild with scripts/setup.sh, which picks portable flags)",
+    "SIGKILL": "killed by SIGKILL: most likely the kernel's OOM killer (model + KV cache too large for RAM; "
+    "see `dmesg`), or killed by hand",
+    "SIGSEGV": "crashed with SIGSEGV (invalid memory access inside llama.cpp or its backend)",
+    "SIGBUS": "crashed with SIGBUS (the model file changed or shrank while mapped, or a bad mmap)",
+    "SIGABRT": "aborted (SIGABRT): llama.cpp hit an assertion; the log tail says which",
+    "SIGFPE": "crashed with SIGFPE (arithmetic fault inside llama.cpp)",
+    "SIGTERM": "terminated by SIGTERM",
+}
+
+
+@dataclass
+class ChildResult:
+    """Everything one worker process said before it ended, and how it ended."""
+
+    status: str  # ok | load_failed | error | crashed | timeout | interrupted
+    reason: str | None
+    exit_code: int | None
+    signal_name: str | None
+    t_spawn: float
+    t_exit: float
+    peak_rss_mb: float | None
+    hello: dict[str, Any] | None = None
+    loaded: dict[str, Any] | None = None
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    log_tail: str = ""
+
+
+def worker_command() -> list[str]:
+    return [sys.executable, "-m", "runners.llama_worker"]
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _last_error_line(log_tail: str) -> str | None:
+    for line in reversed(log_tail.splitlines()):
+        low = line.lower()
+        if "error" in low or "failed" in low or "assert" in low:
+            return line.strip()[:300]
+    return None
+
+
+def run_child(
+    job: dict[str, Any],
+    timeout_s: float,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> ChildResult:
+    """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds."""
+    read_fd, write_fd = os.pipe()
+    log_file = tempfile.NamedTemporaryFile(prefix="edgeprof-worker-", suffix=".log", delete=False)  # noqa: SIM115
+    log_path = Path(log_file.name)
+    child_env = dict(os.environ if env is None else env)
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH", "")) if p
+    )
+    t_spawn = time.monotonic()
+    proc = subprocess.Popen(
+        [*worker_command(), "--event-fd", str(write_fd)],
+        stdin=subprocess.PIPE,
+        stdout=log_file,
+        stderr=log_file,
+        pass_fds=(write_fd,),
+        start_new_session=True,
+        env=child_env,
+        close_fds=True,
+    )
+    os.close(write_fd)
+    log_file.close()
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+
+    result = ChildResult(
+        status="error",
+        reason=None,
+        exit_code=None,
+        signal_name=None,
+        t_spawn=t_spawn,
+        t_exit=t_spawn,
+        peak_rss_mb=None,
+    )
+    error_event: dict[str, Any] | None = None
+    done = False
+    timed_out = False
+    interrupted = False
+    buffer = b""
+    deadline = t_spawn + timeout_s
+    sel = selectors.DefaultSelector()
+    sel.register(read_fd, selectors.EVENT_READ)
+
+    def handle(line: bytes) -> None:
+        nonlocal error_event, done
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        kind = event.get("event")
+        if kind == "hello":
+            result.hello = event
+        elif kind == "loaded":
+            result.loaded = event
+        elif kind == "measurement":
+            result.measurements.append(event)
+        elif kind == "phase":
+            result.phases.append(event)
+        elif kind == "error":
+            error_event = event
+        elif kind == "done":
+            done = True
+        if on_event is not None:
+            on_event(event)
+
+    try:
+        eof = False
+        while not eof:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for _key, _mask in sel.select(timeout=min(remaining, 1.0)):
+                chunk = os.read(read_fd, 65536)
+                if not chunk:
+                    eof = True
+                    break
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    handle(line)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        sel.close()
+        os.close(read_fd)
+        if timed_out or interrupted:
+            _stop(proc.pid)
+
+    status_code, rusage = _wait(proc.pid, grace_s=10.0)
+    proc.returncode = status_code
+    result.t_exit = time.monotonic()
+    result.peak_rss_mb = rusage.ru_maxrss / 1024.0 if rusage is not None else None
+    result.log_tail = _tail(log_path)
+    with contextlib.suppress(OSError):
+        log_path.unlink()
+
+    if status_code is not None and os.WIFSIGNALED(status_code):
+        sig = os.WTERMSIG(status_code)
+        try:
+            result.signal_name = signal.Signals(sig).name
+        except ValueError:
+            result.signal_name = f"SIG{sig}"
+    elif status_code is not None and os.WIFEXITED(status_code):
+        result.exit_code = os.WEXITSTATUS(status_code)
+
+    if interrupted:
+        result.status, result.reason = "interrupted", "stopped by the user (Ctrl-C / SIGTERM) during this run"
+    elif timed_out:
+        result.status = "timeout"
+        result.reason = f"no result within the {timeout_s:g} s timeout; the child was killed"
+    elif result.signal_name is not None:
+        result.status = "crashed"
+        result.reason = SIGNAL_REASONS.get(result.signal_name, f"killed by {result.signal_name}")
+    elif error_event is not None:
+        stage = error_event.get("stage")
+        result.status = "load_failed" if stage == "load" else "error"
+        detail = error_event.get("message") or "unknown error"
+        hint = _last_error_line(result.log_tail)
+        result.reason = f"{stage}: {detail}" + (f" — {hint}" if hint and hint not in detail else "")
+    elif result.exit_code == 0 and done:
+        result.status, result.reason = "ok", None
+    else:
+        result.status = "error"
+        known = {
+            EXIT_LOAD_FAILED: "load failed",
+            EXIT_REQUEST_FAILED: "request failed",
+            EXIT_BAD_SPEC: "bad job",
+        }
+        what = known.get(result.exit_code or -1, f"exited with code {result.exit_code}")
+        hint = _last_error_line(result.log_tail)
+        result.reason = f"worker {what} before finishing" + (f" — {hint}" if hint else "")
+    if interrupted:
+        raise RunInterrupted(result)
+    return result
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C/SIGTERM arrived during a run; carries what the child had reported so it can be stored."""
+
+    def __init__(self, result: ChildResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
+
+
+def _stop(pid: int, grace_s: float = 3.0) -> None:
+    """SIGTERM the child's process group, then SIGKILL whatever is left after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    end = time.monotonic() + grace_s
+    while time.monotonic() < end:
+        try:
+            done_pid, status, rusage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done_pid == 0:
+            time.sleep(0.05)
+            continue
+        _REAPED[pid] = (status, rusage)  # reaped here; _wait picks the status up
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+_REAPED: dict[int, tuple[int, Any]] = {}
+
+
+def _wait(pid: int, grace_s: float) -> tuple[int | None, Any]:
+    """Reap the child with its resource usage (peak RSS survives even a SIGKILL)."""
+    if pid in _REAPED:
+        return _REAPED.pop(pid)
+    end = time.monotonic() + grace_s
+    while True:
+        try:
+            done_pid, status, rusage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None, None
+        if done_pid == pid:
+            return status, rusage
+        if time.monotonic() > end:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            _pid, status, rusage = os.wait4(pid, 0)
+            return status, rusage
+        time.sleep(0.02)

@@ -1,0 +1,334 @@
+"""The child process of one run: load a model with llama.cpp, serve the fixed requests, report events.
+
+Run as ``python -m runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
+lines on fd N; stdout is pointed at stderr first, so nothing llama.cpp prints can corrupt the event stream.
+
+Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the
+sampler). Prefill and decode durations come from llama.cpp's own counters (``llama_perf_context``), read
+before and after each phase, never from this Python loop; TTFT and e2e are measured around the request.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from runners.protocol import (
+    EXIT_BAD_SPEC,
+    EXIT_LOAD_FAILED,
+    EXIT_OK,
+    EXIT_REQUEST_FAILED,
+    FAULT_ENV,
+    KV_CACHE_TYPES,
+    encode_event,
+)
+
+T_PROCESS_START = time.monotonic()
+
+_EVENT_FD = -1
+
+
+def emit(event_type: str, /, **fields: Any) -> None:
+    fields["event"] = event_type
+    data = encode_event(fields)
+    view = memoryview(data)
+    while view:
+        written = os.write(_EVENT_FD, view)
+        view = view[written:]
+
+
+def maybe_fault(stage: str, model_path: str) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    if not spec:
+        return
+    action, _, rest = spec.partition("@")
+    where, _, match = rest.partition(":")
+    if where != stage or (match and match not in model_path):
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "segv":
+        ctypes.string_at(0)  # a real invalid read, as a crash inside native code would be
+    elif action == "abort":
+        os.abort()
+    elif action == "hang":
+        while True:
+            time.sleep(3600)
+    elif action == "exit":
+        os._exit(1)
+    elif action == "raise":
+        raise RuntimeError(f"injected failure at {stage}")
+
+
+class Request:
+    """One greedy (or seeded) generation with llama.cpp's counters read around prefill and decode."""
+
+    def __init__(self, llama_cpp: Any, ctx: Any, vocab: Any, job: dict[str, Any]) -> None:
+        self.ll = llama_cpp
+        self.ctx = ctx
+        self.vocab = vocab
+        self.workload = job["workload"]
+        self.n_batch = int(job["params"]["n_batch"])
+        self.n_ctx = int(self.ll.llama_n_ctx(ctx))
+
+    def tokenize(self) -> list[int]:
+        wl = self.workload
+        if wl.get("prompt_tokens"):
+            return self._exact_tokens(int(wl["prompt_tokens"]), wl.get("prompt") or "")
+        return self._tokenize(wl["prompt"], add_special=True)
+
+    def _tokenize(self, text: str, add_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        n_max = len(data) + 8
+        buf = (self.ll.llama_token * n_max)()
+        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, False)
+        if n < 0:
+            n_max = -n
+            buf = (self.ll.llama_token * n_max)()
+            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, False)
+        return list(buf[:n])
+
+    def _exact_tokens(self, n_tokens: int, seed_text: str) -> list[int]:
+        # A fixed text, tokenized, repeated and cut to exactly n tokens (BOS first): deterministic per model.
+        filler = seed_text or (
+            "The quick brown fox jumps over the lazy dog while the edge device measures every token. "
+        )
+        first = self._tokenize(filler, add_special=True)
+        body = self._tokenize(filler, add_special=False) or first
+        out = list(first)
+        while len(out) < n_tokens:
+            out.extend(body)
+        return out[:n_tokens]
+
+    def _sampler(self) -> Any:
+        ll = self.ll
+        wl = self.workload
+        chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
+        temperature = float(wl.get("temperature", 0.0))
+        if temperature <= 0.0:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_greedy())
+        else:
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_k(int(wl.get("top_k", 40))))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_top_p(float(wl.get("top_p", 0.95)), 1))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_temp(temperature))
+            ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(int(wl.get("seed", 42))))
+        return chain
+
+    def _perf(self) -> tuple[float, float, int, int]:
+        p = self.ll.llama_perf_context(self.ctx)
+        t_p, t_e = float(p.t_p_eval_ms), float(p.t_eval_ms)
+        # llama_perf_context reports max(1, n) for both counts (to avoid division by zero in its printer);
+        # a count whose time is still zero is really zero.
+        n_p = int(p.n_p_eval) if t_p > 0 else 0
+        n_e = int(p.n_eval) if t_e > 0 else 0
+        return t_p, t_e, n_p, n_e
+
+    def _decode(self, tokens: list[int]) -> None:
+        arr = (self.ll.llama_token * len(tokens))(*tokens)
+        rc = self.ll.llama_decode(self.ctx, self.ll.llama_batch_get_one(arr, len(tokens)))
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc} (KV cache full or batch rejected)")
+
+    def _piece(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = self.ll.llama_token_to_piece(self.vocab, token, buf, 64, 0, False)
+        return buf.raw[: max(n, 0)]
+
+    def run(self, model_path: str) -> dict[str, Any]:
+        ll = self.ll
+        n_predict = int(self.workload["n_predict"])
+        ignore_eos = bool(self.workload.get("ignore_eos", True))
+        ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
+        sampler = self._sampler()
+        ll.llama_perf_context_reset(self.ctx)
+        try:
+            t_request = time.monotonic()
+            tokens = self.tokenize()
+            if len(tokens) + n_predict > self.n_ctx:
+                raise ValueError(
+                    f"prompt ({len(tokens)} tokens) + n_predict ({n_predict}) "
+                    f"exceeds the context ({self.n_ctx})"
+                )
+            maybe_fault("prefill", model_path)
+            for start in range(0, len(tokens), self.n_batch):
+                self._decode(tokens[start : start + self.n_batch])
+            # Compute is asynchronous: llama.cpp books a batch's time when the context synchronizes, so the
+            # counters are read only after an explicit sync.
+            ll.llama_synchronize(self.ctx)
+            p_pre = self._perf()
+            token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
+            t_first = time.monotonic()
+            out = [token]
+            finish = "length"
+            maybe_fault("decode", model_path)
+            while len(out) < n_predict:
+                if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
+                    finish = "eos"
+                    break
+                self._decode([token])
+                token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
+                out.append(token)
+            ll.llama_synchronize(self.ctx)
+            t_end = time.monotonic()
+            p_end = self._perf()
+        finally:
+            ll.llama_sampler_free(sampler)
+
+        prefill_ms = p_pre[0] + p_pre[1]
+        n_prompt = p_pre[2] + p_pre[3]
+        decode_ms = p_end[1] - p_pre[1]
+        n_gen = p_end[3] - p_pre[3]
+        ttft_ms = (t_first - t_request) * 1000.0
+        e2e_ms = (t_end - t_request) * 1000.0
+        text = b"".join(self._piece(t) for t in out).decode("utf-8", errors="replace")
+        return {
+            "n_prompt": n_prompt,
+            "prefill_ms": prefill_ms,
+            "pp_tps": n_prompt / (prefill_ms / 1000.0) if prefill_ms > 0 else None,
+            "ttft_ms": ttft_ms,
+            "n_gen": n_gen,
+            "decode_ms": decode_ms if n_gen > 0 else None,
+            "tg_tps": n_gen / (decode_ms / 1000.0) if n_gen > 0 and decode_ms > 0 else None,
+            "e2e_ms": e2e_ms,
+            "tpot_ms": (e2e_ms - ttft_ms) / (len(out) - 1) if len(out) > 1 else None,
+            "tokens_out": len(out),
+            "output_tokens": out,
+            "output_hash": hashlib.sha256(json.dumps(out).encode()).hexdigest(),
+            "output_text": text[:4000],
+            "finish_reason": finish,
+            "t_request": t_request,
+            "t_first_token": t_first,
+            "t_end": t_end,
+        }
+
+
+def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    params = job["params"]
+    path = job["model_path"]
+    mparams = ll.llama_model_default_params()
+    mparams.n_gpu_layers = int(params["n_gpu_layers"])
+    mparams.use_mmap = bool(params["use_mmap"])
+    model = ll.llama_model_load_from_file(path.encode(), mparams)
+    if not model:
+        raise RuntimeError(f"llama.cpp could not load {path} (see log tail)")
+    cparams = ll.llama_context_default_params()
+    cparams.n_ctx = int(params["n_ctx"])
+    cparams.n_batch = int(params["n_batch"])
+    cparams.n_ubatch = int(params["n_ubatch"])
+    cparams.n_threads = int(params["n_threads"])
+    cparams.n_threads_batch = int(params["n_threads"])
+    cparams.flash_attn_type = {
+        "on": ll.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+        "off": ll.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        "auto": ll.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    }[params["flash_attn"]]
+    cparams.type_k = KV_CACHE_TYPES[params["type_k"]]
+    cparams.type_v = KV_CACHE_TYPES[params["type_v"]]
+    cparams.no_perf = False  # the default turns llama.cpp's counters off, and they are the measurement
+    ctx = ll.llama_init_from_model(model, cparams)
+    if not ctx:
+        ll.llama_model_free(model)
+        raise RuntimeError(
+            "llama.cpp could not create the context (out of memory, or unsupported parameters)"
+        )
+    effective = {
+        "n_ctx": int(ll.llama_n_ctx(ctx)),
+        "n_batch": int(ll.llama_n_batch(ctx)),
+        "n_ubatch": int(ll.llama_n_ubatch(ctx)),
+        "n_threads": int(ll.llama_n_threads(ctx)),
+        "n_threads_batch": int(ll.llama_n_threads_batch(ctx)),
+        "n_gpu_layers": int(params["n_gpu_layers"]),
+        "n_layer": int(ll.llama_model_n_layer(model)),
+        "flash_attn": params["flash_attn"],
+        "type_k": params["type_k"],
+        "type_v": params["type_v"],
+        "use_mmap": bool(params["use_mmap"]),
+        "model_size_bytes": int(ll.llama_model_size(model)),
+        "n_params": int(ll.llama_model_n_params(model)),
+    }
+    return model, ctx, effective
+
+
+def main(argv: list[str]) -> int:
+    global _EVENT_FD
+    if len(argv) != 2 or argv[0] != "--event-fd":
+        print("usage: python -m runners.llama_worker --event-fd N < job.json", file=sys.stderr)
+        return EXIT_BAD_SPEC
+    _EVENT_FD = int(argv[1])
+    os.dup2(2, 1)  # llama.cpp and stray prints go to the log, never into the event stream
+    try:
+        job = json.loads(sys.stdin.read())
+    except ValueError as exc:
+        emit("error", stage="spec", message=f"bad job JSON: {exc}")
+        return EXIT_BAD_SPEC
+    model_path = job["model_path"]
+    emit("start", t=T_PROCESS_START, pid=os.getpid())
+    maybe_fault("start", model_path)
+
+    import llama_cpp as ll
+
+    ll.llama_backend_init()
+    emit(
+        "hello",
+        t=time.monotonic(),
+        llama_cpp_python=getattr(ll, "__version__", "unknown"),
+        system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
+        gpu_offload=bool(ll.llama_supports_gpu_offload()),
+    )
+
+    t_load = time.monotonic()
+    try:
+        maybe_fault("load", model_path)
+        model, ctx, effective = _load(ll, job)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as a load failure
+        emit("error", stage="load", message=str(exc))
+        return EXIT_LOAD_FAILED
+    t_loaded = time.monotonic()
+    emit("loaded", load_ms=(t_loaded - t_load) * 1000.0, t_start=t_load, t_end=t_loaded, effective=effective)
+    emit("phase", name="load", kind="cold", rep=0, t_start=t_load, t_end=t_loaded)
+
+    vocab = ll.llama_model_get_vocab(model)
+    request = Request(ll, ctx, vocab, job)
+    repeat = job["repeat"]
+    plan: list[tuple[str, int]] = [("cold", job.get("cold_rep", 0))]
+    if not job.get("cold_only"):
+        plan += [("warmup", i) for i in range(int(repeat["warmup"]))]
+        plan += [("steady", i) for i in range(int(repeat["steady"]))]
+    try:
+        for kind, rep in plan:
+            result = request.run(model_path)
+            emit(
+                "phase",
+                name="prefill",
+                kind=kind,
+                rep=rep,
+                t_start=result["t_request"],
+                t_end=result["t_first_token"],
+            )
+            emit(
+                "phase",
+                name="decode",
+                kind=kind,
+                rep=rep,
+                t_start=result["t_first_token"],
+                t_end=result["t_end"],
+            )
+            emit("measurement", kind=kind, rep=rep, **result)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent; earlier reps are already out
+        emit("error", stage="request", message=f"{type(exc).__name__}: {exc}")
+        return EXIT_REQUEST_FAILED
+    finally:
+        ll.llama_free(ctx)
+        ll.llama_model_free(model)
+    emit("done", t=time.monotonic())
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

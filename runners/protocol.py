@@ -1,0 +1,34 @@
+"""What the parent sends a worker and what comes back: plain JSON, so a worker can be any executable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# Environment variable that makes the worker fail on purpose: "<action>@<stage>[:<model-path-substring>]",
+# action in kill|segv|abort|hang|exit|raise, stage in start|load|prefill|decode. Used by the fault-injection
+# tests to prove that every kind of child death leaves a stored row; never set it in production.
+FAULT_ENV = "EDGEPROF_TEST_FAULT"
+
+# Exit codes a worker uses to say why it stopped without a signal.
+EXIT_OK = 0
+EXIT_LOAD_FAILED = 3
+EXIT_REQUEST_FAILED = 4
+EXIT_BAD_SPEC = 5
+
+KV_CACHE_TYPES: dict[str, int] = {
+    # ggml_type values (ggml.h); the names llama-bench's -ctk/-ctv accept.
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q5_0": 6,
+    "q5_1": 7,
+    "q8_0": 8,
+    "iq4_nl": 20,
+    "bf16": 30,
+}
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    return (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode()

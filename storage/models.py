@@ -1,0 +1,210 @@
+"""Typed SQLAlchemy 2 models: the head of the schema (DESIGN §4).
+
+The tables are created and upgraded by ``storage.migrations`` (frozen DDL per version), never by
+``metadata.create_all``: a DB written by an older edgeprof must be upgraded in place, and a test checks that
+the migrated schema matches these models column for column.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Device(Base):
+    __tablename__ = "device"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    machine_id: Mapped[str | None] = mapped_column(String(64))
+    arch: Mapped[str] = mapped_column(String(32))
+    cpu_model: Mapped[str | None] = mapped_column(String(255))
+    cpu_count: Mapped[int | None] = mapped_column(Integer)
+    ram_total_mb: Mapped[float | None] = mapped_column(Float)
+    board_model: Mapped[str | None] = mapped_column(String(255))
+    l4t_release: Mapped[str | None] = mapped_column(String(64))
+    gpu: Mapped[str | None] = mapped_column(String(255))
+    kernel: Mapped[str | None] = mapped_column(String(255))
+    os_release: Mapped[str | None] = mapped_column(String(255))
+    facts_json: Mapped[str] = mapped_column(Text)
+    first_seen: Mapped[datetime]
+
+
+class Build(Base):
+    __tablename__ = "build"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    llama_cpp_python_version: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[str] = mapped_column(String(32))
+    gpu_offload: Mapped[bool] = mapped_column(Boolean)
+    system_info: Mapped[str] = mapped_column(Text)
+    build_flags: Mapped[str | None] = mapped_column(Text)
+    first_seen: Mapped[datetime]
+
+
+class ModelFile(Base):
+    __tablename__ = "model_file"
+    __table_args__ = (UniqueConstraint("path", "sha256", name="uq_model_file_path_sha"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    mtime_ns: Mapped[int] = mapped_column(Integer)
+    arch: Mapped[str | None] = mapped_column(String(64))
+    name: Mapped[str | None] = mapped_column(String(255))
+    n_params: Mapped[int | None] = mapped_column(Integer)
+    quant_type: Mapped[str | None] = mapped_column(String(32))
+    file_type: Mapped[int | None] = mapped_column(Integer)
+    n_layers: Mapped[int | None] = mapped_column(Integer)
+    context_length: Mapped[int | None] = mapped_column(Integer)
+    vocab_size: Mapped[int | None] = mapped_column(Integer)
+
+
+class Sweep(Base):
+    __tablename__ = "sweep"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    plan_path: Mapped[str | None] = mapped_column(Text)
+    plan_text: Mapped[str] = mapped_column(Text)
+    plan_hash: Mapped[str] = mapped_column(String(64), index=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("device.id"))
+    edgeprof_version: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    status: Mapped[str] = mapped_column(String(16))
+    n_specs: Mapped[int] = mapped_column(Integer)
+
+    device: Mapped[Device] = relationship()
+    runs: Mapped[list[Run]] = relationship(back_populates="sweep", order_by="Run.id")
+
+
+class Run(Base):
+    """One execution of one run spec (model x params x workload x repeats) in its own child process(es)."""
+
+    __tablename__ = "run"
+    __table_args__ = (Index("ix_run_sweep_spec", "sweep_id", "spec_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"))
+    spec_id: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int] = mapped_column(Integer)
+    model_file_id: Mapped[int | None] = mapped_column(ForeignKey("model_file.id"))
+    build_id: Mapped[int | None] = mapped_column(ForeignKey("build.id"))
+    model_label: Mapped[str] = mapped_column(String(255))
+    model_group: Mapped[str] = mapped_column(String(255))
+    model_path: Mapped[str] = mapped_column(Text)
+    workload_name: Mapped[str] = mapped_column(String(255))
+    workload_hash: Mapped[str] = mapped_column(String(64))
+    workload_json: Mapped[str] = mapped_column(Text)
+    params_json: Mapped[str] = mapped_column(Text)
+    effective_json: Mapped[str | None] = mapped_column(Text)
+    repeat_json: Mapped[str] = mapped_column(Text)
+    n_ctx: Mapped[int] = mapped_column(Integer)
+    n_gpu_layers: Mapped[int] = mapped_column(Integer)
+    n_threads: Mapped[int] = mapped_column(Integer)
+    n_batch: Mapped[int] = mapped_column(Integer)
+    n_ubatch: Mapped[int] = mapped_column(Integer)
+    flash_attn: Mapped[str] = mapped_column(String(8))
+    type_k: Mapped[str] = mapped_column(String(16))
+    type_v: Mapped[str] = mapped_column(String(16))
+    use_mmap: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    signal_name: Mapped[str | None] = mapped_column(String(16))
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    t_start_mono: Mapped[float | None] = mapped_column(Float)
+    t_end_mono: Mapped[float | None] = mapped_column(Float)
+    peak_rss_mb: Mapped[float | None] = mapped_column(Float)
+    page_cache: Mapped[str | None] = mapped_column(String(16))
+    log_tail: Mapped[str | None] = mapped_column(Text)
+
+    sweep: Mapped[Sweep] = relationship(back_populates="runs")
+    model_file: Mapped[ModelFile | None] = relationship()
+    build: Mapped[Build | None] = relationship()
+    measurements: Mapped[list[Measurement]] = relationship(
+        back_populates="run", order_by="Measurement.id", cascade="all, delete-orphan"
+    )
+    phases: Mapped[list[Phase]] = relationship(order_by="Phase.id", cascade="all, delete-orphan")
+
+
+class Measurement(Base):
+    """One request: the cold one (fresh process), a discarded warm-up, or a steady repetition (DESIGN §3)."""
+
+    __tablename__ = "measurement"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    rep: Mapped[int] = mapped_column(Integer)
+    load_ms: Mapped[float | None] = mapped_column(Float)
+    cold_start_ms: Mapped[float | None] = mapped_column(Float)
+    n_prompt: Mapped[int | None] = mapped_column(Integer)
+    prefill_ms: Mapped[float | None] = mapped_column(Float)
+    pp_tps: Mapped[float | None] = mapped_column(Float)
+    ttft_ms: Mapped[float | None] = mapped_column(Float)
+    n_gen: Mapped[int | None] = mapped_column(Integer)
+    decode_ms: Mapped[float | None] = mapped_column(Float)
+    tg_tps: Mapped[float | None] = mapped_column(Float)
+    e2e_ms: Mapped[float | None] = mapped_column(Float)
+    tpot_ms: Mapped[float | None] = mapped_column(Float)
+    tokens_out: Mapped[int | None] = mapped_column(Integer)
+    output_tokens_json: Mapped[str | None] = mapped_column(Text)
+    output_hash: Mapped[str | None] = mapped_column(String(64))
+    output_text: Mapped[str | None] = mapped_column(Text)
+    finish_reason: Mapped[str | None] = mapped_column(String(16))
+    t_start_mono: Mapped[float | None] = mapped_column(Float)
+    t_end_mono: Mapped[float | None] = mapped_column(Float)
+
+    run: Mapped[Run] = relationship(back_populates="measurements")
+
+
+class Phase(Base):
+    """A named interval of a run on the shared monotonic clock (load, prefill, decode, idle, cooldown…)."""
+
+    __tablename__ = "phase"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    name: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str | None] = mapped_column(String(8))
+    rep: Mapped[int | None] = mapped_column(Integer)
+    t_start_mono: Mapped[float] = mapped_column(Float)
+    t_end_mono: Mapped[float] = mapped_column(Float)
+
+
+class Sample(Base):
+    """One telemetry reading; ``value`` is NULL when the source could not be read (never 0)."""
+
+    __tablename__ = "sample"
+    __table_args__ = (Index("ix_sample_sweep_t", "sweep_id", "t_mono"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweep.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
+    t_mono: Mapped[float] = mapped_column(Float)
+    t_wall: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(32))
+    metric: Mapped[str] = mapped_column(String(96))
+    value: Mapped[float | None] = mapped_column(Float)
+
+
+class Verdict(Base):
+    __tablename__ = "verdict"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    value: Mapped[str] = mapped_column(String(32))
+    evidence_json: Mapped[str] = mapped_column(Text)
