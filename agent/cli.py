@@ -1,0 +1,268 @@
+"""The ``edgeprof`` command line.
+
+Every expected failure (bad plan, missing file, unknown sweep) is one line on stderr and exit code 2; a run
+that fails inside llama.cpp is data, stored and reported, not an error of the command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from agent import __version__
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    name="edgeprof",
+    help="Measure how llama.cpp models really run on this device: quant x ctx x ngl sweeps in SQLite.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+models_app = typer.Typer(help="Model helpers (demo GGUF models).", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite path or SQLAlchemy URL (default: $EDGEPROF_DB or the user data dir)."),
+]
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
+class DemoSizeChoice(str, Enum):
+    tiny = "tiny"
+    small = "small"
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    typer.echo(f"edgeprof: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "edgeprof"
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[Path]:
+    """Send what native code (llama.cpp) prints on fd 2 to a file, so the terminal shows our lines only."""
+    log = tempfile.NamedTemporaryFile(prefix="edgeprof-native-", suffix=".log", delete=False)  # noqa: SIM115
+    saved = os.dup(2)
+    try:
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 2)
+        yield Path(log.name)
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+
+
+def _open_engine(db: str | None) -> Any:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from storage.db import open_engine
+    from storage.migrations import SchemaTooNewError
+
+    try:
+        return open_engine(db)
+    except SchemaTooNewError as exc:
+        fail(str(exc))
+    except (SQLAlchemyError, OSError) as exc:
+        fail(f"cannot open database {db or '(default)'}: {str(exc).splitlines()[0]}")
+
+
+@app.command()
+def run(
+    plan: Annotated[Path, typer.Argument(help="The TOML plan to run.")],
+    db: DbOption = None,
+    new: Annotated[
+        bool, typer.Option("--new", help="Start a new sweep instead of resuming this plan's.")
+    ] = False,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Run again the configs that failed last time.")
+    ] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Validate the plan and list the configs; run nothing.")
+    ] = False,
+) -> None:
+    """Run a plan's sweep; run it again to resume (finished configs are skipped)."""
+    from agent.plan import PlanError, load_plan
+
+    try:
+        parsed = load_plan(plan)
+    except PlanError as exc:
+        lines = exc.lines()
+        for line in lines:
+            typer.echo(f"edgeprof: error: {line}", err=True)
+        if len(lines) > 1:
+            typer.echo(f"edgeprof: {len(lines)} problems in the plan; nothing was run", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    if check:
+        typer.echo(f"plan {parsed.name!r} is valid: {parsed.n_specs()} configs")
+        return
+    engine = _open_engine(db)
+    _run_plan(engine, parsed, new=new, retry_failed=retry_failed)
+
+
+def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool) -> int:
+    from agent.sweep import run_plan
+
+    typer.echo(f"edgeprof {__version__}: plan {parsed.name!r}, {parsed.n_specs()} configs")
+    outcome = run_plan(engine, parsed, new_sweep=new, retry_failed=retry_failed)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items())) or "nothing to do"
+    typer.echo(f"sweep {outcome.sweep_id}: {summary}")
+    if outcome.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+    return outcome.sweep_id
+
+
+@app.command()
+def report(
+    db: DbOption = None,
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
+) -> None:
+    """One row per config: cold start apart from steady state, quality beside speed."""
+    from agent.report import RENDERERS, ReportError, build_rows
+    from storage.db import new_session
+
+    engine = _open_engine(db)
+    with new_session(engine) as session:
+        try:
+            rows = build_rows(session, sweep)
+        except ReportError as exc:
+            fail(str(exc))
+    typer.echo(RENDERERS[fmt.value](rows))
+
+
+@models_app.command("demo")
+def models_demo(
+    out: Annotated[Path | None, typer.Option("--out", help="Folder for the GGUF files.")] = None,
+    size: Annotated[DemoSizeChoice, typer.Option("--size", help="tiny (tests) or small (~29 M params).")] = (
+        DemoSizeChoice.small
+    ),
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if the files exist.")] = False,
+) -> None:
+    """Write a llama-architecture GGUF (F16) and quantize it to Q8_0, Q5_K_M and Q4_K_M."""
+    paths = _build_demo(out or data_dir() / "models", size.value, force)
+    for quant, path in paths.items():
+        typer.echo(f"{quant:7s} {path}")
+
+
+def _build_demo(out: Path, size: str, force: bool) -> dict[str, Path]:
+    from agent.demo_models import build_demo_models
+
+    try:
+        with quiet_native_stderr() as log:
+            paths = build_demo_models(out, size, force=force)
+    except (RuntimeError, OSError) as exc:
+        tail = log.read_text(errors="replace")[-800:] if log.exists() else ""
+        fail(f"building demo models failed: {exc}" + (f"\n{tail}" if tail else ""))
+    finally:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            log.unlink()
+    return paths
+
+
+DEMO_PLAN = """\
+# The built-in demo: three quantizations of the same model at two context sizes.
+name = "demo-{size}"
+
+[matrix]
+models = [
+  {{ path = "{q8}", label = "demo-q8_0" }},
+  {{ path = "{q5}", label = "demo-q5_k_m" }},
+  {{ path = "{q4}", label = "demo-q4_k_m" }},
+]
+ctx = [512, 2048]
+ngl = [0]
+threads = [{threads}]
+
+[[workload]]
+name = "explain-edge"
+prompt_tokens = 128
+n_predict = 64
+
+[repeat]
+cold = 1
+warmup = 1
+steady = 5
+
+[run]
+timeout_s = 120
+"""
+
+
+@app.command()
+def demo(
+    db: DbOption = None,
+    size: Annotated[DemoSizeChoice, typer.Option("--size", help="Demo model size.")] = DemoSizeChoice.small,
+    models_dir: Annotated[
+        Path | None, typer.Option("--models-dir", help="Where the demo GGUFs live.")
+    ] = None,
+) -> None:
+    """Build the demo models if missing, sweep Q8_0/Q5_K_M/Q4_K_M x two ctx sizes, print the report."""
+    from agent.plan import PlanError, default_threads, parse_plan
+    from agent.report import build_rows, render_table
+    from storage.db import new_session
+
+    out = models_dir or data_dir() / "models"
+    paths = _build_demo(out, size.value, force=False)
+    text = DEMO_PLAN.format(
+        size=size.value, q8=paths["Q8_0"], q5=paths["Q5_K_M"], q4=paths["Q4_K_M"], threads=default_threads()
+    )
+    plan_path = out / f"demo-{size.value}.toml"
+    plan_path.write_text(text)
+    try:
+        parsed = parse_plan(text, source=str(plan_path), base=out)
+    except PlanError as exc:
+        fail("; ".join(exc.lines()))
+    engine = _open_engine(db)
+    sweep_id = _run_plan(engine, parsed, new=True, retry_failed=False)
+    with new_session(engine) as session:
+        typer.echo("")
+        typer.echo(render_table(build_rows(session, sweep_id)))
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """What this machine can measure: llama.cpp build and backends, GPU offload, device facts, collectors."""
+    from agent.doctor import gather, render
+
+    info = gather()
+    typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
+
+
+def main() -> None:
+    """Console entry point: Typer, with expected failures kept to one line and no traceback."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("edgeprof: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":
+    main()

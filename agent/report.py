@@ -1,0 +1,345 @@
+"""Reports: one row per config of a sweep (DESIGN §3 numbers), in table, Markdown, CSV or JSON.
+
+The JSON form is a stable, documented schema (``REPORT_FIELDS``): a list of objects with exactly these keys,
+``null`` where a value was not measured. Add fields only at the end of a new schema version.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from agent.stats import Summary
+from storage.models import Measurement, ModelFile, Run, Sweep
+
+REPORT_SCHEMA_VERSION = 1
+
+# (field, JSON type) — the JSON report's contract.
+REPORT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("sweep_id", "integer"),
+    ("run_id", "integer"),
+    ("spec_id", "string"),
+    ("model_label", "string"),
+    ("model_group", "string"),
+    ("model_sha256", "string|null"),
+    ("quant", "string|null"),
+    ("bits_per_weight", "number|null"),
+    ("workload", "string"),
+    ("n_prompt", "integer|null"),
+    ("n_predict", "integer"),
+    ("ctx", "integer"),
+    ("ngl", "integer"),
+    ("threads", "integer"),
+    ("n_batch", "integer"),
+    ("n_ubatch", "integer"),
+    ("flash_attn", "string"),
+    ("type_k", "string"),
+    ("type_v", "string"),
+    ("mmap", "boolean"),
+    ("status", "string"),
+    ("reason", "string|null"),
+    ("attempts", "integer"),
+    ("cold_load_ms", "number|null"),
+    ("cold_start_ms", "number|null"),
+    ("cold_ttft_ms", "number|null"),
+    ("pp_tps_median", "number|null"),
+    ("pp_tps_min", "number|null"),
+    ("pp_tps_max", "number|null"),
+    ("pp_tps_n", "integer"),
+    ("tg_tps_median", "number|null"),
+    ("tg_tps_min", "number|null"),
+    ("tg_tps_max", "number|null"),
+    ("tg_tps_n", "integer"),
+    ("ttft_ms_p50", "number|null"),
+    ("ttft_ms_p95", "number|null"),
+    ("ttft_n", "integer"),
+    ("peak_rss_mb", "number|null"),
+    ("reference_label", "string|null"),
+    ("agree_prefix_tokens", "integer|null"),
+    ("agree_share", "number|null"),
+    ("agree_n_tokens", "integer|null"),
+    ("tg_ratio_vs_ref", "number|null"),
+    ("pp_ratio_vs_ref", "number|null"),
+)
+FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
+
+_PARAM_KEYS = ("ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "mmap")
+
+
+class ReportError(Exception):
+    pass
+
+
+def latest_sweep_id(session: Session) -> int | None:
+    return session.scalar(select(Sweep.id).order_by(Sweep.id.desc()).limit(1))
+
+
+def agreement(tokens: Sequence[int], reference: Sequence[int]) -> tuple[int, float, int]:
+    """(identical tokens before the first divergence, share of identical positions, positions compared).
+
+    Positions are compared over the longer of the two outputs, so a run that stopped early is not rewarded.
+    """
+    n = max(len(tokens), len(reference))
+    if n == 0:
+        return 0, 1.0, 0
+    prefix = 0
+    for a, b in zip(tokens, reference, strict=False):
+        if a != b:
+            break
+        prefix += 1
+    same = sum(1 for a, b in zip(tokens, reference, strict=False) if a == b)
+    return prefix, same / n, n
+
+
+def _tokens(run: Run) -> list[int] | None:
+    """The output of the run's first steady request (greedy: every rep gives the same tokens)."""
+    ordered = sorted(
+        run.measurements, key=lambda m: ({"steady": 0, "warmup": 1, "cold": 2}.get(m.kind, 3), m.rep)
+    )
+    for m in ordered:
+        if m.output_tokens_json:
+            value = json.loads(m.output_tokens_json)
+            if isinstance(value, list):
+                return [int(t) for t in value]
+    return None
+
+
+def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
+    steady: list[Measurement] = [m for m in run.measurements if m.kind == "steady"]
+    cold = next((m for m in run.measurements if m.kind == "cold" and m.rep == 0), None)
+    pp = Summary.of(m.pp_tps for m in steady)
+    tg = Summary.of(m.tg_tps for m in steady)
+    ttft = Summary.of(m.ttft_ms for m in steady)
+    workload = json.loads(run.workload_json)
+    n_prompt = next((m.n_prompt for m in run.measurements if m.n_prompt is not None), None)
+    bpw = mf.size_bytes * 8 / mf.n_params if mf is not None and mf.n_params else None
+    return {
+        "sweep_id": run.sweep_id,
+        "run_id": run.id,
+        "spec_id": run.spec_id,
+        "model_label": run.model_label,
+        "model_group": run.model_group,
+        "model_sha256": mf.sha256 if mf else None,
+        "quant": mf.quant_type if mf else None,
+        "bits_per_weight": round(bpw, 3) if bpw is not None else None,
+        "workload": run.workload_name,
+        "n_prompt": n_prompt,
+        "n_predict": int(workload.get("n_predict", 0)),
+        "ctx": run.n_ctx,
+        "ngl": run.n_gpu_layers,
+        "threads": run.n_threads,
+        "n_batch": run.n_batch,
+        "n_ubatch": run.n_ubatch,
+        "flash_attn": run.flash_attn,
+        "type_k": run.type_k,
+        "type_v": run.type_v,
+        "mmap": bool(run.use_mmap),
+        "status": run.status,
+        "reason": run.reason,
+        "attempts": 1,
+        "cold_load_ms": cold.load_ms if cold else None,
+        "cold_start_ms": cold.cold_start_ms if cold else None,
+        "cold_ttft_ms": cold.ttft_ms if cold else None,
+        "pp_tps_median": pp.median,
+        "pp_tps_min": pp.min,
+        "pp_tps_max": pp.max,
+        "pp_tps_n": pp.n,
+        "tg_tps_median": tg.median,
+        "tg_tps_min": tg.min,
+        "tg_tps_max": tg.max,
+        "tg_tps_n": tg.n,
+        "ttft_ms_p50": ttft.p50,
+        "ttft_ms_p95": ttft.p95,
+        "ttft_n": ttft.n,
+        "peak_rss_mb": run.peak_rss_mb,
+        "reference_label": None,
+        "agree_prefix_tokens": None,
+        "agree_share": None,
+        "agree_n_tokens": None,
+        "tg_ratio_vs_ref": None,
+        "pp_ratio_vs_ref": None,
+    }
+
+
+def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, Any]]:
+    """The report rows of a sweep (default: the latest), with quality and speed relative to the reference."""
+    if sweep_id is None:
+        sweep_id = latest_sweep_id(session)
+        if sweep_id is None:
+            raise ReportError(
+                "no sweep in this database yet; run `edgeprof run PLAN.toml` or `edgeprof demo`"
+            )
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise ReportError(f"no sweep with id {sweep_id} in this database")
+    runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)))
+    latest: dict[str, Run] = {}
+    attempts: dict[str, int] = {}
+    for run in runs:
+        latest[run.spec_id] = run  # a spec redone after an interruption: the last attempt speaks
+        attempts[run.spec_id] = attempts.get(run.spec_id, 0) + 1
+    ordered = sorted(latest.values(), key=lambda r: r.seq)
+    rows: list[dict[str, Any]] = []
+    tokens_of: dict[int, list[int] | None] = {}
+    for run in ordered:
+        row = _row(run, run.model_file)
+        row["attempts"] = attempts[run.spec_id]
+        rows.append(row)
+        tokens_of[run.id] = _tokens(run)
+
+    # Reference per (model group, workload): the highest-precision variant (most bits per weight) measured.
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["model_group"], row["workload"])
+        if row["bits_per_weight"] is None:
+            continue
+        cur = best.get(key)
+        if cur is None or row["bits_per_weight"] > cur["bits_per_weight"]:
+            best[key] = row
+    for row in rows:
+        ref_model = best.get((row["model_group"], row["workload"]))
+        if ref_model is None:
+            continue
+        row["reference_label"] = ref_model["model_label"]
+        candidates = [
+            r
+            for r in rows
+            if r["model_label"] == ref_model["model_label"]
+            and r["workload"] == row["workload"]
+            and r["status"] == "ok"
+        ]
+        same_params = [r for r in candidates if all(r[k] == row[k] for k in _PARAM_KEYS)]
+        pool = same_params or candidates
+        if not pool:
+            continue
+        ref = pool[0]
+        mine, theirs = tokens_of.get(row["run_id"]), tokens_of.get(ref["run_id"])
+        if mine is not None and theirs is not None:
+            prefix, share, n = agreement(mine, theirs)
+            row["agree_prefix_tokens"], row["agree_share"], row["agree_n_tokens"] = prefix, round(share, 4), n
+        if same_params:
+            for metric, out in (("tg_tps_median", "tg_ratio_vs_ref"), ("pp_tps_median", "pp_ratio_vs_ref")):
+                if row[metric] is not None and ref[metric]:
+                    row[out] = round(row[metric] / ref[metric], 4)
+    return rows
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _spread(row: dict[str, Any], prefix: str) -> str:
+    if row[f"{prefix}_median"] is None:
+        return "—"
+    return (
+        f"{row[prefix + '_median']:.1f} [{row[prefix + '_min']:.1f}–{row[prefix + '_max']:.1f}] "
+        f"n={row[prefix + '_n']}"
+    )
+
+
+TABLE_COLUMNS = (
+    "model",
+    "quant",
+    "ctx",
+    "ngl",
+    "thr",
+    "workload",
+    "status",
+    "load ms",
+    "cold ms",
+    "pp t/s med [min–max]",
+    "tg t/s med [min–max]",
+    "TTFT p50/p95 ms",
+    "RSS MB",
+    "agree vs ref",
+    "tg×ref",
+    "pp×ref",
+)
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
+    agree = "—"
+    if row["agree_share"] is not None:
+        if row["model_label"] == row["reference_label"]:
+            agree = "reference"
+        else:
+            share = row["agree_share"] * 100
+            agree = f"{share:.0f}% ({row['agree_prefix_tokens']}/{row['agree_n_tokens']} prefix)"
+    ttft = "—" if row["ttft_ms_p50"] is None else f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
+    return [
+        row["model_label"],
+        _fmt(row["quant"]),
+        str(row["ctx"]),
+        str(row["ngl"]),
+        str(row["threads"]),
+        row["workload"],
+        status,
+        _fmt(row["cold_load_ms"]),
+        _fmt(row["cold_start_ms"]),
+        _spread(row, "pp_tps"),
+        _spread(row, "tg_tps"),
+        ttft,
+        _fmt(row["peak_rss_mb"]),
+        agree,
+        _fmt(row["tg_ratio_vs_ref"], 2),
+        _fmt(row["pp_ratio_vs_ref"], 2),
+    ]
+
+
+def _failures(rows: list[dict[str, Any]]) -> list[str]:
+    return [
+        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']} wl={r['workload']}: {r['status']}: {r['reason']}"
+        for r in rows
+        if r["status"] != "ok"
+    ]
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    cells = [list(TABLE_COLUMNS)] + [_cells(r) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_COLUMNS))]
+    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    fails = _failures(rows)
+    if fails:
+        lines += ["", f"{len(fails)} config(s) did not finish:"] + [f"  {f}" for f in fails]
+    lines += ["", "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."]
+    return "\n".join(lines)
+
+
+def render_markdown(rows: list[dict[str, Any]]) -> str:
+    def esc(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    lines += ["| " + " | ".join(esc(c) for c in _cells(r)) + " |" for r in rows]
+    fails = _failures(rows)
+    if fails:
+        lines += ["", "**Did not finish:**", ""] + [f"- {esc(f)}" for f in fails]
+    return "\n".join(lines)
+
+
+def render_csv(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(FIELD_NAMES), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row[k] is None else row[k]) for k in FIELD_NAMES})
+    return buf.getvalue()
+
+
+def render_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps([{k: row[k] for k in FIELD_NAMES} for row in rows], indent=2, allow_nan=False)
+
+
+RENDERERS = {"table": render_table, "md": render_markdown, "csv": render_csv, "json": render_json}

@@ -1,0 +1,473 @@
+"""Run a plan: for each run spec, in order, a child process per cold start; store every outcome.
+
+The sweep never stops for a failed run: a crash, hang or load failure is a stored row with a reason. It stops
+for Ctrl-C/SIGTERM, after marking the current run and the sweep ``interrupted``; everything committed so far
+stays, and running the same plan again resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from agent import __version__
+from agent.device import collect_device_facts, device_fingerprint
+from agent.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
+from agent.plan import Plan, RunSpec, expand
+from runners.llama import ChildResult, RunInterrupted, run_child
+from storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
+
+# A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
+# an interrupted run is always redone. Failures are kept unless the user asks to retry them.
+FINISHED_STATUSES = ("ok", "load_failed", "error", "crashed", "timeout")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class SweepHooks(Protocol):
+    """Telemetry and cooldown attach here; every method is optional in spirit (no-ops by default)."""
+
+    def before_run(self, session: Session, run: Run, spec: RunSpec) -> None: ...
+
+    def on_child_event(self, run: Run, event: dict[str, Any]) -> None: ...
+
+    def after_run(self, session: Session, run: Run, spec: RunSpec) -> None: ...
+
+
+@dataclass
+class SweepOutcome:
+    sweep_id: int
+    n_specs: int
+    n_skipped: int
+    counts: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
+    fp = device_fingerprint(facts)
+    device = session.scalar(select(Device).where(Device.fingerprint == fp))
+    if device is None:
+        device = Device(
+            fingerprint=fp,
+            hostname=str(facts.get("hostname") or ""),
+            machine_id=facts.get("machine_id"),
+            arch=str(facts.get("arch") or ""),
+            cpu_model=facts.get("cpu_model"),
+            cpu_count=facts.get("cpu_count"),
+            ram_total_mb=facts.get("ram_total_mb"),
+            board_model=facts.get("board_model"),
+            l4t_release=facts.get("l4t_release"),
+            gpu=facts.get("gpu"),
+            kernel=facts.get("kernel"),
+            os_release=facts.get("os_release"),
+            facts_json=json.dumps(facts, sort_keys=True),
+            first_seen=utcnow(),
+        )
+        session.add(device)
+        session.flush()
+    return device
+
+
+def get_or_create_model_file(session: Session, info: GGUFInfo) -> ModelFile:
+    """The model's row, hashing the file only when its size or mtime changed since the last hash."""
+    path = str(Path(info.path).resolve())
+    known = session.scalars(
+        select(ModelFile).where(ModelFile.path == path).order_by(ModelFile.id.desc())
+    ).first()
+    if known is not None and known.size_bytes == info.size_bytes and known.mtime_ns == info.mtime_ns:
+        return known
+    digest = sha256_file(path)
+    existing = session.scalar(select(ModelFile).where(ModelFile.path == path, ModelFile.sha256 == digest))
+    if existing is not None:
+        existing.size_bytes, existing.mtime_ns = info.size_bytes, info.mtime_ns
+        return existing
+    mf = ModelFile(
+        path=path,
+        sha256=digest,
+        size_bytes=info.size_bytes,
+        mtime_ns=info.mtime_ns,
+        arch=info.arch,
+        name=info.name,
+        n_params=info.n_params,
+        quant_type=info.quant_type,
+        file_type=info.file_type,
+        n_layers=info.n_layers,
+        context_length=info.context_length,
+        vocab_size=info.vocab_size,
+    )
+    session.add(mf)
+    session.flush()
+    return mf
+
+
+def _build_flags() -> str | None:
+    """The CMake flags scripts/setup.sh built llama-cpp-python with (it leaves them in the venv)."""
+    path = Path(sys.prefix) / "share" / "edgeprof" / "llama-build.json"
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def backend_of(system_info: str, gpu_offload: bool) -> str:
+    text = system_info.upper()
+    for name in ("CUDA", "METAL", "VULKAN", "SYCL", "HIP", "OPENCL", "CANN", "MUSA"):
+        if name in text:
+            return name.lower()
+    return "gpu" if gpu_offload else "cpu"
+
+
+def get_or_create_build(session: Session, hello: dict[str, Any]) -> Build:
+    import hashlib
+
+    version = str(hello.get("llama_cpp_python", "unknown"))
+    system_info = str(hello.get("system_info", ""))
+    gpu_offload = bool(hello.get("gpu_offload", False))
+    flags = _build_flags()
+    fp = hashlib.sha256(json.dumps([version, system_info, gpu_offload, flags]).encode()).hexdigest()
+    build = session.scalar(select(Build).where(Build.fingerprint == fp))
+    if build is None:
+        build = Build(
+            fingerprint=fp,
+            llama_cpp_python_version=version,
+            backend=backend_of(system_info, gpu_offload),
+            gpu_offload=gpu_offload,
+            system_info=system_info,
+            build_flags=flags,
+            first_seen=utcnow(),
+        )
+        session.add(build)
+        session.flush()
+    return build
+
+
+def model_group(spec: RunSpec, info: GGUFInfo | None) -> str:
+    """Which quants are 'the same model': an explicit group, else GGUF name + arch + parameter count."""
+    if spec.model.group:
+        return spec.model.group
+    if info is None:
+        return spec.model.label
+    return f"{info.name or info.arch or 'model'}|{info.arch}|{info.n_params}"
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """systemd stops a service with SIGTERM: treat it as Ctrl-C, so the current run is stored interrupted."""
+
+    def handler(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Progress:
+    """Progress lines with an ETA; plain lines when stdout is not a terminal (logs, journald, CI)."""
+
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        self.total = total
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty()
+        self.durations: list[float] = []
+        self.done = 0
+
+    def eta_s(self, remaining: int) -> float | None:
+        if not self.durations:
+            return None
+        return sum(self.durations) / len(self.durations) * remaining
+
+    @staticmethod
+    def fmt_s(seconds: float | None) -> str:
+        if seconds is None:
+            return "?"
+        seconds = round(seconds)
+        h, rem = divmod(seconds, 3600)
+        m, s = divmod(rem, 60)
+        return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+    def start(self, index: int, label: str) -> None:
+        if self.tty:
+            self.out.write(f"\r\x1b[K[{index}/{self.total}] {label} … running")
+            self.out.flush()
+
+    def line(self, text: str) -> None:
+        if self.tty:
+            self.out.write("\r\x1b[K")
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def finish(self, index: int, label: str, outcome: str, duration_s: float, remaining: int) -> None:
+        self.durations.append(duration_s)
+        eta = self.fmt_s(self.eta_s(remaining)) if remaining else "0:00"
+        self.line(f"[{index}/{self.total}] {label}  {outcome}  ({duration_s:.1f} s, ETA {eta})")
+
+
+def spec_label(spec: RunSpec) -> str:
+    p = spec.params
+    return (
+        f"{spec.model.label} ctx={p.n_ctx} ngl={p.n_gpu_layers} t={p.n_threads} b={p.n_batch} "
+        f"fa={p.flash_attn} wl={spec.workload.name}"
+    )
+
+
+def _store_child(session: Session, run: Run, child: ChildResult, *, is_main: bool) -> None:
+    for event in child.measurements:
+        kind = str(event["kind"])
+        m = Measurement(
+            run_id=run.id,
+            kind=kind,
+            rep=int(event["rep"]),
+            n_prompt=event.get("n_prompt"),
+            prefill_ms=event.get("prefill_ms"),
+            pp_tps=event.get("pp_tps"),
+            ttft_ms=event.get("ttft_ms"),
+            n_gen=event.get("n_gen"),
+            decode_ms=event.get("decode_ms"),
+            tg_tps=event.get("tg_tps"),
+            e2e_ms=event.get("e2e_ms"),
+            tpot_ms=event.get("tpot_ms"),
+            tokens_out=event.get("tokens_out"),
+            output_tokens_json=json.dumps(event.get("output_tokens")),
+            output_hash=event.get("output_hash"),
+            output_text=event.get("output_text"),
+            finish_reason=event.get("finish_reason"),
+            t_start_mono=event.get("t_request"),
+            t_end_mono=event.get("t_end"),
+        )
+        if kind == "cold":
+            m.load_ms = child.loaded.get("load_ms") if child.loaded else None
+            t_first = event.get("t_first_token")
+            m.cold_start_ms = (t_first - child.t_spawn) * 1000.0 if t_first is not None else None
+        session.add(m)
+    for ph in child.phases:
+        session.add(
+            Phase(
+                run_id=run.id,
+                name=str(ph["name"]),
+                kind=ph.get("kind"),
+                rep=ph.get("rep"),
+                t_start_mono=float(ph["t_start"]),
+                t_end_mono=float(ph["t_end"]),
+            )
+        )
+    if child.hello is not None and run.build_id is None:
+        run.build_id = get_or_create_build(session, child.hello).id
+    if is_main and child.loaded is not None:
+        run.effective_json = json.dumps(child.loaded.get("effective"), sort_keys=True)
+    if child.peak_rss_mb is not None:
+        run.peak_rss_mb = max(run.peak_rss_mb or 0.0, child.peak_rss_mb)
+
+
+def execute_spec(
+    session: Session,
+    run: Run,
+    spec: RunSpec,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> Run:
+    """Run a spec's children (first: cold + warm-up + steady; then extra cold starts) and store them."""
+    run.t_start_mono = time.monotonic()
+    statuses: list[tuple[str, str | None, int | None, str | None, str]] = []
+    for cold_rep in range(spec.repeat.cold):
+        if spec.cold_cache == "drop":
+            run.page_cache = "dropped" if drop_page_cache(spec.model.path) else "drop_failed"
+        else:
+            run.page_cache = "kept"
+        job = spec.job(cold_only=cold_rep > 0, cold_rep=cold_rep)
+        try:
+            child = run_child(job, spec.timeout_s, on_event=on_event, env=env)
+        except RunInterrupted as stop:
+            _store_child(session, run, stop.result, is_main=cold_rep == 0)
+            run.status, run.reason = "interrupted", stop.result.reason
+            run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
+            run.log_tail = stop.result.log_tail[-2000:] or None
+            session.commit()
+            raise
+        _store_child(session, run, child, is_main=cold_rep == 0)
+        statuses.append((child.status, child.reason, child.exit_code, child.signal_name, child.log_tail))
+        session.flush()
+        if child.status != "ok":
+            break  # a config that failed once is not hammered again; the failure is what we report
+    status, reason, exit_code, sig, log_tail = next(
+        (s for s in statuses if s[0] != "ok"),
+        statuses[0] if statuses else ("error", "no child ran", None, None, ""),
+    )
+    run.status, run.reason, run.exit_code, run.signal_name = status, reason, exit_code, sig
+    run.log_tail = log_tail[-2000:] if status != "ok" and log_tail else None
+    run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
+    session.commit()
+    return run
+
+
+def find_resumable_sweep(session: Session, plan: Plan, device: Device) -> Sweep | None:
+    return session.scalars(
+        select(Sweep)
+        .where(Sweep.plan_hash == plan.hash, Sweep.device_id == device.id)
+        .order_by(Sweep.id.desc())
+    ).first()
+
+
+def run_plan(
+    engine: Engine,
+    plan: Plan,
+    *,
+    new_sweep: bool = False,
+    retry_failed: bool = False,
+    out: TextIO | None = None,
+    hooks: SweepHooks | None = None,
+    env: dict[str, str] | None = None,
+    device_root: Path | str = "/",
+) -> SweepOutcome:
+    """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
+    from storage.db import new_session
+
+    out = out or sys.stdout
+    with new_session(engine) as session:
+        device = get_or_create_device(session, collect_device_facts(device_root))
+        sha_of: dict[str, str] = {}
+        mf_of: dict[str, int] = {}
+        for model in plan.models:
+            info = plan.model_info.get(model.path) or read_gguf_info(model.path)
+            mf = get_or_create_model_file(session, info)
+            sha_of[model.path], mf_of[model.path] = mf.sha256, mf.id
+        specs = expand(plan, sha_of)
+        sweep = None if new_sweep else find_resumable_sweep(session, plan, device)
+        if sweep is None:
+            sweep = Sweep(
+                name=plan.name,
+                plan_path=plan.source,
+                plan_text=plan.text,
+                plan_hash=plan.hash,
+                device_id=device.id,
+                edgeprof_version=__version__,
+                started_at=utcnow(),
+                status="running",
+                n_specs=len(specs),
+            )
+            session.add(sweep)
+        else:
+            sweep.status, sweep.ended_at = "running", None
+        session.commit()
+
+        finished = FINISHED_STATUSES if not retry_failed else ("ok",)
+        done_ids = set(
+            session.scalars(
+                select(Run.spec_id).where(Run.sweep_id == sweep.id, Run.status.in_(finished))
+            ).all()
+        )
+        todo = [s for s in specs if s.spec_id not in done_ids]
+        outcome = SweepOutcome(sweep_id=sweep.id, n_specs=len(specs), n_skipped=len(specs) - len(todo))
+        progress = Progress(len(specs), out)
+        if outcome.n_skipped:
+            progress.line(
+                f"sweep {sweep.id}: {outcome.n_skipped} of {len(specs)} configs already measured, skipped"
+            )
+        seq_base = len(sweep.runs)
+        index = outcome.n_skipped
+        try:
+            with sigterm_as_interrupt():
+                for spec in todo:
+                    index += 1
+                    label = spec_label(spec)
+                    run = Run(
+                        sweep_id=sweep.id,
+                        spec_id=spec.spec_id,
+                        seq=seq_base + index,
+                        model_file_id=mf_of[spec.model.path],
+                        model_label=spec.model.label,
+                        model_group=model_group(spec, plan.model_info.get(spec.model.path)),
+                        model_path=spec.model.path,
+                        workload_name=spec.workload.name,
+                        workload_hash=spec.workload.hash,
+                        workload_json=json.dumps(spec.workload.to_json()),
+                        params_json=json.dumps(spec.params.to_json(), sort_keys=True),
+                        repeat_json=json.dumps(spec.repeat.to_json()),
+                        n_ctx=spec.params.n_ctx,
+                        n_gpu_layers=spec.params.n_gpu_layers,
+                        n_threads=spec.params.n_threads,
+                        n_batch=spec.params.n_batch,
+                        n_ubatch=spec.params.n_ubatch,
+                        flash_attn=spec.params.flash_attn,
+                        type_k=spec.params.type_k,
+                        type_v=spec.params.type_v,
+                        use_mmap=spec.params.use_mmap,
+                        status="running",
+                        started_at=utcnow(),
+                    )
+                    session.add(run)
+                    session.commit()
+                    progress.start(index, label)
+                    t0 = time.monotonic()
+                    if hooks is not None:
+                        hooks.before_run(session, run, spec)
+
+                    def relay(event: dict[str, Any], _run: Run = run) -> None:
+                        if hooks is not None:
+                            hooks.on_child_event(_run, event)
+
+                    execute_spec(session, run, spec, on_event=relay, env=env)
+                    if hooks is not None:
+                        hooks.after_run(session, run, spec)
+                    outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1
+                    progress.finish(
+                        index, label, _describe(session, run), time.monotonic() - t0, len(specs) - index
+                    )
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            outcome.counts["interrupted"] = outcome.counts.get("interrupted", 0) + 1
+            session.rollback()
+            for stuck in session.scalars(
+                select(Run).where(Run.sweep_id == sweep.id, Run.status == "running")
+            ):
+                stuck.status, stuck.reason = "interrupted", stuck.reason or "stopped by the user"
+                stuck.ended_at = utcnow()
+            sweep.status, sweep.ended_at = "interrupted", utcnow()
+            session.commit()
+            progress.line(f"sweep {sweep.id} interrupted; everything measured so far is stored")
+            return outcome
+        sweep.status, sweep.ended_at = "completed", utcnow()
+        session.commit()
+    return outcome
+
+
+def _describe(session: Session, run: Run) -> str:
+    if run.status != "ok":
+        return f"{run.status.upper()}: {run.reason}"
+    steady = [m for m in run.measurements if m.kind == "steady"]
+    from agent.stats import median
+
+    tg = median([m.tg_tps for m in steady if m.tg_tps is not None])
+    pp = median([m.pp_tps for m in steady if m.pp_tps is not None])
+    parts = ["ok"]
+    if tg is not None:
+        parts.append(f"tg {tg:.1f} t/s")
+    if pp is not None:
+        parts.append(f"pp {pp:.1f} t/s")
+    return "  ".join(parts)
+
+
+def env_without_fault() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("EDGEPROF_TEST_FAULT", None)
+    return env
