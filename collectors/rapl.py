@@ -132,10 +132,11 @@ class RaplCollector(Collector):
             except OSError:
                 continue
             readable.append(zone.label)
+        found = f"{len(zones)} RAPL zone{'s' if len(zones) != 1 else ''} found"
         if denied and not readable:
-            return Availability(False, f"{len(zones)} RAPL zones found, but {ROOT_ONLY_REASON}")
+            return Availability(False, f"{found}, but {ROOT_ONLY_REASON}")
         if not readable:
-            return Availability(False, f"{len(zones)} RAPL zones found, but no energy_uj could be read")
+            return Availability(False, f"{found}, but no energy_uj could be read")
         reason = f"{len(readable)} RAPL zone{'s' if len(readable) != 1 else ''}: {', '.join(readable)}"
         if denied:
             reason += f"; not readable: {', '.join(denied)}"

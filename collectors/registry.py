@@ -83,14 +83,14 @@ def describe(root: Path) -> list[dict[str, Any]]:
                 entry["metrics"] = [
                     {"name": m.name, "unit": m.unit, "kind": m.kind} for m in collector.metrics()
                 ]
-        except Exception as exc:  # a probe bug must not abort doctor; it is reported instead
+        except Exception as exc:  # noqa: BLE001 - a probe bug must not abort doctor; it is reported instead
             entry["ok"] = False
             entry["reason"] = f"probe failed: {type(exc).__name__}: {exc}"
             entry["metrics"] = []
         finally:
             try:
                 collector.close()
-            except Exception as exc:  # a failing close is worth a line, not a crash
+            except Exception as exc:  # noqa: BLE001 - a failing close is worth a line, not a crash
                 entry["reason"] += f" (close failed: {type(exc).__name__}: {exc})"
         report.append(entry)
     return report

@@ -143,7 +143,7 @@ _TIMESTAMP_RE = re.compile(
 _RAM_RE = re.compile(rf"RAM\s+({_NUM})/({_NUM}){_UNIT}(?:\s*\(lfb\s+({_INT})x({_NUM}){_UNIT}\))?{_END}")
 _SWAP_RE = re.compile(rf"SWAP\s+({_NUM})/({_NUM}){_UNIT}(?:\s*\(cached\s+({_NUM}){_UNIT}\))?{_END}")
 _IRAM_RE = re.compile(rf"IRAM\s+({_NUM})/({_NUM}){_UNIT}(?:\s*\(lfb\s+({_NUM}){_UNIT}\))?{_END}")
-# Upper case since L4T 28.2; the lower-case L4T 28.1 form shares one frequency: 'cpu [a%,b%]@f'.
+# Newer releases print per-core clocks; the lower-case L4T 28.1 form shares one clock: 'cpu [a%,b%]@f'.
 _CPU_RE = re.compile(rf"(?:CPU|cpu)\s*\[([^\]\n]{{0,4000}})\](?:@({_INT}))?{_END}")
 _CORE_RE = re.compile(rf"\s*(?:(off)|({_NUM})%(?:@({_INT}))?|@({_INT}))\s*")
 _EMC_RE = re.compile(rf"(EMC(?:_FREQ)?)\s+(?:({_NUM})%(?:@{_FREQ})?|@{_FREQ}){_END}")
