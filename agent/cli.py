@@ -104,6 +104,12 @@ def run(
     check: Annotated[
         bool, typer.Option("--check", help="Validate the plan and list the configs; run nothing.")
     ] = False,
+    no_telemetry: Annotated[
+        bool,
+        typer.Option(
+            "--no-telemetry", help="No sampling of temperature, clocks, power; no cooldown or idle."
+        ),
+    ] = False,
 ) -> None:
     """Run a plan's sweep; run it again to resume (finished configs are skipped)."""
     from agent.plan import PlanError, load_plan
@@ -121,14 +127,24 @@ def run(
         typer.echo(f"plan {parsed.name!r} is valid: {parsed.n_specs()} configs")
         return
     engine = _open_engine(db)
-    _run_plan(engine, parsed, new=new, retry_failed=retry_failed)
+    _run_plan(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry)
 
 
-def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool) -> int:
+def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True) -> int:
     from agent.sweep import run_plan
+    from agent.telemetry import Telemetry
+
+    def make_telemetry(sweep_id: int) -> Telemetry:
+        return Telemetry(engine, sweep_id, parsed.collect, parsed.cooldown)
 
     typer.echo(f"edgeprof {__version__}: plan {parsed.name!r}, {parsed.n_specs()} configs")
-    outcome = run_plan(engine, parsed, new_sweep=new, retry_failed=retry_failed)
+    outcome = run_plan(
+        engine,
+        parsed,
+        new_sweep=new,
+        retry_failed=retry_failed,
+        telemetry=make_telemetry if telemetry else None,
+    )
     summary = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items())) or "nothing to do"
     typer.echo(f"sweep {outcome.sweep_id}: {summary}")
     if outcome.interrupted:

@@ -100,7 +100,6 @@ class Cooldown:
     delay_s: float = 0.0
     slope_c_per_min: float = 0.5
     window_s: float = 30.0
-    per_rep: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +126,8 @@ class RunSpec:
         return _digest(
             {
                 "model_sha256": self.model_sha256,
+                # the same file under two labels (say on NVMe and on an SD card) is two configs
+                "model_label": self.model.label,
                 "params": self.params.to_json(),
                 "workload": self.workload.to_json(),
                 "repeat": self.repeat.to_json(),
@@ -182,7 +183,7 @@ AXES: dict[str, tuple[str, Any]] = {
     "mmap": ("use_mmap", True),
     "ctx": ("n_ctx", 2048),
     "n_batch": ("n_batch", 512),
-    "n_ubatch": ("n_ubatch", 512),
+    "n_ubatch": ("n_ubatch", None),  # None: llama.cpp's default 512, capped at n_batch (as llama.cpp does)
     "flash_attn": ("flash_attn", "off"),
     "type_k": ("type_k", "f16"),
     "type_v": ("type_v", "f16"),
@@ -213,7 +214,7 @@ WORKLOAD_KEYS = {
 }
 REPEAT_KEYS = {"cold", "warmup", "steady"}
 RUN_KEYS = {"timeout_s", "cold_cache"}
-COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s", "per_rep"}
+COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s"}
 COLLECT_KEYS = {"interval_ms", "idle_s", "collectors"}
 SCHEDULE_KEYS = {"until"}
 MODEL_KEYS = {"path", "label", "group"}
@@ -515,7 +516,6 @@ def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> P
         slope_c_per_min=chk.number(cd_t.get("slope_c_per_min", 0.5), "cooldown.slope_c_per_min", minimum=0)
         or 0.0,
         window_s=chk.number(cd_t.get("window_s", 30), "cooldown.window_s", minimum=1) or 30.0,
-        per_rep=bool(chk.boolean(cd_t.get("per_rep", False), "cooldown.per_rep")),
     )
     co_t = chk.table(doc, "collect", "collect")
     chk.unknown_keys(co_t, COLLECT_KEYS, "collect")
@@ -546,7 +546,7 @@ def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> P
                     f"ctx {ctx} < prompt tokens ({bound.strip() + ' ' if bound else ''}"
                     f"{estimate_prompt_tokens(wl)}) + n_predict ({wl.n_predict}) = {need}",
                 )
-    for i, n_ub in enumerate(axes.get("n_ubatch", ())):
+    for i, n_ub in enumerate(a for a in axes.get("n_ubatch", ()) if a is not None):
         if any(n_ub > nb for nb in axes.get("n_batch", ())):
             chk.add(
                 f"matrix.n_ubatch[{i}]",
@@ -599,6 +599,8 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
     for model in plan.models:
         for combo in _product([plan.axes[a] for a in axis_names]):
             values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
+            if values["n_ubatch"] is None:
+                values["n_ubatch"] = min(512, values["n_batch"])
             params = Params(**values)
             for wl in plan.workloads:
                 specs.append(

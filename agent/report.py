@@ -66,6 +66,13 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("agree_n_tokens", "integer|null"),
     ("tg_ratio_vs_ref", "number|null"),
     ("pp_ratio_vs_ref", "number|null"),
+    # telemetry (null where the device has no such sensor: never 0)
+    ("start_temp_c", "number|null"),
+    ("temp_max_c", "number|null"),
+    ("power_source", "string|null"),
+    ("decode_power_mw_median", "number|null"),
+    ("decode_j_per_token_median", "number|null"),
+    ("decode_j_per_token_net_median", "number|null"),
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -119,6 +126,7 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
     workload = json.loads(run.workload_json)
     n_prompt = next((m.n_prompt for m in run.measurements if m.n_prompt is not None), None)
     bpw = mf.size_bytes * 8 / mf.n_params if mf is not None and mf.n_params else None
+    temps = [m.temp_max_c for m in steady if m.temp_max_c is not None]
     return {
         "sweep_id": run.sweep_id,
         "run_id": run.id,
@@ -164,6 +172,12 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "agree_n_tokens": None,
         "tg_ratio_vs_ref": None,
         "pp_ratio_vs_ref": None,
+        "start_temp_c": run.start_temp_c,
+        "temp_max_c": max(temps) if temps else None,
+        "power_source": run.power_source,
+        "decode_power_mw_median": Summary.of(m.decode_power_mw for m in steady).median,
+        "decode_j_per_token_median": Summary.of(m.decode_j_per_token for m in steady).median,
+        "decode_j_per_token_net_median": Summary.of(m.decode_j_per_token_net for m in steady).median,
     }
 
 
@@ -194,10 +208,11 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
         tokens_of[run.id] = _tokens(run)
 
     # Reference per (model group, workload): the highest-precision variant (most bits per weight) measured.
+    # Only a variant that produced output can be a reference: an F16 that ran out of memory is not one.
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:
         key = (row["model_group"], row["workload"])
-        if row["bits_per_weight"] is None:
+        if row["bits_per_weight"] is None or row["status"] != "ok":
             continue
         cur = best.get(key)
         if cur is None or row["bits_per_weight"] > cur["bits_per_weight"]:
@@ -264,6 +279,9 @@ TABLE_COLUMNS = (
     "agree vs ref",
     "tg×ref",
     "pp×ref",
+    "start/max °C",
+    "W dec",
+    "J/tok net",
 )
 
 
@@ -294,6 +312,11 @@ def _cells(row: dict[str, Any]) -> list[str]:
         agree,
         _fmt(row["tg_ratio_vs_ref"], 2),
         _fmt(row["pp_ratio_vs_ref"], 2),
+        f"{_fmt(row['start_temp_c'])}/{_fmt(row['temp_max_c'])}",
+        _fmt(
+            row["decode_power_mw_median"] / 1000.0 if row["decode_power_mw_median"] is not None else None, 2
+        ),
+        _fmt(row["decode_j_per_token_net_median"], 4),
     ]
 
 

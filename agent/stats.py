@@ -13,11 +13,11 @@ def nearest_rank(values: Iterable[float], q: float) -> float | None:
     Always an observed value, never an interpolation: with n = 5, p95 is the maximum, and saying so is
     more honest than inventing a number between two runs.
     """
+    if not 0.0 < q <= 1.0:
+        raise ValueError(f"quantile must be in (0, 1], got {q}")
     xs = sorted(v for v in values if v is not None)
     if not xs:
         return None
-    if not 0.0 < q <= 1.0:
-        raise ValueError(f"quantile must be in (0, 1], got {q}")
     rank = max(1, math.ceil(q * len(xs) - 1e-9))
     return xs[rank - 1]
 

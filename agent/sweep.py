@@ -336,6 +336,7 @@ def run_plan(
     retry_failed: bool = False,
     out: TextIO | None = None,
     hooks: SweepHooks | None = None,
+    telemetry: Callable[[int], Any] | None = None,
     env: dict[str, str] | None = None,
     device_root: Path | str = "/",
 ) -> SweepOutcome:
@@ -385,6 +386,12 @@ def run_plan(
             )
         seq_base = len(sweep.runs)
         index = outcome.n_skipped
+        tele = None
+        if telemetry is not None and todo:
+            # Built once the sweep exists: samples and collector states are stored against it.
+            tele = telemetry(sweep.id)
+            hooks = tele
+            tele.start()
         try:
             with sigterm_as_interrupt():
                 for spec in todo:
@@ -446,6 +453,9 @@ def run_plan(
             session.commit()
             progress.line(f"sweep {sweep.id} interrupted; everything measured so far is stored")
             return outcome
+        finally:
+            if tele is not None:
+                tele.stop()
         sweep.status, sweep.ended_at = "completed", utcnow()
         session.commit()
     return outcome

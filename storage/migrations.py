@@ -234,9 +234,57 @@ CREATE INDEX ix_verdict_run_id ON verdict (run_id)
     """,
 )
 
+_V3_ANALYSIS = (
+    "ALTER TABLE sweep ADD COLUMN sampler_json TEXT",
+    "ALTER TABLE run ADD COLUMN start_temp_c FLOAT",
+    "ALTER TABLE run ADD COLUMN cooldown_wait_s FLOAT",
+    "ALTER TABLE run ADD COLUMN cooldown_reason VARCHAR(32)",
+    "ALTER TABLE run ADD COLUMN idle_power_mw FLOAT",
+    "ALTER TABLE run ADD COLUMN power_source VARCHAR(96)",
+    "ALTER TABLE measurement ADD COLUMN prefill_energy_j FLOAT",
+    "ALTER TABLE measurement ADD COLUMN decode_energy_j FLOAT",
+    "ALTER TABLE measurement ADD COLUMN prefill_j_per_token FLOAT",
+    "ALTER TABLE measurement ADD COLUMN decode_j_per_token FLOAT",
+    "ALTER TABLE measurement ADD COLUMN prefill_j_per_token_net FLOAT",
+    "ALTER TABLE measurement ADD COLUMN decode_j_per_token_net FLOAT",
+    "ALTER TABLE measurement ADD COLUMN decode_power_mw FLOAT",
+    "ALTER TABLE measurement ADD COLUMN temp_max_c FLOAT",
+    """
+    CREATE TABLE collector_status (
+        id INTEGER NOT NULL,
+        sweep_id INTEGER NOT NULL,
+        name VARCHAR(32) NOT NULL,
+        ok BOOLEAN NOT NULL,
+        reason TEXT NOT NULL,
+        metrics_json TEXT NOT NULL,
+        disabled_reason TEXT,
+        last_error TEXT,
+        PRIMARY KEY (id),
+        FOREIGN KEY(sweep_id) REFERENCES sweep (id)
+    )
+    """,
+    "CREATE INDEX ix_collector_status_sweep_id ON collector_status (sweep_id)",
+    """
+    CREATE TABLE phase_stat (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        phase VARCHAR(32) NOT NULL,
+        kind VARCHAR(8),
+        rep INTEGER,
+        metric VARCHAR(96) NOT NULL,
+        stat VARCHAR(8) NOT NULL,
+        value FLOAT,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_phase_stat_run_id ON phase_stat (run_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
+    Migration(3, "analysis: collector status, phase aggregates, energy, cooldown", _V3_ANALYSIS),
 )
 
 HEAD_VERSION = MIGRATIONS[-1].version

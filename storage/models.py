@@ -83,6 +83,7 @@ class Sweep(Base):
     ended_at: Mapped[datetime | None]
     status: Mapped[str] = mapped_column(String(16))
     n_specs: Mapped[int] = mapped_column(Integer)
+    sampler_json: Mapped[str | None] = mapped_column(Text)
 
     device: Mapped[Device] = relationship()
     runs: Mapped[list[Run]] = relationship(back_populates="sweep", order_by="Run.id")
@@ -129,6 +130,11 @@ class Run(Base):
     peak_rss_mb: Mapped[float | None] = mapped_column(Float)
     page_cache: Mapped[str | None] = mapped_column(String(16))
     log_tail: Mapped[str | None] = mapped_column(Text)
+    start_temp_c: Mapped[float | None] = mapped_column(Float)
+    cooldown_wait_s: Mapped[float | None] = mapped_column(Float)
+    cooldown_reason: Mapped[str | None] = mapped_column(String(32))
+    idle_power_mw: Mapped[float | None] = mapped_column(Float)
+    power_source: Mapped[str | None] = mapped_column(String(96))
 
     sweep: Mapped[Sweep] = relationship(back_populates="runs")
     model_file: Mapped[ModelFile | None] = relationship()
@@ -166,6 +172,14 @@ class Measurement(Base):
     finish_reason: Mapped[str | None] = mapped_column(String(16))
     t_start_mono: Mapped[float | None] = mapped_column(Float)
     t_end_mono: Mapped[float | None] = mapped_column(Float)
+    prefill_energy_j: Mapped[float | None] = mapped_column(Float)
+    decode_energy_j: Mapped[float | None] = mapped_column(Float)
+    prefill_j_per_token: Mapped[float | None] = mapped_column(Float)
+    decode_j_per_token: Mapped[float | None] = mapped_column(Float)
+    prefill_j_per_token_net: Mapped[float | None] = mapped_column(Float)
+    decode_j_per_token_net: Mapped[float | None] = mapped_column(Float)
+    decode_power_mw: Mapped[float | None] = mapped_column(Float)
+    temp_max_c: Mapped[float | None] = mapped_column(Float)
 
     run: Mapped[Run] = relationship(back_populates="measurements")
 
@@ -208,3 +222,33 @@ class Verdict(Base):
     kind: Mapped[str] = mapped_column(String(32))
     value: Mapped[str] = mapped_column(String(32))
     evidence_json: Mapped[str] = mapped_column(Text)
+
+
+class CollectorStatus(Base):
+    """A telemetry source of a sweep: available or not and why, what it gives, whether it was disabled."""
+
+    __tablename__ = "collector_status"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"), index=True)
+    name: Mapped[str] = mapped_column(String(32))
+    ok: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str] = mapped_column(Text)
+    metrics_json: Mapped[str] = mapped_column(Text)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
+class PhaseStat(Base):
+    """An aggregate of one metric over one phase of a run (temperature max, frequency mean, power mean…)."""
+
+    __tablename__ = "phase_stat"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    phase: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str | None] = mapped_column(String(8))
+    rep: Mapped[int | None] = mapped_column(Integer)
+    metric: Mapped[str] = mapped_column(String(96))
+    stat: Mapped[str] = mapped_column(String(8))
+    value: Mapped[float | None] = mapped_column(Float)

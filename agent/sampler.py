@@ -1,0 +1,228 @@
+"""The sampler: one thread polling every available collector at a fixed interval, batching rows to storage.
+
+Ticks are scheduled on a grid (t0 + k·interval) so a slow tick does not shift every later one; a tick that
+falls more than one interval behind is counted as missed rather than run late. A collector that fails
+``max_failures`` times in a row is disabled with its reason, and the others go on. The clock, the wait and
+the sink are injected, so tests drive the loop with a fake clock and no thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.stats import nearest_rank
+from collectors.base import Collector
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    t_mono: float
+    t_wall: float
+    source: str
+    metric: str
+    value: float | None
+    run_id: int | None
+
+
+@dataclass
+class CollectorState:
+    collector: Collector
+    ok: bool
+    reason: str
+    failures: int = 0
+    disabled_reason: str | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class SamplerStats:
+    ticks: int = 0
+    missed_ticks: int = 0
+    rows: int = 0
+    flushes: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    intervals_s: deque[float] = field(default_factory=lambda: deque(maxlen=20_000))
+
+    def summary(self, target_s: float) -> dict[str, Any]:
+        xs = list(self.intervals_s)
+        return {
+            "target_ms": target_s * 1000.0,
+            "ticks": self.ticks,
+            "missed_ticks": self.missed_ticks,
+            "rows": self.rows,
+            "flushes": self.flushes,
+            "interval_p50_ms": _ms(nearest_rank(xs, 0.5)),
+            "interval_p99_ms": _ms(nearest_rank(xs, 0.99)),
+            "interval_max_ms": _ms(max(xs) if xs else None),
+            "interval_n": len(xs),
+            "cpu_s": self.cpu_s,
+            "cpu_pct_of_one_core": 100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else None,
+        }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+class Sampler:
+    def __init__(
+        self,
+        collectors: list[Collector],
+        interval_s: float,
+        sink: Callable[[list[SampleRow]], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        max_failures: int = 5,
+        flush_every_s: float = 2.0,
+        flush_max_rows: int = 5000,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval must be positive")
+        self.interval_s = interval_s
+        self.sink = sink
+        self.clock = clock
+        self.wall = wall
+        self.max_failures = max_failures
+        self.flush_every_s = flush_every_s
+        self.flush_max_rows = flush_max_rows
+        self.states: list[CollectorState] = []
+        for c in collectors:
+            try:
+                ok, reason = c.available()
+            except Exception as exc:  # noqa: BLE001 - a broken probe makes the source unavailable, not fatal
+                ok, reason = False, f"availability check failed: {type(exc).__name__}: {exc}"
+            self.states.append(CollectorState(collector=c, ok=ok, reason=reason))
+        self.stats = SamplerStats()
+        self.run_id: int | None = None
+        self._buffer: list[SampleRow] = []
+        self._last_flush = clock()
+        self._last_tick: float | None = None
+        self._next_tick: float | None = None
+        self._lock = threading.Lock()
+        self._flush_lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sink_errors: list[str] = []
+
+    # -- control ----------------------------------------------------------------------------------------
+    def set_run(self, run_id: int | None) -> None:
+        with self._lock:
+            self.run_id = run_id
+
+    def set_child_pid(self, pid: int | None) -> None:
+        for state in self.states:
+            setter = getattr(state.collector, "set_child_pid", None)
+            if callable(setter):
+                setter(pid)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="edgeprof-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.flush()
+        for state in self.states:
+            # closing must not mask the sweep's own outcome
+            with contextlib.suppress(Exception):
+                state.collector.close()
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        cpu0 = time.thread_time()
+        wall0 = self.clock()
+        while not self._stop.is_set():
+            delay = self.step()
+            self._stop.wait(delay)
+            self.stats.cpu_s = time.thread_time() - cpu0
+            self.stats.wall_s = self.clock() - wall0
+
+    def step(self) -> float:
+        """Run the tick that is due (if any) and return how long to wait for the next one."""
+        now = self.clock()
+        if self._next_tick is None:
+            self._next_tick = now
+        if now + 1e-9 < self._next_tick:
+            return self._next_tick - now
+        behind = now - self._next_tick
+        if behind >= self.interval_s:
+            skipped = int(behind // self.interval_s)
+            self.stats.missed_ticks += skipped
+            self._next_tick += skipped * self.interval_s
+        self.tick()
+        self._next_tick += self.interval_s
+        return max(0.0, self._next_tick - self.clock())
+
+    def tick(self) -> None:
+        """Poll every enabled collector once."""
+        t = self.clock()
+        t_wall = self.wall()
+        if self._last_tick is not None:
+            self.stats.intervals_s.append(t - self._last_tick)
+        self._last_tick = t
+        self.stats.ticks += 1
+        with self._lock:
+            run_id = self.run_id
+        rows: list[SampleRow] = []
+        for state in self.states:
+            if not state.ok or state.disabled_reason is not None:
+                continue
+            values, error = state.collector.safe_sample()
+            if error is not None:
+                state.failures += 1
+                state.last_error = error
+                if state.failures >= self.max_failures:
+                    state.disabled_reason = f"disabled after {state.failures} failures in a row: {error}"
+                continue
+            state.failures = 0
+            name = state.collector.name
+            rows.extend(SampleRow(t, t_wall, name, metric, value, run_id) for metric, value in values.items())
+        with self._lock:
+            self._buffer.extend(rows)
+        self.stats.rows += len(rows)
+        if len(self._buffer) >= self.flush_max_rows or t - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def flush_now(self) -> None:
+        """Write what is buffered now (from any thread): a run's samples are stored before analysis."""
+        self.flush()
+
+    def flush(self) -> None:
+        # Held across take-and-write, so a flush returns only once every earlier row is in storage.
+        with self._flush_lock:
+            with self._lock:
+                batch, self._buffer = self._buffer, []
+            if batch:
+                try:
+                    self.sink(batch)
+                    self.stats.flushes += 1
+                except Exception as exc:  # noqa: BLE001 - telemetry loss is reported, never fatal to the sweep
+                    self.sink_errors.append(f"{type(exc).__name__}: {exc}")
+            self._last_flush = self.clock()
+
+    def states_summary(self) -> list[dict[str, Any]]:
+        out = []
+        for s in self.states:
+            out.append(
+                {
+                    "name": s.collector.name,
+                    "ok": s.ok and s.disabled_reason is None,
+                    "reason": s.disabled_reason or s.reason,
+                    "last_error": s.last_error,
+                }
+            )
+        return out

@@ -1,0 +1,272 @@
+"""Telemetry around a sweep: the sampler thread, cooldown and idle baseline before each config, and the
+per-phase aggregates and energy figures stored after it (DESIGN §3 ``energy_j``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy.orm import Session
+
+from agent import analysis
+from agent.plan import Collect, Cooldown, RunSpec
+from agent.sampler import Sampler, SampleRow
+from collectors.base import Collector
+from collectors.registry import build_collectors
+from storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
+
+# Where power comes from, best first: counters integrate exactly (DESIGN §3), then board-input rails.
+POWER_COUNTERS: tuple[tuple[str, float], ...] = (
+    ("energy.psys_uj", 1e-6),
+    ("energy.package_uj", 1e-6),
+)
+POWER_GAUGES: tuple[str, ...] = ("power.vdd_in_mw", "power.pom_5v_in_mw", "power.vdd_in_total_mw")
+
+
+def choose_power_source(metrics: set[str]) -> tuple[str, str, float] | None:
+    """(metric, 'counter'|'gauge', unit_to_j) of the best power source among ``metrics``; None if none."""
+    for name, to_j in POWER_COUNTERS:
+        if name in metrics:
+            return name, "counter", to_j
+    for name in POWER_GAUGES:
+        if name in metrics:
+            return name, "gauge", 1.0
+    gauges = sorted(m for m in metrics if m.startswith("power.") and m.endswith("_mw"))
+    if gauges:
+        return gauges[0], "gauge", 1.0
+    return None
+
+
+def hottest_c(values: dict[str, float | None]) -> float | None:
+    from collectors.sysfs_thermal import hottest_c as thermal_hottest
+
+    return thermal_hottest(values)
+
+
+class Telemetry:
+    """Implements the sweep's hooks (``agent.sweep.SweepHooks``)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        sweep_id: int,
+        collect: Collect,
+        cooldown: Cooldown,
+        *,
+        root: Path | str = "/",
+        collectors: list[Collector] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine
+        self.sweep_id = sweep_id
+        self.collect = collect
+        self.cooldown = cooldown
+        self.sleep = sleep
+        self.clock = clock
+        names = list(collect.collectors) if collect.collectors is not None else None
+        self.collectors = collectors if collectors is not None else build_collectors(Path(root), names)
+        self.sampler = Sampler(self.collectors, collect.interval_ms / 1000.0, self._write, clock=clock)
+        self.wraps: dict[str, float | None] = {}
+        for state in self.sampler.states:
+            if state.ok:
+                with contextlib.suppress(Exception):
+                    for m in state.collector.metrics():
+                        self.wraps[m.name] = m.wrap
+        self._record_collectors()
+
+    # -- storage ----------------------------------------------------------------------------------------
+    def _write(self, rows: list[SampleRow]) -> None:
+        with Session(self.engine) as session:
+            session.execute(
+                insert(Sample),
+                [
+                    {
+                        "sweep_id": self.sweep_id,
+                        "run_id": r.run_id,
+                        "t_mono": r.t_mono,
+                        "t_wall": r.t_wall,
+                        "source": r.source,
+                        "metric": r.metric,
+                        "value": r.value,
+                    }
+                    for r in rows
+                ],
+            )
+            session.commit()
+
+    def _record_collectors(self) -> None:
+        with Session(self.engine) as session:
+            session.execute(delete(CollectorStatus).where(CollectorStatus.sweep_id == self.sweep_id))
+            for state in self.sampler.states:
+                metrics: list[dict[str, Any]] = []
+                if state.ok:
+                    with contextlib.suppress(Exception):
+                        metrics = [
+                            {"name": m.name, "unit": m.unit, "kind": m.kind}
+                            for m in state.collector.metrics()
+                        ]
+                session.add(
+                    CollectorStatus(
+                        sweep_id=self.sweep_id,
+                        name=state.collector.name,
+                        ok=state.ok,
+                        reason=state.reason,
+                        metrics_json=json.dumps(metrics),
+                    )
+                )
+            session.commit()
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.sampler.start()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        with Session(self.engine) as session:
+            for state in self.sampler.states:
+                row = session.scalar(
+                    select(CollectorStatus).where(
+                        CollectorStatus.sweep_id == self.sweep_id,
+                        CollectorStatus.name == state.collector.name,
+                    )
+                )
+                if row is not None:
+                    row.disabled_reason, row.last_error = state.disabled_reason, state.last_error
+            sweep = session.get(Sweep, self.sweep_id)
+            if sweep is not None:
+                summary = self.sampler.stats.summary(self.sampler.interval_s)
+                summary["sink_errors"] = self.sampler.sink_errors[-5:]
+                sweep.sampler_json = json.dumps(summary)
+            session.commit()
+
+    def current_temp_c(self) -> float | None:
+        for state in self.sampler.states:
+            if state.ok and state.collector.name == "sysfs_thermal":
+                values, _err = state.collector.safe_sample()
+                return hottest_c(values)
+        return None
+
+    # -- hooks ------------------------------------------------------------------------------------------
+    def before_run(self, session: Session, run: Run, spec: RunSpec) -> None:
+        self.sampler.set_run(run.id)
+        cd = self.cooldown
+        t0 = self.clock()
+        result = analysis.wait_for_cooldown(
+            read_temp=self.current_temp_c,
+            clock=self.clock,
+            sleep=self.sleep,
+            below_c=cd.below_c,
+            max_wait_s=cd.max_wait_s,
+            slope_c_per_min=cd.slope_c_per_min,
+            window_s=cd.window_s,
+            delay_s=cd.delay_s,
+        )
+        t1 = self.clock()
+        if t1 > t0:
+            session.add(
+                Phase(run_id=run.id, name="cooldown", kind=None, rep=None, t_start_mono=t0, t_end_mono=t1)
+            )
+        run.start_temp_c = result.end_temp_c if result.end_temp_c is not None else self.current_temp_c()
+        run.cooldown_wait_s, run.cooldown_reason = result.waited_s, result.reason
+        if self.collect.idle_s > 0:
+            t_idle = self.clock()
+            self.sleep(self.collect.idle_s)
+            session.add(
+                Phase(
+                    run_id=run.id,
+                    name="idle",
+                    kind=None,
+                    rep=None,
+                    t_start_mono=t_idle,
+                    t_end_mono=self.clock(),
+                )
+            )
+        session.commit()
+
+    def on_child_event(self, run: Run, event: dict[str, Any]) -> None:
+        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+            self.sampler.set_child_pid(event["pid"])
+
+    def after_run(self, session: Session, run: Run, spec: RunSpec) -> None:
+        self.sampler.set_child_pid(None)
+        self.sampler.set_run(None)
+        self.sampler.flush_now()
+        series = self._series(session, run.id)
+        power = choose_power_source(set(series))
+        run.power_source = power[0] if power else None
+        phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
+
+        def energy(t_start: float, t_end: float) -> float | None:
+            if power is None:
+                return None
+            name, kind, to_j = power
+            if kind == "counter":
+                return analysis.energy_from_counter_j(
+                    series[name], t_start, t_end, self.wraps.get(name), to_j
+                )
+            return analysis.energy_from_power_j(series[name], t_start, t_end)
+
+        idle = next((p for p in phases if p.name == "idle"), None)
+        if idle is not None and power is not None and idle.t_end_mono > idle.t_start_mono:
+            e_idle = energy(idle.t_start_mono, idle.t_end_mono)
+            run.idle_power_mw = (
+                e_idle / (idle.t_end_mono - idle.t_start_mono) * 1000.0 if e_idle is not None else None
+            )
+        for ph in phases:
+            for agg in analysis.aggregate_phase(series, ph.t_start_mono, ph.t_end_mono):
+                session.add(
+                    PhaseStat(
+                        run_id=run.id,
+                        phase=ph.name,
+                        kind=ph.kind,
+                        rep=ph.rep,
+                        metric=agg.metric,
+                        stat=agg.stat,
+                        value=agg.value,
+                    )
+                )
+        by_key = {(p.name, p.kind, p.rep): p for p in phases}
+        temps = [m for m in series if m.startswith("temp.") and m.endswith("_c")]
+        for m in session.scalars(select(Measurement).where(Measurement.run_id == run.id)):
+            pre = by_key.get(("prefill", m.kind, m.rep))
+            dec = by_key.get(("decode", m.kind, m.rep))
+            if pre is not None:
+                m.prefill_energy_j = energy(pre.t_start_mono, pre.t_end_mono)
+                m.prefill_j_per_token = analysis.energy_per_token(m.prefill_energy_j, m.n_prompt)
+                net = analysis.net_energy_j(
+                    m.prefill_energy_j, run.idle_power_mw, pre.t_end_mono - pre.t_start_mono
+                )
+                m.prefill_j_per_token_net = analysis.energy_per_token(net, m.n_prompt)
+            if dec is not None:
+                duration = dec.t_end_mono - dec.t_start_mono
+                m.decode_energy_j = energy(dec.t_start_mono, dec.t_end_mono)
+                m.decode_j_per_token = analysis.energy_per_token(m.decode_energy_j, m.n_gen)
+                net = analysis.net_energy_j(m.decode_energy_j, run.idle_power_mw, duration)
+                m.decode_j_per_token_net = analysis.energy_per_token(net, m.n_gen)
+                m.decode_power_mw = (
+                    m.decode_energy_j / duration * 1000.0
+                    if m.decode_energy_j is not None and duration > 0
+                    else None
+                )
+            if pre is not None and dec is not None and temps:
+                maxima = [analysis.max_over(series[t], pre.t_start_mono, dec.t_end_mono) for t in temps]
+                known = [v for v in maxima if v is not None]
+                m.temp_max_c = max(known) if known else None
+        session.commit()
+
+    def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
+        out: dict[str, analysis.Series] = {}
+        rows = session.execute(
+            select(Sample.metric, Sample.t_mono, Sample.value)
+            .where(Sample.run_id == run_id)
+            .order_by(Sample.t_mono)
+        )
+        for metric, t, value in rows:
+            out.setdefault(metric, []).append((t, value))
+        return out

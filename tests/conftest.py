@@ -1,0 +1,34 @@
+"""Shared fixtures.
+
+- ``tiny_models``: the tiny demo models (F16, Q8_0, Q5_K_M, Q4_K_M), built once per test session.
+- ``write_plan``: write TOML text to a plan file under the test's ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.demo_models import build_demo_models
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """quant name -> path of the tiny demo GGUF files (shared by the whole session: copy before changing)."""
+    out = tmp_path_factory.mktemp("tiny-models")
+    return build_demo_models(out, "tiny")
+
+
+@pytest.fixture
+def write_plan(tmp_path: Path) -> Callable[..., Path]:
+    """``write_plan(text, name="plan.toml")`` writes ``text`` under ``tmp_path``; returns the path."""
+
+    def write(text: str, name: str = "plan.toml") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
