@@ -48,6 +48,18 @@ def hottest_c(values: dict[str, float | None]) -> float | None:
     return thermal_hottest(values)
 
 
+def _max_around(series: analysis.Series, t_start: float, t_end: float, tol_s: float = 1.0) -> float | None:
+    """Max reading inside the window; for a request shorter than the sampling interval, the max of the
+    readings that bracket it (within ``tol_s``), since temperature cannot jump between two close readings."""
+    inside = analysis.max_over(series, t_start, t_end)
+    if inside is not None:
+        return inside
+    before = [v for t, v in series if v is not None and t_start - tol_s <= t <= t_start]
+    after = [v for t, v in series if v is not None and t_end <= t <= t_end + tol_s]
+    around = before[-1:] + after[:1]
+    return max(around) if around else None
+
+
 class Telemetry:
     """Implements the sweep's hooks (``agent.sweep.SweepHooks``)."""
 
@@ -255,7 +267,7 @@ class Telemetry:
                     else None
                 )
             if pre is not None and dec is not None and temps:
-                maxima = [analysis.max_over(series[t], pre.t_start_mono, dec.t_end_mono) for t in temps]
+                maxima = [_max_around(series[t], pre.t_start_mono, dec.t_end_mono) for t in temps]
                 known = [v for v in maxima if v is not None]
                 m.temp_max_c = max(known) if known else None
         session.commit()

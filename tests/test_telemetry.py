@@ -1,0 +1,176 @@
+"""Telemetry wired into a real sweep: fake sysfs tree + a constant-power source with known answers."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from agent.plan import Collect, Cooldown, parse_plan
+from agent.report import build_rows
+from agent.sweep import run_plan
+from agent.telemetry import Telemetry, choose_power_source
+from collectors.base import Availability, Collector, Metric, SampleValues
+from collectors.registry import build_collectors
+from runners.protocol import FAULT_ENV
+from storage.db import new_session, open_engine
+from storage.models import CollectorStatus, Measurement, PhaseStat, Run, Sample, Sweep
+
+pytestmark = pytest.mark.llama
+
+POWER_MW = 5000.0
+
+
+class ConstantPower(Collector):
+    """Synthetic: a board-input rail that always reads 5 W, so every energy figure has a known answer."""
+
+    name = "synthetic_power"
+
+    def available(self) -> Availability:
+        return Availability(True, "synthetic constant 5 W")
+
+    def metrics(self) -> list[Metric]:
+        return [Metric("power.vdd_in_mw", "mW")]
+
+    def sample(self) -> SampleValues:
+        return {"power.vdd_in_mw": POWER_MW}
+
+
+def fake_sys(root: Path, temp_milli_c: int) -> Path:
+    """Synthetic sysfs tree: one thermal zone and one cpufreq policy (not a capture)."""
+    zone = root / "sys/class/thermal/thermal_zone0"
+    zone.mkdir(parents=True)
+    (zone / "type").write_text("cpu-thermal\n")
+    (zone / "temp").write_text(f"{temp_milli_c}\n")
+    (zone / "mode").write_text("enabled\n")
+    pol = root / "sys/devices/system/cpu/cpufreq/policy0"
+    pol.mkdir(parents=True)
+    (pol / "scaling_cur_freq").write_text("1500000\n")
+    (pol / "scaling_max_freq").write_text("2000000\n")
+    (pol / "cpuinfo_max_freq").write_text("2000000\n")
+    (pol / "related_cpus").write_text("0\n")
+    (pol / "affected_cpus").write_text("0\n")
+    (pol / "scaling_governor").write_text("schedutil\n")
+    return root
+
+
+def test_choose_power_source_prefers_counters_then_board_input() -> None:
+    assert choose_power_source({"power.vdd_cpu_mw", "energy.package_uj"}) == (
+        "energy.package_uj",
+        "counter",
+        1e-6,
+    )
+    assert choose_power_source({"power.vdd_cpu_mw", "power.vdd_in_mw"})[0] == "power.vdd_in_mw"
+    assert choose_power_source({"temp.cpu_c"}) is None
+
+
+def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path: Path, tiny_models) -> None:
+    root = fake_sys(tmp_path / "root", 45000)
+    plan = parse_plan(
+        f"""
+        [matrix]
+        models = ["{tiny_models["Q8_0"]}"]
+        ctx = [256]
+        threads = [1]
+        [[workload]]
+        name = "w"
+        prompt_tokens = 32
+        n_predict = 16
+        [repeat]
+        warmup = 0
+        steady = 3
+        """,
+        str(tmp_path / "p.toml"),
+        tmp_path,
+    )
+    engine = open_engine(tmp_path / "t.db")
+    collectors = [*build_collectors(root), ConstantPower(root)]
+
+    def factory(sweep_id: int) -> Telemetry:
+        return Telemetry(
+            engine,
+            sweep_id,
+            Collect(interval_ms=50, idle_s=0.5),
+            Cooldown(below_c=50.0, max_wait_s=5),
+            collectors=collectors,
+        )
+
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
+    assert outcome.counts == {"ok": 1}
+
+    with new_session(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.start_temp_c == 45.0 and run.cooldown_reason == "below_limit"
+        assert run.power_source == "power.vdd_in_mw"
+        assert run.idle_power_mw == pytest.approx(POWER_MW)
+        n_samples = s.scalar(select(func.count()).select_from(Sample).where(Sample.run_id == run.id))
+        assert n_samples and n_samples > 10
+        sources = set(s.scalars(select(Sample.source).distinct()))
+        assert {"psutil_host", "sysfs_thermal", "sysfs_cpufreq", "synthetic_power"} <= sources
+        status = {c.name: c for c in s.scalars(select(CollectorStatus))}
+        assert status["sysfs_thermal"].ok and status["rapl"].ok is False and status["rapl"].reason
+        for m in s.scalars(select(Measurement).where(Measurement.kind == "steady")):
+            decode_s = m.t_end_mono - (m.t_start_mono + m.ttft_ms / 1000.0)
+            assert m.decode_energy_j == pytest.approx(POWER_MW / 1000.0 * decode_s, rel=1e-6)
+            assert m.decode_j_per_token == pytest.approx(m.decode_energy_j / m.n_gen)
+            assert m.decode_j_per_token_net == pytest.approx(0.0, abs=1e-9)  # all of it is idle power
+            assert m.decode_power_mw == pytest.approx(POWER_MW)
+            assert m.temp_max_c == 45.0
+
+        def phase_values(phase: str, metric: str, stat: str) -> list[float | None]:
+            return list(
+                s.scalars(
+                    select(PhaseStat.value).where(
+                        PhaseStat.phase == phase, PhaseStat.metric == metric, PhaseStat.stat == stat
+                    )
+                )
+            )
+
+        assert phase_values("idle", "temp.cpu_c", "max") == [45.0]
+        # A tiny model's decode lasts a few ms, shorter than the 50 ms interval: no reading falls inside,
+        # and the aggregate says so (NULL) instead of borrowing a neighbour's value.
+        assert set(phase_values("decode", "temp.cpu_c", "max")) <= {None, 45.0}
+        assert phase_values("idle", "cpufreq.policy0.cur_mhz", "mean") == [pytest.approx(1500.0)]
+        assert phase_values("idle", "power.vdd_in_mw", "mean") == [pytest.approx(POWER_MW)]
+        sweep = s.scalars(select(Sweep)).one()
+        assert sweep.sampler_json and '"missed_ticks"' in sweep.sampler_json
+        row = build_rows(s, sweep.id)[0]
+    assert row["start_temp_c"] == 45.0 and row["temp_max_c"] == 45.0
+    assert row["decode_power_mw_median"] == pytest.approx(POWER_MW)
+
+
+def test_without_a_power_source_energy_is_null_never_zero(tmp_path: Path, tiny_models) -> None:
+    root = tmp_path / "empty-root"
+    root.mkdir()
+    plan = parse_plan(
+        f"""
+        [matrix]
+        models = ["{tiny_models["Q4_K_M"]}"]
+        ctx = [128]
+        threads = [1]
+        [[workload]]
+        prompt_tokens = 8
+        n_predict = 4
+        [repeat]
+        warmup = 0
+        steady = 1
+        """,
+        str(tmp_path / "p.toml"),
+        tmp_path,
+    )
+    engine = open_engine(tmp_path / "n.db")
+
+    def factory(sweep_id: int) -> Telemetry:
+        return Telemetry(engine, sweep_id, Collect(interval_ms=50, idle_s=0.2), Cooldown(), root=root)
+
+    run_plan(engine, plan, out=io.StringIO(), telemetry=factory)
+    with new_session(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.power_source is None and run.idle_power_mw is None and run.start_temp_c is None
+        assert run.cooldown_reason == "disabled"
+        for m in s.scalars(select(Measurement)):
+            assert m.decode_energy_j is None and m.decode_j_per_token is None and m.temp_max_c is None
