@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from agent.jetson import comparable_state
 from agent.stats import Summary
 from storage.models import Measurement, ModelFile, Run, Sweep
 
@@ -73,6 +74,10 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("decode_power_mw_median", "number|null"),
     ("decode_j_per_token_median", "number|null"),
     ("decode_j_per_token_net_median", "number|null"),
+    # Jetson state (null elsewhere): a change mid-sweep makes a row incomparable with the others
+    ("power_mode", "string|null"),
+    ("clocks_locked", "boolean|null"),
+    ("device_state_changed", "boolean|null"),
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -127,6 +132,8 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
     n_prompt = next((m.n_prompt for m in run.measurements if m.n_prompt is not None), None)
     bpw = mf.size_bytes * 8 / mf.n_params if mf is not None and mf.n_params else None
     temps = [m.temp_max_c for m in steady if m.temp_max_c is not None]
+    state = comparable_state(json.loads(run.device_state_json)) if run.device_state_json else None
+    state = state or {}
     return {
         "sweep_id": run.sweep_id,
         "run_id": run.id,
@@ -178,6 +185,9 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "decode_power_mw_median": Summary.of(m.decode_power_mw for m in steady).median,
         "decode_j_per_token_median": Summary.of(m.decode_j_per_token for m in steady).median,
         "decode_j_per_token_net_median": Summary.of(m.decode_j_per_token_net for m in steady).median,
+        "power_mode": state.get("power_mode"),
+        "clocks_locked": state.get("clocks_locked"),
+        "device_state_changed": run.device_state_changed,
     }
 
 
@@ -321,11 +331,19 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 
 def _failures(rows: list[dict[str, Any]]) -> list[str]:
-    return [
+    out = [
         f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']} wl={r['workload']}: {r['status']}: {r['reason']}"
         for r in rows
         if r["status"] != "ok"
     ]
+    out += [
+        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: device state changed before this config "
+        f"(power mode {r['power_mode']}, clocks locked {r['clocks_locked']}): "
+        "not comparable with earlier rows"
+        for r in rows
+        if r["device_state_changed"]
+    ]
+    return out
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
@@ -335,7 +353,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     fails = _failures(rows)
     if fails:
-        lines += ["", f"{len(fails)} config(s) did not finish:"] + [f"  {f}" for f in fails]
+        lines += ["", f"{len(fails)} note(s): failed configs and device changes:"] + [f"  {f}" for f in fails]
     lines += ["", "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."]
     return "\n".join(lines)
 
@@ -348,7 +366,7 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     lines += ["| " + " | ".join(esc(c) for c in _cells(r)) + " |" for r in rows]
     fails = _failures(rows)
     if fails:
-        lines += ["", "**Did not finish:**", ""] + [f"- {esc(f)}" for f in fails]
+        lines += ["", "**Failed configs and device changes:**", ""] + [f"- {esc(f)}" for f in fails]
     return "\n".join(lines)
 
 

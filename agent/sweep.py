@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from agent import __version__
 from agent.device import collect_device_facts, device_fingerprint
 from agent.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
+from agent.jetson import comparable_state, jetson_state
 from agent.plan import Plan, RunSpec, expand
 from runners.llama import ChildResult, RunInterrupted, run_child
 from storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
@@ -339,6 +340,7 @@ def run_plan(
     telemetry: Callable[[int], Any] | None = None,
     env: dict[str, str] | None = None,
     device_root: Path | str = "/",
+    state_reader: Callable[[], dict[str, Any] | None] | None = None,
 ) -> SweepOutcome:
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
     from storage.db import new_session
@@ -354,6 +356,8 @@ def run_plan(
             sha_of[model.path], mf_of[model.path] = mf.sha256, mf.id
         specs = expand(plan, sha_of)
         sweep = None if new_sweep else find_resumable_sweep(session, plan, device)
+        read_state = state_reader or (lambda: jetson_state(device_root))
+        start_state = read_state()
         if sweep is None:
             sweep = Sweep(
                 name=plan.name,
@@ -365,6 +369,7 @@ def run_plan(
                 started_at=utcnow(),
                 status="running",
                 n_specs=len(specs),
+                device_state_json=json.dumps(start_state) if start_state else None,
             )
             session.add(sweep)
         else:
@@ -386,6 +391,7 @@ def run_plan(
             )
         seq_base = len(sweep.runs)
         index = outcome.n_skipped
+        last_state = start_state
         tele = None
         if telemetry is not None and todo:
             # Built once the sweep exists: samples and collector states are stored against it.
@@ -422,6 +428,14 @@ def run_plan(
                         status="running",
                         started_at=utcnow(),
                     )
+                    # Re-read before each config: someone may change the power mode during an overnight sweep.
+                    state = read_state()
+                    if state is not None:
+                        run.device_state_json = json.dumps(state)
+                        run.device_state_changed = comparable_state(state) != comparable_state(last_state)
+                        if run.device_state_changed:
+                            progress.line(f"note: device state changed: {comparable_state(state)}")
+                        last_state = state
                     session.add(run)
                     session.commit()
                     progress.start(index, label)

@@ -281,10 +281,17 @@ _V3_ANALYSIS = (
     "CREATE INDEX ix_phase_stat_run_id ON phase_stat (run_id)",
 )
 
+_V4_DEVICE_STATE = (
+    "ALTER TABLE sweep ADD COLUMN device_state_json TEXT",
+    "ALTER TABLE run ADD COLUMN device_state_json TEXT",
+    "ALTER TABLE run ADD COLUMN device_state_changed BOOLEAN",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
     Migration(3, "analysis: collector status, phase aggregates, energy, cooldown", _V3_ANALYSIS),
+    Migration(4, "Jetson state (power mode, jetson_clocks, fan) per sweep and per run", _V4_DEVICE_STATE),
 )
 
 HEAD_VERSION = MIGRATIONS[-1].version

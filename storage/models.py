@@ -84,6 +84,7 @@ class Sweep(Base):
     status: Mapped[str] = mapped_column(String(16))
     n_specs: Mapped[int] = mapped_column(Integer)
     sampler_json: Mapped[str | None] = mapped_column(Text)
+    device_state_json: Mapped[str | None] = mapped_column(Text)
 
     device: Mapped[Device] = relationship()
     runs: Mapped[list[Run]] = relationship(back_populates="sweep", order_by="Run.id")
@@ -135,6 +136,8 @@ class Run(Base):
     cooldown_reason: Mapped[str | None] = mapped_column(String(32))
     idle_power_mw: Mapped[float | None] = mapped_column(Float)
     power_source: Mapped[str | None] = mapped_column(String(96))
+    device_state_json: Mapped[str | None] = mapped_column(Text)
+    device_state_changed: Mapped[bool | None] = mapped_column(Boolean)
 
     sweep: Mapped[Sweep] = relationship(back_populates="runs")
     model_file: Mapped[ModelFile | None] = relationship()
