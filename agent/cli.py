@@ -271,6 +271,84 @@ def doctor(
     typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
 
 
+@app.command()
+def status(
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """What the agent is doing: current sweep, config i of N, ETA, last error, collectors."""
+    from agent.status import gather_status, render_status, status_json
+    from storage.db import new_session
+
+    engine = _open_engine(db)
+    with new_session(engine) as session:
+        info = gather_status(session)
+    typer.echo(status_json(info) if as_json else render_status(info))
+
+
+@app.command()
+def agent(
+    queue: Annotated[
+        Path | None,
+        typer.Option("--queue", help="Spool directory of plans (*.toml); done/ and failed/ inside."),
+    ] = None,
+    plan: Annotated[Path | None, typer.Option("--plan", help="Run this one plan instead of a queue.")] = None,
+    db: DbOption = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="HH:MM after which no new config starts.")
+    ] = None,
+    min_free_mb: Annotated[
+        int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB.")
+    ] = 500,
+    once: Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")] = False,
+    poll_s: Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")] = 10.0,
+    no_telemetry: Annotated[
+        bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")
+    ] = False,
+) -> None:
+    """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
+    import logging
+    import signal as _signal
+
+    from agent.daemon import Agent, AgentConfig, parse_until
+    from storage.db import db_url
+
+    if (queue is None) == (plan is None):
+        fail("give exactly one of --queue DIR or --plan PLAN.toml")
+    if queue is not None and not queue.is_dir():
+        fail(f"queue {queue}: not a directory")
+    if plan is not None and not plan.is_file():
+        fail(f"plan {plan}: no such file")
+    try:
+        until_t = parse_until(until)
+    except ValueError as exc:
+        fail(str(exc))
+    logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
+    engine = _open_engine(db)
+    url = db_url(db)
+    db_path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    _signal.signal(_signal.SIGTERM, on_term)
+    runner = Agent(
+        engine,
+        db_path,
+        AgentConfig(
+            queue=queue,
+            plan=plan,
+            until=until_t,
+            min_free_mb=min_free_mb,
+            once=once,
+            poll_s=poll_s,
+            telemetry=not no_telemetry,
+        ),
+    )
+    runner.install_signals()
+    raise typer.Exit(runner.run())
+
+
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
     try:

@@ -56,6 +56,7 @@ class SweepOutcome:
     n_skipped: int
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
+    paused: str | None = None  # why no further config was started (time window, disk space)
 
 
 def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
@@ -286,6 +287,7 @@ def execute_spec(
     spec: RunSpec,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
+    heartbeat: Callable[[], None] | None = None,
 ) -> Run:
     """Run a spec's children (first: cold + warm-up + steady; then extra cold starts) and store them."""
     run.t_start_mono = time.monotonic()
@@ -297,7 +299,7 @@ def execute_spec(
             run.page_cache = "kept"
         job = spec.job(cold_only=cold_rep > 0, cold_rep=cold_rep)
         try:
-            child = run_child(job, spec.timeout_s, on_event=on_event, env=env)
+            child = run_child(job, spec.timeout_s, on_event=on_event, env=env, heartbeat=heartbeat)
         except RunInterrupted as stop:
             _store_child(session, run, stop.result, is_main=cold_rep == 0)
             run.status, run.reason = "interrupted", stop.result.reason
@@ -341,6 +343,8 @@ def run_plan(
     env: dict[str, str] | None = None,
     device_root: Path | str = "/",
     state_reader: Callable[[], dict[str, Any] | None] | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    should_start: Callable[[], str | None] | None = None,
 ) -> SweepOutcome:
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
     from storage.db import new_session
@@ -401,6 +405,11 @@ def run_plan(
         try:
             with sigterm_as_interrupt():
                 for spec in todo:
+                    stop_reason = should_start() if should_start is not None else None
+                    if stop_reason:
+                        outcome.paused = stop_reason
+                        progress.line(f"sweep {sweep.id} paused before config {index + 1}: {stop_reason}")
+                        break
                     index += 1
                     label = spec_label(spec)
                     run = Run(
@@ -447,12 +456,16 @@ def run_plan(
                         if hooks is not None:
                             hooks.on_child_event(_run, event)
 
-                    execute_spec(session, run, spec, on_event=relay, env=env)
+                    execute_spec(session, run, spec, on_event=relay, env=env, heartbeat=heartbeat)
                     if hooks is not None:
                         hooks.after_run(session, run, spec)
                     outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1
                     progress.finish(
-                        index, label, _describe(session, run), time.monotonic() - t0, len(specs) - index
+                        index,
+                        f"run {run.id} {label}",
+                        _describe(session, run),
+                        time.monotonic() - t0,
+                        len(specs) - index,
                     )
         except KeyboardInterrupt:
             outcome.interrupted = True
@@ -470,7 +483,7 @@ def run_plan(
         finally:
             if tele is not None:
                 tele.stop()
-        sweep.status, sweep.ended_at = "completed", utcnow()
+        sweep.status, sweep.ended_at = ("paused" if outcome.paused else "completed"), utcnow()
         session.commit()
     return outcome
 

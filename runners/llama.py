@@ -85,6 +85,7 @@ def run_child(
     timeout_s: float,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
+    heartbeat: Callable[[], None] | None = None,
 ) -> ChildResult:
     """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds."""
     read_fd, write_fd = os.pipe()
@@ -157,6 +158,8 @@ def run_child(
     try:
         eof = False
         while not eof:
+            if heartbeat is not None:
+                heartbeat()  # proves to a watchdog that this loop, not just some thread, is alive
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True

@@ -287,11 +287,30 @@ _V4_DEVICE_STATE = (
     "ALTER TABLE run ADD COLUMN device_state_changed BOOLEAN",
 )
 
+_V5_AGENT = (
+    """
+    CREATE TABLE agent_state (
+        id INTEGER NOT NULL,
+        pid INTEGER NOT NULL,
+        hostname VARCHAR(255) NOT NULL,
+        started_at DATETIME NOT NULL,
+        heartbeat_at DATETIME NOT NULL,
+        state VARCHAR(32) NOT NULL,
+        message TEXT,
+        sweep_id INTEGER,
+        plan_path TEXT,
+        stopped_at DATETIME,
+        PRIMARY KEY (id)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
     Migration(3, "analysis: collector status, phase aggregates, energy, cooldown", _V3_ANALYSIS),
     Migration(4, "Jetson state (power mode, jetson_clocks, fan) per sweep and per run", _V4_DEVICE_STATE),
+    Migration(5, "agent heartbeat and state", _V5_AGENT),
 )
 
 HEAD_VERSION = MIGRATIONS[-1].version

@@ -255,3 +255,20 @@ class PhaseStat(Base):
     metric: Mapped[str] = mapped_column(String(96))
     stat: Mapped[str] = mapped_column(String(8))
     value: Mapped[float | None] = mapped_column(Float)
+
+
+class AgentState(Base):
+    """The agent's heartbeat and current activity, so ``edgeprof status`` can tell alive from dead."""
+
+    __tablename__ = "agent_state"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pid: Mapped[int] = mapped_column(Integer)
+    hostname: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    state: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str | None] = mapped_column(Text)
+    sweep_id: Mapped[int | None] = mapped_column(Integer)
+    plan_path: Mapped[str | None] = mapped_column(Text)
+    stopped_at: Mapped[datetime | None]

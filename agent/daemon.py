@@ -1,0 +1,356 @@
+"""``edgeprof agent``: the unattended sweeper that systemd starts.
+
+It takes plans from a spool directory (``queue/*.toml``, oldest first) or a single plan, runs one sweep at a
+time, and moves each plan to ``done/`` or ``failed/`` (with a ``.error.txt`` beside it). Whatever happens at
+3 a.m. the morning shows every result taken so far:
+
+* start: runs a previous agent left ``running`` (kill -9, power loss) are marked ``interrupted``; their sweep
+  is resumed when its plan comes round again, and a finished run is never redone;
+* SIGTERM/SIGINT: the current child is stopped, its run marked ``interrupted``, samples flushed, exit 0;
+* SIGHUP: the queue is read again now;
+* ``--until HH:MM``: no new config starts after that time (the sweep is ``paused``, resumed next time);
+* disk guard: no new run while the DB's filesystem has less than ``--min-free-mb`` free;
+* systemd: READY/STATUS/WATCHDOG datagrams to ``$NOTIFY_SOCKET``; the watchdog is fed only while the main
+  loop itself makes progress, so a hung agent is restarted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from agent.plan import Plan, PlanError, load_plan
+from agent.sweep import run_plan, utcnow
+from storage.models import AgentState, Run, Sweep
+
+log = logging.getLogger("edgeprof.agent")
+
+
+class Notifier:
+    """sd_notify without a dependency: one datagram per message to ``$NOTIFY_SOCKET`` (no-op when unset)."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address if address is not None else os.environ.get("NOTIFY_SOCKET")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.address)
+
+    def send(self, **fields: str) -> bool:
+        if not self.address:
+            return False
+        payload = "\n".join(f"{k.upper()}={v}" for k, v in fields.items()).encode()
+        addr = self.address
+        if addr.startswith("@"):  # abstract namespace socket
+            addr = "\0" + addr[1:]
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                sock.connect(addr)
+                sock.sendall(payload)
+            return True
+        except OSError as exc:
+            log.warning("sd_notify to %s failed: %s", self.address, exc)
+            return False
+
+    def watchdog_interval_s(self) -> float | None:
+        usec = os.environ.get("WATCHDOG_USEC")
+        pid = os.environ.get("WATCHDOG_PID")
+        if not usec or (pid and pid != str(os.getpid())):
+            return None
+        try:
+            return int(usec) / 1e6
+        except ValueError:
+            return None
+
+
+def parse_until(text: str | None) -> dt.time | None:
+    if not text:
+        return None
+    try:
+        hours, minutes = text.split(":")
+        return dt.time(int(hours), int(minutes))
+    except ValueError:
+        raise ValueError(f"--until expects HH:MM (24 h), got {text!r}") from None
+
+
+def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime) -> bool:
+    """True once the first ``until`` after ``started`` has passed (a 23:00 start with --until 07:00 runs
+    through midnight and stops at 07:00 the next morning)."""
+    if until is None:
+        return False
+    deadline = started.replace(hour=until.hour, minute=until.minute, second=0, microsecond=0)
+    if deadline <= started:
+        deadline += dt.timedelta(days=1)
+    return now >= deadline
+
+
+def recover_interrupted(session: Session) -> int:
+    """Mark what a dead agent left running as interrupted; returns how many runs were marked."""
+    n = 0
+    for run in session.scalars(select(Run).where(Run.status == "running")):
+        run.status = "interrupted"
+        run.reason = (
+            "the agent stopped during this run (killed, crashed or power lost); it is redone on resume"
+        )
+        run.ended_at = run.ended_at or utcnow()
+        n += 1
+    for sweep in session.scalars(select(Sweep).where(Sweep.status == "running")):
+        sweep.status = "interrupted"
+    for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
+        state.stopped_at = state.heartbeat_at
+        state.state = "died"
+    session.commit()
+    return n
+
+
+@dataclass
+class AgentConfig:
+    queue: Path | None
+    plan: Path | None
+    until: dt.time | None = None
+    min_free_mb: int = 500
+    once: bool = False
+    poll_s: float = 10.0
+    telemetry: bool = True
+
+
+class Agent:
+    def __init__(
+        self,
+        engine: Engine,
+        db_path: Path | None,
+        config: AgentConfig,
+        notifier: Notifier | None = None,
+        now: Callable[[], dt.datetime] = dt.datetime.now,
+    ) -> None:
+        self.engine = engine
+        self.db_path = db_path
+        self.config = config
+        self.notifier = notifier or Notifier()
+        self.now = now
+        self.started = now()
+        self.stop_requested = threading.Event()
+        self.wake = threading.Event()
+        self._last_beat = time.monotonic()
+        self._state_id: int | None = None
+        self._last_db_beat = 0.0
+        self._current_sweep: int | None = None
+        self._current_plan: str | None = None
+
+    # -- signals ----------------------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_hup(self, _signum: int, _frame: Any) -> None:
+        log.info("SIGHUP: re-reading the queue")
+        self.wake.set()
+
+    # -- heartbeat / status -----------------------------------------------------------------------------
+    def beat(self) -> None:
+        self._last_beat = time.monotonic()
+        if time.monotonic() - self._last_db_beat >= 5.0:
+            self._last_db_beat = time.monotonic()
+            self._write_state(None, None)
+
+    def _write_state(self, state: str | None, message: str | None) -> None:
+        try:
+            with Session(self.engine) as session:
+                row = session.get(AgentState, self._state_id) if self._state_id else None
+                if row is None:
+                    row = AgentState(
+                        pid=os.getpid(),
+                        hostname=socket.gethostname(),
+                        started_at=utcnow(),
+                        heartbeat_at=utcnow(),
+                        state=state or "starting",
+                        message=message,
+                    )
+                    session.add(row)
+                row.heartbeat_at = utcnow()
+                if state is not None:
+                    row.state, row.message = state, message
+                row.sweep_id, row.plan_path = self._current_sweep, self._current_plan
+                session.commit()
+                self._state_id = row.id
+        except Exception as exc:  # noqa: BLE001 - a busy DB must not stop the agent; status will show the age
+            log.warning("could not record agent state: %s", exc)
+
+    def set_state(self, state: str, message: str | None = None) -> None:
+        log.info("%s%s", state, f": {message}" if message else "")
+        self._write_state(state, message)
+        self.notifier.send(status=f"{state}{': ' + message if message else ''}"[:200])
+
+    def _watchdog_loop(self, interval_s: float) -> None:
+        # Feed the watchdog only while the main loop is alive; a hung main loop lets systemd restart us.
+        period = max(1.0, interval_s / 4)
+        while not self.stop_requested.wait(period):
+            if time.monotonic() - self._last_beat < interval_s / 2:
+                self.notifier.send(watchdog="1")
+
+    # -- guards -----------------------------------------------------------------------------------------
+    def free_mb(self) -> float | None:
+        if self.db_path is None:
+            return None
+        try:
+            usage = shutil.disk_usage(self.db_path.parent)
+        except OSError:
+            return None
+        return usage.free / (1024 * 1024)
+
+    def should_start(self) -> str | None:
+        """None when a new config may start; else why not (checked before every config)."""
+        self.beat()
+        if self.stop_requested.is_set():
+            return "stop requested"
+        if window_closed(self.config.until, self.started, self.now()):
+            return f"time window closed (--until {self.config.until:%H:%M})"
+        free = self.free_mb()
+        if free is not None and free < self.config.min_free_mb:
+            return f"only {free:.0f} MB free on the database's filesystem (< {self.config.min_free_mb} MB)"
+        return None
+
+    # -- queue ------------------------------------------------------------------------------------------
+    def next_plan(self) -> Path | None:
+        if self.config.plan is not None:
+            return self.config.plan
+        assert self.config.queue is not None
+        try:
+            plans = [p for p in self.config.queue.glob("*.toml") if p.is_file()]
+        except OSError:
+            return None
+        plans.sort(key=lambda p: (p.stat().st_mtime, p.name))
+        return plans[0] if plans else None
+
+    def _move(self, plan: Path, folder: str, error: str | None = None) -> None:
+        if self.config.queue is None or plan.parent != self.config.queue:
+            return
+        target_dir = self.config.queue / folder
+        target_dir.mkdir(parents=True, exist_ok=True)
+        stamp = self.now().strftime("%Y%m%d-%H%M%S")
+        target = target_dir / f"{plan.stem}-{stamp}{plan.suffix}"
+        shutil.move(str(plan), target)
+        if error:
+            target.with_suffix(".error.txt").write_text(error + "\n")
+        log.info("plan %s moved to %s", plan.name, target)
+
+    def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
+        if not self.config.telemetry:
+            return None
+        from agent.telemetry import Telemetry
+
+        def make(sweep_id: int) -> Telemetry:
+            return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown)
+
+        return make
+
+    # -- main loop --------------------------------------------------------------------------------------
+    def run(self) -> int:
+        with Session(self.engine) as session:
+            n = recover_interrupted(session)
+        if n:
+            log.warning("marked %d run(s) left running by a previous agent as interrupted", n)
+        interval = self.notifier.watchdog_interval_s()
+        if interval:
+            threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
+        self.set_state("ready", "waiting for plans")
+        self.notifier.send(ready="1")
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            self.set_state("stopped", "stopped by signal")
+            return 0
+        finally:
+            self.stop_requested.set()
+            self._current_sweep = None
+            self._finish_state()
+
+    def _finish_state(self) -> None:
+        try:
+            with Session(self.engine) as session:
+                row = session.get(AgentState, self._state_id) if self._state_id else None
+                if row is not None:
+                    row.stopped_at = utcnow()
+                    session.commit()
+        except Exception as exc:  # noqa: BLE001 - shutting down; nothing else to do
+            log.warning("could not record agent stop: %s", exc)
+
+    def _loop(self) -> int:
+        tried_single = False
+        while not self.stop_requested.is_set():
+            self.beat()
+            reason = self.should_start()
+            if reason and reason.startswith("time window"):
+                self.set_state("stopped", reason)
+                return 0
+            if reason:
+                self.set_state("paused", reason)
+                self._idle()
+                continue
+            plan_path = None if (self.config.plan is not None and tried_single) else self.next_plan()
+            if plan_path is None:
+                if self.config.once or self.config.plan is not None:
+                    self.set_state("stopped", "queue empty" if self.config.queue else "plan done")
+                    return 0
+                self.set_state("idle", "queue empty")
+                self._idle()
+                continue
+            tried_single = True
+            self._run_one(plan_path)
+        return 0
+
+    def _idle(self) -> None:
+        self.wake.clear()
+        end = time.monotonic() + self.config.poll_s
+        while time.monotonic() < end and not self.wake.is_set() and not self.stop_requested.is_set():
+            self.beat()
+            self.wake.wait(min(1.0, end - time.monotonic()))
+
+    def _run_one(self, plan_path: Path) -> None:
+        self._current_plan = str(plan_path)
+        try:
+            plan = load_plan(plan_path)
+        except PlanError as exc:
+            message = "\n".join(exc.lines())
+            log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
+            self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
+            self._move(plan_path, "failed", message)
+            return
+        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
+        try:
+            outcome = run_plan(
+                self.engine,
+                plan,
+                telemetry=self._telemetry_factory(plan),
+                heartbeat=self.beat,
+                should_start=self.should_start,
+            )
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            log.exception("sweep of %s failed unexpectedly", plan_path.name)
+            self.set_state("error", f"plan {plan_path.name}: {type(exc).__name__}: {exc}")
+            self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}")
+            return
+        self._current_sweep = outcome.sweep_id
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        if outcome.paused:
+            self.set_state("paused", f"sweep {outcome.sweep_id} paused: {outcome.paused}")
+            return
+        log.info("sweep %d of %s finished: %s", outcome.sweep_id, plan_path.name, summary)
+        self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
+        self._move(plan_path, "done")
