@@ -349,6 +349,15 @@ def agent(
     raise typer.Exit(runner.run())
 
 
+def _register_extras() -> None:
+    from agent.tegrastats_import import register
+
+    register(app)
+
+
+_register_extras()
+
+
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
     try:

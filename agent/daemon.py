@@ -149,6 +149,7 @@ class Agent:
         self._last_db_beat = 0.0
         self._current_sweep: int | None = None
         self._current_plan: str | None = None
+        self.exit_code = 0
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -252,7 +253,7 @@ class Agent:
         from agent.telemetry import Telemetry
 
         def make(sweep_id: int) -> Telemetry:
-            return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown)
+            return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown, heartbeat=self.beat)
 
         return make
 
@@ -303,7 +304,7 @@ class Agent:
             if plan_path is None:
                 if self.config.once or self.config.plan is not None:
                     self.set_state("stopped", "queue empty" if self.config.queue else "plan done")
-                    return 0
+                    return self.exit_code
                 self.set_state("idle", "queue empty")
                 self._idle()
                 continue
@@ -327,6 +328,8 @@ class Agent:
             log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
             self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
             self._move(plan_path, "failed", message)
+            if self.config.plan is not None:
+                self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
             return
         self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
         try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,10 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
     )
 
 
-def sha256_file(path: str | Path, chunk_bytes: int = 4 << 20) -> str:
+def sha256_file(
+    path: str | Path, chunk_bytes: int = 4 << 20, progress: Callable[[], None] | None = None
+) -> str:
+    """sha256 of a file; ``progress`` is called per chunk (hashing 8 GB from an SD card takes minutes)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while True:
@@ -140,6 +144,8 @@ def sha256_file(path: str | Path, chunk_bytes: int = 4 << 20) -> str:
             if not block:
                 break
             h.update(block)
+            if progress is not None:
+                progress()
     return h.hexdigest()
 
 

@@ -84,7 +84,9 @@ def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
     return device
 
 
-def get_or_create_model_file(session: Session, info: GGUFInfo) -> ModelFile:
+def get_or_create_model_file(
+    session: Session, info: GGUFInfo, progress: Callable[[], None] | None = None
+) -> ModelFile:
     """The model's row, hashing the file only when its size or mtime changed since the last hash."""
     path = str(Path(info.path).resolve())
     known = session.scalars(
@@ -92,7 +94,7 @@ def get_or_create_model_file(session: Session, info: GGUFInfo) -> ModelFile:
     ).first()
     if known is not None and known.size_bytes == info.size_bytes and known.mtime_ns == info.mtime_ns:
         return known
-    digest = sha256_file(path)
+    digest = sha256_file(path, progress=progress)
     existing = session.scalar(select(ModelFile).where(ModelFile.path == path, ModelFile.sha256 == digest))
     if existing is not None:
         existing.size_bytes, existing.mtime_ns = info.size_bytes, info.mtime_ns
@@ -356,7 +358,7 @@ def run_plan(
         mf_of: dict[str, int] = {}
         for model in plan.models:
             info = plan.model_info.get(model.path) or read_gguf_info(model.path)
-            mf = get_or_create_model_file(session, info)
+            mf = get_or_create_model_file(session, info, progress=heartbeat)
             sha_of[model.path], mf_of[model.path] = mf.sha256, mf.id
         specs = expand(plan, sha_of)
         sweep = None if new_sweep else find_resumable_sweep(session, plan, device)

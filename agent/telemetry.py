@@ -74,12 +74,14 @@ class Telemetry:
         collectors: list[Collector] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         self.engine = engine
         self.sweep_id = sweep_id
         self.collect = collect
         self.cooldown = cooldown
-        self.sleep = sleep
+        self._sleep = sleep
+        self.heartbeat = heartbeat
         self.clock = clock
         names = list(collect.collectors) if collect.collectors is not None else None
         self.collectors = collectors if collectors is not None else build_collectors(Path(root), names)
@@ -91,6 +93,18 @@ class Telemetry:
                     for m in state.collector.metrics():
                         self.wraps[m.name] = m.wrap
         self._record_collectors()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep in slices of at most a second, beating in between: a 5-minute cooldown is progress, and the
+        agent's systemd watchdog must see it as such."""
+        end = self.clock() + seconds
+        while True:
+            if self.heartbeat is not None:
+                self.heartbeat()
+            left = end - self.clock()
+            if left <= 0:
+                return
+            self._sleep(min(1.0, left))
 
     # -- storage ----------------------------------------------------------------------------------------
     def _write(self, rows: list[SampleRow]) -> None:
@@ -274,11 +288,16 @@ class Telemetry:
 
     def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
         out: dict[str, analysis.Series] = {}
+        owner: dict[str, str] = {}
         rows = session.execute(
-            select(Sample.metric, Sample.t_mono, Sample.value)
+            select(Sample.metric, Sample.t_mono, Sample.value, Sample.source)
             .where(Sample.run_id == run_id)
             .order_by(Sample.t_mono)
         )
-        for metric, t, value in rows:
+        for metric, t, value, source in rows:
+            # On a Jetson, tegrastats and jtop both report temp.* and power.*: one source per metric, so
+            # two samplers' readings are never interleaved into one series.
+            if owner.setdefault(metric, source) != source:
+                continue
             out.setdefault(metric, []).append((t, value))
         return out

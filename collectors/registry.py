@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from collectors.base import Collector
+from collectors.jtop import JtopCollector
+from collectors.nvml import NvmlCollector
 from collectors.psutil_host import PsutilHostCollector
 from collectors.rapl import RaplCollector
 from collectors.sysfs_cpufreq import CpuFreqCollector
 from collectors.sysfs_thermal import ThermalZonesCollector
+from collectors.tegrastats import TegrastatsCollector
 from collectors.x86_throttle import ThrottleCountersCollector
 
 # Sources any Linux box may have; each reports itself unavailable where its hardware is missing.
@@ -30,7 +33,7 @@ ALL_HOST_COLLECTORS: list[type[Collector]] = [
 #   Jetson: tegrastats (power rails, GPU/EMC load) and jtop; NVIDIA dGPU: nvml.
 # Import them at the top of this module like the host collectors; keep optional third-party imports
 # (jtop, pynvml) inside the collector module so this registry imports everywhere.
-PLATFORM_COLLECTORS: list[type[Collector]] = []
+PLATFORM_COLLECTORS: list[type[Collector]] = [TegrastatsCollector, JtopCollector, NvmlCollector]
 
 
 def collector_classes() -> list[type[Collector]]:

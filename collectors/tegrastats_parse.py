@@ -385,13 +385,13 @@ class MetricUnit(NamedTuple):
 
 TEGRASTATS_METRIC_UNITS: tuple[MetricUnit, ...] = (
     MetricUnit("mem.", "_mb", "MB", "RAM/swap in use, RAM total; lfb = largest free block (blocks x size)"),
-    MetricUnit("cpu", ".util_pct", "%", "cpuN: one core (None when offline); cpu: mean over online cores"),
+    MetricUnit("cpu", ".util_pct", "pct", "cpuN: one core (None when offline); cpu: mean over online cores"),
     MetricUnit("cpu", ".freq_mhz", "MHz", "cpuN: one core's clock (None when offline)"),
-    MetricUnit("emc.", "_pct", "%", "memory controller load"),
+    MetricUnit("emc.", "_pct", "pct", "memory controller load"),
     MetricUnit("emc.", "_mhz", "MHz", "memory controller clock"),
-    MetricUnit("gpu.", "_pct", "%", "first GR3D entry's load"),
+    MetricUnit("gpu.", "_pct", "pct", "first GR3D entry's load"),
     MetricUnit("gpu.", "_mhz", "MHz", "first GR3D entry's first GPC clock"),
-    MetricUnit("temp.", "_c", "degC", "one thermal zone, name lower-cased; None when the sensor is off"),
+    MetricUnit("temp.", "_c", "C", "one thermal zone, name lower-cased; None when the sensor is off"),
     MetricUnit("power.", "_mw", "mW", "one rail's current draw, name lower-cased; repeats get _2, _3, ..."),
 )
 

@@ -9,7 +9,13 @@ import pytest
 
 from collectors import registry
 from collectors.base import Availability, Collector, Metric, SampleValues
-from collectors.registry import ALL_HOST_COLLECTORS, build_collectors, collector_names, describe
+from collectors.registry import (
+    ALL_HOST_COLLECTORS,
+    PLATFORM_COLLECTORS,
+    build_collectors,
+    collector_names,
+    describe,
+)
 
 VM_CAPTURE = Path(__file__).parent / "fixtures" / "vm_docker_amd-epyc_2cpu"
 UNITS = {"C", "MHz", "pct", "MB", "uJ", "count", "ms"}
@@ -54,7 +60,22 @@ def test_describe_on_real_vm_tree(tmp_path: Path) -> None:
     tree_from_vm_listing(tmp_path)
     assert (tmp_path / "sys/class/thermal").is_dir()
     report = {entry["name"]: entry for entry in describe(tmp_path)}
-    assert list(report) == ["psutil_host", "sysfs_thermal", "sysfs_cpufreq", "rapl", "x86_throttle"]
+    assert list(report) == [
+        "psutil_host",
+        "sysfs_thermal",
+        "sysfs_cpufreq",
+        "rapl",
+        "x86_throttle",
+        "tegrastats",
+        "jtop",
+        "nvml",
+    ]
+    # No Jetson and no NVIDIA GPU here: each platform source is unavailable and says why.
+    for name in ("tegrastats", "jtop", "nvml"):
+        assert report[name]["ok"] is False and report[name]["reason"], name
+    assert "tegrastats not found" in report["tegrastats"]["reason"]
+    assert report["jtop"]["reason"].startswith(("jtop:", "jetson-stats not installed"))
+    assert report["nvml"]["reason"].startswith(("NVML unavailable", "nvidia-ml-py not installed"))
     assert report["psutil_host"]["ok"]
     assert report["sysfs_thermal"] == {
         "name": "sysfs_thermal",
@@ -91,7 +112,7 @@ def test_describe_lists_metrics_of_available_collectors(tmp_path: Path) -> None:
 
 def test_build_collectors_by_name(tmp_path: Path) -> None:
     everything = build_collectors(tmp_path, None)
-    assert [type(c) for c in everything] == ALL_HOST_COLLECTORS
+    assert [type(c) for c in everything] == [*ALL_HOST_COLLECTORS, *PLATFORM_COLLECTORS]
     assert all(c.root == tmp_path for c in everything)
     picked = build_collectors(tmp_path, ["rapl", "sysfs_thermal"])
     assert [c.name for c in picked] == ["sysfs_thermal", "rapl"]  # registry order, not request order

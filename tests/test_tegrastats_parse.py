@@ -1045,8 +1045,8 @@ def test_every_metric_name_has_the_convention_and_a_documented_unit(name: str) -
 
 
 def test_metric_units_table() -> None:
-    assert _unit_of("temp.tj_c") == "degC"
+    assert _unit_of("temp.tj_c") == "C"
     assert _unit_of("power.nc_2_mw") == "mW"
     assert _unit_of("cpu3.freq_mhz") == "MHz"
-    assert _unit_of("cpu.util_pct") == "%"
+    assert _unit_of("cpu.util_pct") == "pct"
     assert _unit_of("mem.lfb_mb") == "MB"
