@@ -75,6 +75,8 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("decode_j_per_token_median", "number|null"),
     ("decode_j_per_token_net_median", "number|null"),
     # Jetson state (null elsewhere): a change mid-sweep makes a row incomparable with the others
+    ("peak_shared_mb", "number|null"),
+    ("peak_gpu_mem_mb", "number|null"),
     ("power_mode", "string|null"),
     ("clocks_locked", "boolean|null"),
     ("device_state_changed", "boolean|null"),
@@ -185,6 +187,8 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "decode_power_mw_median": Summary.of(m.decode_power_mw for m in steady).median,
         "decode_j_per_token_median": Summary.of(m.decode_j_per_token for m in steady).median,
         "decode_j_per_token_net_median": Summary.of(m.decode_j_per_token_net for m in steady).median,
+        "peak_shared_mb": run.peak_shared_mb,
+        "peak_gpu_mem_mb": run.peak_gpu_mem_mb,
         "power_mode": state.get("power_mode"),
         "clocks_locked": state.get("clocks_locked"),
         "device_state_changed": run.device_state_changed,

@@ -60,6 +60,23 @@ def _max_around(series: analysis.Series, t_start: float, t_end: float, tol_s: fl
     return max(around) if around else None
 
 
+def _peak(
+    series: dict[str, analysis.Series], names: list[str], t0: float, t1: float, total: bool = False
+) -> float | None:
+    """Max over [t0, t1] of one metric, or of the per-tick sum of several (``total``: all GPUs together)."""
+    present = [n for n in names if n in series]
+    if not present:
+        return None
+    if not total or len(present) == 1:
+        return analysis.max_over(series[present[0]], t0, t1)
+    by_t: dict[float, float] = {}
+    for n in present:
+        for t, v in series[n]:
+            if v is not None and t0 <= t <= t1:
+                by_t[t] = by_t.get(t, 0.0) + v
+    return max(by_t.values()) if by_t else None
+
+
 class Telemetry:
     """Implements the sweep's hooks (``agent.sweep.SweepHooks``)."""
 
@@ -227,6 +244,14 @@ class Telemetry:
         power = choose_power_source(set(series))
         run.power_source = power[0] if power else None
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
+        # Memory beside RSS: on a Jetson the GPU's buffers live in shared RAM (NvMap), on a dGPU in VRAM;
+        # peaks over the run's own span (load to last token), not the idle and cooldown before it.
+        if run.t_start_mono is not None and run.t_end_mono is not None:
+            t0, t1 = run.t_start_mono, run.t_end_mono
+            run.peak_shared_mb = _peak(series, ["mem.shared_mb"], t0, t1)
+            gpu_mem = sorted(m for m in series if m.startswith("gpu") and m.endswith(".mem_used_mb"))
+            run.peak_gpu_mem_mb = _peak(series, gpu_mem, t0, t1, total=True)
+            run.peak_ram_used_mb = _peak(series, ["mem.ram_used_mb"], t0, t1)
 
         def energy(t_start: float, t_end: float) -> float | None:
             if power is None:

@@ -305,12 +305,19 @@ _V5_AGENT = (
     """,
 )
 
+_V6_MEMORY_PEAKS = (
+    "ALTER TABLE run ADD COLUMN peak_shared_mb FLOAT",
+    "ALTER TABLE run ADD COLUMN peak_gpu_mem_mb FLOAT",
+    "ALTER TABLE run ADD COLUMN peak_ram_used_mb FLOAT",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
     Migration(3, "analysis: collector status, phase aggregates, energy, cooldown", _V3_ANALYSIS),
     Migration(4, "Jetson state (power mode, jetson_clocks, fan) per sweep and per run", _V4_DEVICE_STATE),
     Migration(5, "agent heartbeat and state", _V5_AGENT),
+    Migration(6, "memory peaks per run: Jetson shared (NvMap), dGPU, system RAM", _V6_MEMORY_PEAKS),
 )
 
 HEAD_VERSION = MIGRATIONS[-1].version

@@ -138,6 +138,9 @@ class Run(Base):
     power_source: Mapped[str | None] = mapped_column(String(96))
     device_state_json: Mapped[str | None] = mapped_column(Text)
     device_state_changed: Mapped[bool | None] = mapped_column(Boolean)
+    peak_shared_mb: Mapped[float | None] = mapped_column(Float)
+    peak_gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
+    peak_ram_used_mb: Mapped[float | None] = mapped_column(Float)
 
     sweep: Mapped[Sweep] = relationship(back_populates="runs")
     model_file: Mapped[ModelFile | None] = relationship()

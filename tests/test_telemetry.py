@@ -33,10 +33,21 @@ class ConstantPower(Collector):
         return Availability(True, "synthetic constant 5 W")
 
     def metrics(self) -> list[Metric]:
-        return [Metric("power.vdd_in_mw", "mW")]
+        return [
+            Metric("power.vdd_in_mw", "mW"),
+            Metric("mem.shared_mb", "MB"),
+            Metric("gpu0.mem_used_mb", "MB"),
+            Metric("gpu1.mem_used_mb", "MB"),
+        ]
 
     def sample(self) -> SampleValues:
-        return {"power.vdd_in_mw": POWER_MW}
+        # also synthetic Jetson shared memory and two dGPUs' memory, for the per-run memory peaks
+        return {
+            "power.vdd_in_mw": POWER_MW,
+            "mem.shared_mb": 1234.0,
+            "gpu0.mem_used_mb": 567.0,
+            "gpu1.mem_used_mb": 100.0,
+        }
 
 
 def fake_sys(root: Path, temp_milli_c: int) -> Path:
@@ -107,6 +118,7 @@ def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path:
         assert run.start_temp_c == 45.0 and run.cooldown_reason == "below_limit"
         assert run.power_source == "power.vdd_in_mw"
         assert run.idle_power_mw == pytest.approx(POWER_MW)
+        assert run.peak_shared_mb == 1234.0 and run.peak_gpu_mem_mb == 667.0  # both GPUs together
         n_samples = s.scalar(select(func.count()).select_from(Sample).where(Sample.run_id == run.id))
         assert n_samples and n_samples > 10
         sources = set(s.scalars(select(Sample.source).distinct()))
