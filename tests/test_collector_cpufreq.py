@@ -6,25 +6,11 @@ import errno
 from pathlib import Path
 
 import pytest
+from captures import read_capture, write
 
 from collectors.sysfs_cpufreq import CpuFreqCollector, parse_cpu_list
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "sysfs"
 CPU = Path("sys/devices/system/cpu")
-
-
-def read_capture(name: str) -> list[str]:
-    path = CAPTURES / name
-    if not path.is_file():
-        pytest.skip(f"capture {path} is absent (the shared captures live next to the project checkout)")
-    lines = path.read_text().splitlines()
-    assert lines[0].startswith("# source:")
-    return lines[1:]
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
 
 
 def tree_from_grep(root: Path, name: str) -> int:

@@ -9,28 +9,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from captures import read_capture, write
 
 from collectors.base import counter_delta
 from collectors.rapl import ROOT_ONLY_REASON, RaplCollector, energy_j_between
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "sysfs"
 POWERCAP = Path("sys/class/powercap")
 # Synthetic: a typical max_energy_range_uj (2^32 energy units of 61.035 uJ); not from a capture.
 SYNTHETIC_RANGE_UJ = 262143328850
-
-
-def read_capture(name: str) -> list[str]:
-    path = CAPTURES / name
-    if not path.is_file():
-        pytest.skip(f"capture {path} is absent (the shared captures live next to the project checkout)")
-    lines = path.read_text().splitlines()
-    assert lines[0].startswith("# source:")
-    return lines[1:]
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
 
 
 def synthetic_zone(

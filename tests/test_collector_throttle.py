@@ -10,14 +10,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from captures import write
+
 from collectors.x86_throttle import ThrottleCountersCollector
 
 CPU = Path("sys/devices/system/cpu")
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
 
 
 def synthetic_cpu(

@@ -6,19 +6,15 @@ import io
 from pathlib import Path
 
 import pytest
+from captures import read_capture
 from sqlalchemy import select
 
 from agent.device import board_model, l4t_release
 from agent.jetson import comparable_state, jetson_state, parse_jetson_clocks_show, parse_nvpmodel_q, read_fan
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "sysfs"
-
 
 def capture(name: str) -> str:
-    path = CAPTURES / name
-    if not path.exists():
-        pytest.skip(f"../shared/captures not present ({path})")
-    return "\n".join(line for line in path.read_text().splitlines() if not line.startswith("# source:"))
+    return "\n".join(read_capture(name))
 
 
 def test_nvpmodel_q_from_the_jp6_docs_capture() -> None:
