@@ -154,6 +154,28 @@ class Telemetry:
                             {"name": m.name, "unit": m.unit, "kind": m.kind}
                             for m in state.collector.metrics()
                         ]
+                    # Static facts a verdict needs later: thermal trip points, cpufreq governors.
+                    for attr, key in (("trip_points", "trip_points"), ("governors", "governors")):
+                        getter = getattr(state.collector, attr, None)
+                        if callable(getter):
+                            with contextlib.suppress(Exception):
+                                extra = getter()
+                                for entry in metrics:
+                                    if (
+                                        isinstance(extra, dict)
+                                        and key == "trip_points"
+                                        and entry["name"] in extra
+                                    ):
+                                        entry[key] = extra[entry["name"]]
+                                if key == "governors" and isinstance(extra, dict):
+                                    metrics.append(
+                                        {
+                                            "name": "cpufreq.governors",
+                                            "unit": "",
+                                            "kind": "info",
+                                            "governors": extra,
+                                        }
+                                    )
                 session.add(
                     CollectorStatus(
                         sweep_id=self.sweep_id,

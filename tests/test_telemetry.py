@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -57,6 +58,8 @@ def fake_sys(root: Path, temp_milli_c: int) -> Path:
     (zone / "type").write_text("cpu-thermal\n")
     (zone / "temp").write_text(f"{temp_milli_c}\n")
     (zone / "mode").write_text("enabled\n")
+    (zone / "trip_point_0_temp").write_text("95000\n")
+    (zone / "trip_point_0_type").write_text("passive\n")
     pol = root / "sys/devices/system/cpu/cpufreq/policy0"
     pol.mkdir(parents=True)
     (pol / "scaling_cur_freq").write_text("1500000\n")
@@ -125,6 +128,10 @@ def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path:
         assert {"psutil_host", "sysfs_thermal", "sysfs_cpufreq", "synthetic_power"} <= sources
         status = {c.name: c for c in s.scalars(select(CollectorStatus))}
         assert status["sysfs_thermal"].ok and status["rapl"].ok is False and status["rapl"].reason
+        thermal = {m["name"]: m for m in json.loads(status["sysfs_thermal"].metrics_json)}
+        assert thermal["temp.cpu_c"]["trip_points"] == [["passive", 95.0]]
+        cpufreq = {m["name"]: m for m in json.loads(status["sysfs_cpufreq"].metrics_json)}
+        assert cpufreq["cpufreq.governors"]["governors"] == {"policy0": "schedutil"}
         for m in s.scalars(select(Measurement).where(Measurement.kind == "steady")):
             decode_s = m.t_end_mono - (m.t_start_mono + m.ttft_ms / 1000.0)
             assert m.decode_energy_j == pytest.approx(POWER_MW / 1000.0 * decode_s, rel=1e-6)
