@@ -157,18 +157,82 @@ def report(
     db: DbOption = None,
     sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.table,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write one self-contained HTML report (plots embedded)."),
+    ] = None,
 ) -> None:
-    """One row per config: cold start apart from steady state, quality beside speed."""
-    from agent.report import RENDERERS, ReportError, build_rows
+    """One row per config: cold start apart from steady state, quality beside speed, verdicts."""
+    from agent.report import RENDERERS, ReportError, build_rows, latest_sweep_id
     from storage.db import new_session
 
     engine = _open_engine(db)
     with new_session(engine) as session:
         try:
             rows = build_rows(session, sweep)
+            if html is not None:
+                from agent.html_report import write_html
+
+                sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+                assert sweep_id is not None  # build_rows raised otherwise
+                write_html(session, sweep_id, html)
         except ReportError as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write {html}: {exc.strerror}")
+    if html is not None:
+        typer.echo(f"HTML report written to {html}", err=True)
     typer.echo(RENDERERS[fmt.value](rows))
+
+
+class CompareFormat(str, Enum):
+    table = "table"
+    md = "md"
+    json = "json"
+
+
+@app.command()
+def compare(
+    a: Annotated[int, typer.Argument(help="Sweep id A (the baseline).")],
+    b: Annotated[int, typer.Argument(help="Sweep id B (another device, build or power mode).")],
+    db: DbOption = None,
+    fmt: Annotated[
+        CompareFormat, typer.Option("--format", "-f", help="Output format.")
+    ] = CompareFormat.table,
+) -> None:
+    """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
+    from agent.compare import compare_sweeps, render_compare
+    from agent.report import ReportError
+    from storage.db import new_session
+
+    engine = _open_engine(db)
+    with new_session(engine) as session:
+        try:
+            rows = compare_sweeps(session, a, b)
+        except ReportError as exc:
+            fail(str(exc))
+    typer.echo(render_compare(rows, fmt.value))
+
+
+@app.command()
+def analyse(
+    db: DbOption = None,
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
+) -> None:
+    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
+    from agent.report import latest_sweep_id
+    from agent.verdicts import analyse_sweep, summary_line
+    from storage.db import new_session
+    from storage.models import Sweep
+
+    engine = _open_engine(db)
+    with new_session(engine) as session:
+        sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+        if sweep_id is None or session.get(Sweep, sweep_id) is None:
+            fail(f"no sweep {sweep_id if sweep_id is not None else ''} in this database".replace("  ", " "))
+        results = analyse_sweep(session, sweep_id)
+        for run_id, verdicts in results.items():
+            typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
 
 
 @models_app.command("demo")

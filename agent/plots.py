@@ -11,6 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,12 @@ SLOWDOWN_COLOR = "#f57c00"
 MAX_LINES = 8
 NOT_MEASURED = "not measured"
 
-_TEMP = re.compile(r"^temp\..+_c$")
+_TEMP = re.compile(r"^(?:temp\..+|gpu\d+\.temp)_c$")
 _CPU_CUR = re.compile(r"^cpufreq\.policy\d+\.cur_mhz$")
 _CPU_CAP = re.compile(r"^cpufreq\.policy\d+\.max_mhz$")
 _CPU_CORE = re.compile(r"^cpu\d+\.freq_mhz$")
 _GPU = re.compile(r"^gpu\d*\.(?:freq_mhz|sm_clock_mhz)$")
-_POWER = re.compile(r"^power\..+_mw$")
+_POWER = re.compile(r"^(?:power\..+|gpu\d+\.power)_mw$")
 
 Points = list[tuple[float, float]]
 
@@ -101,7 +102,7 @@ def _finite(value: Any) -> float | None:
 # -- timeline --------------------------------------------------------------------------------------------
 def _load_samples(session: Session, sweep_id: int) -> dict[str, Points]:
     query = (
-        select(Sample.metric, Sample.t_mono, Sample.value)
+        select(Sample.metric, Sample.t_mono, Sample.value, Sample.source)
         .where(
             Sample.sweep_id == sweep_id,
             Sample.value.is_not(None),
@@ -116,7 +117,11 @@ def _load_samples(session: Session, sweep_id: int) -> dict[str, Points]:
         .order_by(Sample.t_mono)
     )
     out: dict[str, Points] = {}
-    for metric, t, value in session.execute(query):
+    owner: dict[str, str] = {}
+    for metric, t, value, source in session.execute(query):
+        # one source per metric (tegrastats and jtop both report temp.* on a Jetson), as Telemetry does
+        if owner.setdefault(metric, source) != source:
+            continue
         v = _finite(value)
         if v is not None:
             out.setdefault(metric, []).append((float(t), v))
@@ -131,6 +136,22 @@ def _envelope(series: Iterable[Points]) -> tuple[Points, Points]:
             hi[t] = max(hi.get(t, v), v)
             lo[t] = min(lo.get(t, v), v)
     return sorted(hi.items()), sorted(lo.items())
+
+
+def _with_breaks(points: Points, min_gap_s: float = 5.0) -> Points:
+    """``points`` with a NaN inserted in every gap much longer than the sampling interval (a sweep resumed
+    the next day, a sampler that stalled), so a line is broken there instead of bridging it."""
+    if len(points) < 3:
+        return points
+    steps = sorted(b[0] - a[0] for a, b in pairwise(points) if b[0] > a[0])
+    typical = steps[len(steps) // 2] if steps else 0.0
+    limit = max(min_gap_s, 10.0 * typical)
+    out: Points = [points[0]]
+    for a, b in pairwise(points):
+        if b[0] - a[0] > limit:
+            out.append(((a[0] + b[0]) / 2.0, math.nan))
+        out.append(b)
+    return out
 
 
 def _plot_lines(
@@ -148,10 +169,10 @@ def _plot_lines(
         return 0
 
     def xs(points: Points) -> list[float]:
-        return [(t - t0) / scale_t for t, _ in points]
+        return [(t - t0) / scale_t for t, _ in _with_breaks(points)]
 
     def ys(points: Points) -> list[float]:
-        return [v * scale_v for _, v in points]
+        return [v * scale_v for _, v in _with_breaks(points)]
 
     if len(lines) > MAX_LINES:
         hi, lo = _envelope(lines.values())
@@ -255,7 +276,7 @@ def timeline_png(
     span = max(t1 - t0, 1e-6)
     scale_t, unit = (60.0, "min") if span > 900 else (1.0, "s")
 
-    temps = {m: p for m, p in samples.items() if _TEMP.match(m) and is_thermometer(m)}
+    temps = {m: p for m, p in samples.items() if _TEMP.match(m) and is_thermometer(m)}  # no fixed PMIC 100 °C
     cpu = {m: p for m, p in samples.items() if _CPU_CUR.match(m)} or {
         m: p for m, p in samples.items() if _CPU_CORE.match(m)
     }

@@ -19,7 +19,7 @@ from agent.jetson import comparable_state
 from agent.stats import Summary
 from storage.models import Measurement, ModelFile, Run, Sweep
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -80,6 +80,9 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("power_mode", "string|null"),
     ("clocks_locked", "boolean|null"),
     ("device_state_changed", "boolean|null"),
+    # verdicts (agent/verdicts.py): null when the run was recorded without telemetry
+    ("throttle_verdict", "string|null"),
+    ("stability_verdict", "string|null"),
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -256,6 +259,12 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
             for metric, out in (("tg_tps_median", "tg_ratio_vs_ref"), ("pp_tps_median", "pp_ratio_vs_ref")):
                 if row[metric] is not None and ref[metric]:
                     row[out] = round(row[metric] / ref[metric], 4)
+    from agent.verdicts import attach_verdicts
+
+    attach_verdicts(session, rows)
+    for row in rows:
+        row.setdefault("throttle_verdict", None)
+        row.setdefault("stability_verdict", None)
     return rows
 
 
@@ -296,6 +305,8 @@ TABLE_COLUMNS = (
     "start/max °C",
     "W dec",
     "J/tok net",
+    "throttle",
+    "stability",
 )
 
 
@@ -331,6 +342,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
             row["decode_power_mw_median"] / 1000.0 if row["decode_power_mw_median"] is not None else None, 2
         ),
         _fmt(row["decode_j_per_token_net_median"], 4),
+        _fmt(row.get("throttle_verdict")),
+        _fmt(row.get("stability_verdict")),
     ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.orm import Session
 
-from agent import analysis
+from agent import analysis, verdicts
 from agent.plan import Collect, Cooldown, RunSpec
 from agent.sampler import Sampler, SampleRow
 from collectors.base import Collector
@@ -103,6 +103,7 @@ class Telemetry:
         names = list(collect.collectors) if collect.collectors is not None else None
         self.collectors = collectors if collectors is not None else build_collectors(Path(root), names)
         self.sampler = Sampler(self.collectors, collect.interval_ms / 1000.0, self._write, clock=clock)
+        self.trip_points = verdicts.trip_points_from(self.collectors)
         self.wraps: dict[str, float | None] = {}
         for state in self.sampler.states:
             if state.ok:
@@ -332,6 +333,10 @@ class Telemetry:
                 known = [v for v in maxima if v is not None]
                 m.temp_max_c = max(known) if known else None
         session.commit()
+        try:
+            verdicts.analyse_run(session, run.id, self.trip_points)
+        except Exception:  # noqa: BLE001 - a verdict bug must not cost the sweep its measurements
+            session.rollback()
 
     def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
         out: dict[str, analysis.Series] = {}

@@ -28,12 +28,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from agent.analysis import SeriesLike, slope_per_s
 from agent.stats import median
 from collectors.base import counter_delta
+from collectors.nvml import decode_clock_event_reasons
 from collectors.sysfs_thermal import is_thermometer
 from storage.models import Measurement, Phase, Run, Sample, Verdict
 
@@ -45,22 +46,12 @@ VERDICT_KINDS = ("throttle", "stability")
 # Phases in which the model is working: the window "under load".
 LOAD_PHASES = ("load", "prefill", "decode")
 
-# NVML clock-event (formerly "throttle") reason bits, from nvml.h (nvmlClocksEventReason*). These values are
-# part of NVML's ABI and have not changed since they were introduced; kept here so verdicts do not need
-# pynvml. Only the bits meaning "clocks held down by heat or power" count as throttle evidence: GpuIdle,
-# application-clock settings, SyncBoost and display clocks are normal operation.
-NVML_CLOCK_EVENT_REASONS: dict[int, str] = {
-    0x1: "GpuIdle",
-    0x2: "ApplicationsClocksSetting",
-    0x4: "SwPowerCap",
-    0x8: "HwSlowdown",
-    0x10: "SyncBoost",
-    0x20: "SwThermalSlowdown",
-    0x40: "HwThermalSlowdown",
-    0x80: "HwPowerBrakeSlowdown",
-    0x100: "DisplayClockSetting",
-}
-NVML_THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# NVML clock-event ("throttle") reasons that mean "clocks held down by heat or power" (names as
+# ``collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings, SyncBoost
+# and display clocks are normal operation, not throttling.
+NVML_THROTTLE_REASONS = frozenset(
+    {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
+)
 
 # Trip types at which the kernel starts taking clock away ("active" trips only switch fans on, and
 # "critical" shuts the board down, far above where throttling starts).
@@ -72,6 +63,7 @@ _CPU_POLICY_HW_MAX = re.compile(r"^cpufreq\.(policy\d+)\.hw_max_mhz$")
 _CPU_CORE = re.compile(r"^cpu\d+\.freq_mhz$")
 _GPU_CLOCK = re.compile(r"^gpu\d*\.(?:freq_mhz|sm_clock_mhz)$")
 _NVML_REASONS = re.compile(r"^gpu(\d+)\.clock_event_reasons$")
+_GPU_TEMP = re.compile(r"^gpu\d+\.temp_c$")
 _X86_COUNTER = re.compile(r"^throttle\.(?:cpu\d+\.core_count|package\d+\.count)$")
 
 
@@ -173,6 +165,14 @@ class ThrottleInputs:
 
 
 # -- small helpers ----------------------------------------------------------------------------------------
+def is_temperature(metric: str, gpu_in_use: bool = False) -> bool:
+    """A thermal zone (``temp.*_c``, real thermometers only), or an NVML GPU's own sensor
+    (``gpuN.temp_c``) when the run used that GPU."""
+    if metric.startswith("temp.") and metric.endswith("_c"):
+        return is_thermometer(metric)
+    return gpu_in_use and bool(_GPU_TEMP.match(metric))
+
+
 def _points(series: SeriesLike) -> list[tuple[float, float]]:
     points = [(float(t), float(v)) for t, v in series if v is not None and math.isfinite(v)]
     points.sort(key=lambda p: p[0])
@@ -261,10 +261,8 @@ def _hardware_flags(inputs: ThrottleInputs, t0: float, t1: float) -> tuple[list[
             seen = 0
             for _t, v in _within(inputs.series[metric], t0, t1):
                 seen |= int(v)
-            names = [name for bit, name in NVML_CLOCK_EVENT_REASONS.items() if seen & bit]
-            throttling = [
-                name for bit, name in NVML_CLOCK_EVENT_REASONS.items() if seen & bit & NVML_THROTTLE_MASK
-            ]
+            names = decode_clock_event_reasons(seen)
+            throttling = [name for name in names if name in NVML_THROTTLE_REASONS]
             entry: dict[str, Any] = {"reasons_seen": names, "throttle_reasons": throttling}
             if throttling and not inputs.gpu_in_use:
                 entry["ignored"] = "the run did not offload to the GPU (ngl=0)"
@@ -380,7 +378,7 @@ def _temperatures(
     evaluated = 0
     near = rising = False
     for metric in sorted(inputs.series):
-        if not (metric.startswith("temp.") and metric.endswith("_c") and is_thermometer(metric)):
+        if not is_temperature(metric, inputs.gpu_in_use):
             continue
         points = _within(inputs.series[metric], t0, t1)
         entry: dict[str, Any] = {"n": len(points)}
@@ -422,9 +420,8 @@ def _temperatures(
     return ("flat" if evaluated else "unknown"), detail
 
 
-def _hottest_series(series: Mapping[str, SeriesLike]) -> list[tuple[float, float]]:
-    temps = [s for m, s in series.items() if m.startswith("temp.") and m.endswith("_c") and is_thermometer(m)]
-    return _per_time_max(temps)
+def _hottest_series(series: Mapping[str, SeriesLike], gpu_in_use: bool) -> list[tuple[float, float]]:
+    return _per_time_max(s for m, s in series.items() if is_temperature(m, gpu_in_use))
 
 
 def _drift(inputs: ThrottleInputs, th: ThrottleThresholds) -> tuple[str, dict[str, Any]]:
@@ -438,7 +435,7 @@ def _drift(inputs: ThrottleInputs, th: ThrottleThresholds) -> tuple[str, dict[st
     first, last = _thirds(tps)
     first_med, last_med = median(first), median(last)
     drop = 1.0 - last_med / first_med if first_med and last_med is not None else None
-    hottest = _hottest_series(inputs.series)
+    hottest = _hottest_series(inputs.series, inputs.gpu_in_use)
     temps = [value_at(hottest, (r.t_start + r.t_end) / 2.0) for r in reps]
     pairs = [(v, t) for v, t in zip(tps, temps, strict=True) if t is not None]
     rho_temp = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
@@ -471,7 +468,7 @@ def _load_window(inputs: ThrottleInputs) -> tuple[float, float] | None:
 def _load_sample_count(inputs: ThrottleInputs, t0: float, t1: float) -> int:
     times: set[float] = set()
     for metric, series in inputs.series.items():
-        is_temp = metric.startswith("temp.") and metric.endswith("_c") and is_thermometer(metric)
+        is_temp = is_temperature(metric, inputs.gpu_in_use)
         is_clock = bool(_CPU_POLICY_CUR.match(metric) or _CPU_CORE.match(metric) or _GPU_CLOCK.match(metric))
         if is_temp or is_clock:
             times.update(t for t, _ in _within(series, t0, t1))
@@ -608,6 +605,8 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
         return VerdictResult("inconclusive", evidence)
 
     reasons.append("no hardware throttle flag, no clock drop under heat, steady tg_tps across reps")
+    if temp_status == "unknown":
+        notes.append("no temperature sensor: judged from clocks and tokens/s only")
     if temp_status == "near_trip":
         notes.append("close to a trip point without throttling yet: " + "; ".join(temp_text))
     if clock_status == "dropped":
@@ -671,6 +670,27 @@ def trip_points_from(collectors: Iterable[Any]) -> dict[str, list[tuple[str, flo
     return {}
 
 
+def stored_trip_points(session: Session, sweep_id: int) -> dict[str, list[tuple[str, float]]]:
+    """Trip points stored with the sweep's collector status: a later ``analyse`` needs no live device."""
+    from storage.models import CollectorStatus
+
+    out: dict[str, list[tuple[str, float]]] = {}
+    for raw in session.scalars(
+        select(CollectorStatus.metrics_json).where(
+            CollectorStatus.sweep_id == sweep_id, CollectorStatus.name == "sysfs_thermal"
+        )
+    ):
+        try:
+            entries = json.loads(raw)
+        except ValueError:
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            trips = entry.get("trip_points") if isinstance(entry, dict) else None
+            if trips:
+                out[str(entry["name"])] = [(str(t), float(c)) for t, c in trips]
+    return out
+
+
 def _load_span(phases: Sequence[Phase]) -> tuple[float, float] | None:
     working = [p for p in phases if p.name in LOAD_PHASES]
     if not working:
@@ -681,77 +701,72 @@ def _load_span(phases: Sequence[Phase]) -> tuple[float, float] | None:
 def _series_of(
     session: Session, run_ids: Sequence[int], metrics: Sequence[str] | None = None
 ) -> dict[int, dict[str, list[tuple[float, float | None]]]]:
-    query = select(Sample.run_id, Sample.metric, Sample.t_mono, Sample.value).where(
+    query = select(Sample.run_id, Sample.metric, Sample.t_mono, Sample.value, Sample.source).where(
         Sample.run_id.in_(run_ids)
     )
     if metrics is not None:
         query = query.where(Sample.metric.in_(metrics))
     out: dict[int, dict[str, list[tuple[float, float | None]]]] = {}
-    for run_id, metric, t, value in session.execute(query.order_by(Sample.t_mono)):
+    owner: dict[tuple[int, str], str] = {}
+    for run_id, metric, t, value, source in session.execute(query.order_by(Sample.t_mono)):
         if run_id is None:
+            continue
+        # Two collectors may report one metric (tegrastats and jtop both give temp.* on a Jetson): keep
+        # the first source's readings only, as Telemetry does, so two samplers are never interleaved.
+        if owner.setdefault((run_id, metric), source) != source:
             continue
         out.setdefault(run_id, {}).setdefault(metric, []).append((t, value))
     return out
 
 
 def reference_clocks(session: Session, run: Run) -> dict[str, float]:
-    """Reference maxima per clock domain for ``run``, from the sweep.
+    """Reference maxima per clock domain for ``run``, from the sweep (computed by SQL aggregates: cheap even
+    when the sweep holds millions of samples).
 
-    - ``cpu``/``gpu``: the highest reading under load in runs of the sweep with the same thread count and
-      GPU offload (the same load shape). Not the hardware maximum: an x86 CPU's ``cpuinfo_max_freq`` is a
-      single-core turbo that an all-core load never reaches, and a Jetson GPU's DVFS follows utilisation;
-      comparing with them would call every run throttled.
+    - ``cpu``/``gpu``: the highest reading under load (load, prefill and decode phases) in runs of the sweep
+      with the same thread count and GPU offload (the same load shape), this run included. Not the
+      hardware maximum: an x86 CPU's ``cpuinfo_max_freq`` is a single-core turbo that an all-core load never
+      reaches, and a Jetson GPU's DVFS follows utilisation; comparing with them would call every run
+      throttled. (The pointwise max over policies that ``throttle_verdict`` uses has the same maximum as
+      the readings themselves, so a plain MAX is the right aggregate.)
     - ``cpu_cap.policyN``: the highest cap (scaling_max_freq) seen anywhere in the sweep, so a power mode
       that caps clocks for the whole sweep is not a "drop", but a cap lowered mid-sweep is.
     """
-    same_shape = list(
-        session.scalars(
-            select(Run.id).where(
-                Run.sweep_id == run.sweep_id,
-                Run.n_threads == run.n_threads,
-                Run.n_gpu_layers == run.n_gpu_layers,
-            )
-        )
-    )
-    spans: dict[int, tuple[float, float]] = {}
-    phases_by_run: dict[int, list[Phase]] = {}
-    for ph in session.scalars(select(Phase).where(Phase.run_id.in_(same_shape))):
-        phases_by_run.setdefault(ph.run_id, []).append(ph)
-    for run_id, phases in phases_by_run.items():
-        span = _load_span(phases)
-        if span is not None:
-            spans[run_id] = span
-    clock_metrics = [
-        m
-        for m in session.scalars(select(Sample.metric).where(Sample.sweep_id == run.sweep_id).distinct())
-        if _CPU_POLICY_CUR.match(m) or _CPU_CORE.match(m) or _GPU_CLOCK.match(m) or _CPU_POLICY_CAP.match(m)
-    ]
-    if not clock_metrics:
+    own_metrics = list(session.scalars(select(Sample.metric).where(Sample.run_id == run.id).distinct()))
+    domains = _clock_domains({m: () for m in own_metrics}, gpu_in_use=True)
+    if not domains:
         return {}
-    refs: dict[str, float] = {}
-    for run_id, series in _series_of(session, list(spans), clock_metrics).items():
-        t0, t1 = spans[run_id]
-        for name, metrics in _clock_domains(series, gpu_in_use=True).items():
-            if name.startswith("cpu_cap."):
-                continue
-            under = _within(_per_time_max(series[m] for m in metrics), t0, t1)
-            if under:
-                refs[name] = max(refs.get(name, 0.0), max(v for _, v in under))
-    caps = [m for m in clock_metrics if _CPU_POLICY_CAP.match(m)]
-    for metric in caps:
-        top = max(
-            (
-                v
-                for v in session.scalars(
-                    select(Sample.value).where(Sample.sweep_id == run.sweep_id, Sample.metric == metric)
-                )
-                if v is not None
-            ),
-            default=None,
+    sweep_runs = select(Run.id).where(Run.sweep_id == run.sweep_id)
+    same_shape = sweep_runs.where(Run.n_threads == run.n_threads, Run.n_gpu_layers == run.n_gpu_layers)
+    spans = (
+        select(
+            Phase.run_id.label("run_id"),
+            func.min(Phase.t_start_mono).label("t0"),
+            func.max(Phase.t_end_mono).label("t1"),
         )
-        match = _CPU_POLICY_CAP.match(metric)
-        if top is not None and match:
-            refs[f"cpu_cap.{match.group(1)}"] = top
+        .where(Phase.run_id.in_(same_shape), Phase.name.in_(LOAD_PHASES))
+        .group_by(Phase.run_id)
+        .subquery()
+    )
+    refs: dict[str, float] = {}
+    for name, metrics in domains.items():
+        if name.startswith("cpu_cap."):
+            query = select(func.max(Sample.value)).where(
+                Sample.run_id.in_(sweep_runs), Sample.metric.in_(metrics)
+            )
+        else:
+            query = (
+                select(func.max(Sample.value))
+                .join(spans, Sample.run_id == spans.c.run_id)
+                .where(
+                    Sample.metric.in_(metrics),
+                    Sample.t_mono >= spans.c.t0,
+                    Sample.t_mono <= spans.c.t1,
+                )
+            )
+        top = session.scalar(query)
+        if top is not None and math.isfinite(top) and top > 0:
+            refs[name] = float(top)
     return refs
 
 
@@ -798,6 +813,8 @@ def analyse_run(
     run = session.get(Run, run_id)
     if run is None:
         raise ValueError(f"no run with id {run_id}")
+    if trip_points is None:
+        trip_points = stored_trip_points(session, run.sweep_id)
     inputs = inputs_for_run(session, run, trip_points)
     throttle = throttle_verdict(inputs, thresholds)
     steady = sorted(inputs.reps, key=lambda r: r.rep)

@@ -72,8 +72,8 @@ def wait_for(cond: Callable[[], bool], timeout_s: float = 60.0) -> None:
         try:
             if cond():
                 return
-        except sqlite3.OperationalError:
-            pass  # table not created yet
+        except (sqlite3.OperationalError, IndexError):
+            pass  # table or row not created yet
         time.sleep(0.1)
     raise AssertionError("condition not met in time")
 
