@@ -208,29 +208,43 @@ class Request:
         }
 
 
+def _set(struct: Any, name: str, value: Any) -> None:
+    """Set a field of a llama.cpp params struct, refusing names the struct lacks: ctypes would silently
+    accept them as plain Python attributes, and the knob would do nothing (as ``use_mmap`` once did)."""
+    if name not in {f[0] for f in type(struct)._fields_}:
+        raise RuntimeError(f"this llama-cpp-python has no {type(struct).__name__}.{name}; cannot apply it")
+    setattr(struct, name, value)
+
+
 def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     params = job["params"]
     path = job["model_path"]
     mparams = ll.llama_model_default_params()
-    mparams.n_gpu_layers = int(params["n_gpu_layers"])
-    mparams.use_mmap = bool(params["use_mmap"])
+    _set(mparams, "n_gpu_layers", int(params["n_gpu_layers"]))
+    fields = {f[0] for f in type(mparams)._fields_}
+    if "load_mode" in fields:  # llama.cpp replaced use_mmap with a load mode
+        load_mode = ll.LLAMA_LOAD_MODE_MMAP if params["use_mmap"] else ll.LLAMA_LOAD_MODE_NONE
+        _set(mparams, "load_mode", load_mode)
+    else:
+        _set(mparams, "use_mmap", bool(params["use_mmap"]))
     model = ll.llama_model_load_from_file(path.encode(), mparams)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path} (see log tail)")
     cparams = ll.llama_context_default_params()
-    cparams.n_ctx = int(params["n_ctx"])
-    cparams.n_batch = int(params["n_batch"])
-    cparams.n_ubatch = int(params["n_ubatch"])
-    cparams.n_threads = int(params["n_threads"])
-    cparams.n_threads_batch = int(params["n_threads"])
-    cparams.flash_attn_type = {
+    _set(cparams, "n_ctx", int(params["n_ctx"]))
+    _set(cparams, "n_batch", int(params["n_batch"]))
+    _set(cparams, "n_ubatch", int(params["n_ubatch"]))
+    _set(cparams, "n_threads", int(params["n_threads"]))
+    _set(cparams, "n_threads_batch", int(params["n_threads"]))
+    flash = {
         "on": ll.LLAMA_FLASH_ATTN_TYPE_ENABLED,
         "off": ll.LLAMA_FLASH_ATTN_TYPE_DISABLED,
         "auto": ll.LLAMA_FLASH_ATTN_TYPE_AUTO,
-    }[params["flash_attn"]]
-    cparams.type_k = KV_CACHE_TYPES[params["type_k"]]
-    cparams.type_v = KV_CACHE_TYPES[params["type_v"]]
-    cparams.no_perf = False  # the default turns llama.cpp's counters off, and they are the measurement
+    }
+    _set(cparams, "flash_attn_type", flash[params["flash_attn"]])
+    _set(cparams, "type_k", KV_CACHE_TYPES[params["type_k"]])
+    _set(cparams, "type_v", KV_CACHE_TYPES[params["type_v"]])
+    _set(cparams, "no_perf", False)  # the default turns llama.cpp's counters off; they are the measurement
     ctx = ll.llama_init_from_model(model, cparams)
     if not ctx:
         ll.llama_model_free(model)
@@ -249,6 +263,7 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "type_k": params["type_k"],
         "type_v": params["type_v"],
         "use_mmap": bool(params["use_mmap"]),
+        "load_mode": int(mparams.load_mode) if "load_mode" in fields else None,
         "model_size_bytes": int(ll.llama_model_size(model)),
         "n_params": int(ll.llama_model_n_params(model)),
     }

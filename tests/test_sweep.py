@@ -94,6 +94,7 @@ def test_sweep_stores_cold_and_steady_apart_and_resume_adds_nothing(tmp_path: Pa
             assert run.model_file is not None and len(run.model_file.sha256) == 64
             assert run.peak_rss_mb is not None and run.peak_rss_mb > 0
             assert run.effective_json is not None and '"n_ctx": 256' in run.effective_json
+            assert '"load_mode": 1' in run.effective_json  # mmap = true reached llama.cpp as LOAD_MODE_MMAP
             phase_names = {(p.name, p.kind) for p in run.phases}
             assert {("load", "cold"), ("prefill", "steady"), ("decode", "steady")} <= phase_names
         n_meas = s.scalar(select(func.count()).select_from(Measurement))
@@ -210,3 +211,15 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
         rows = build_rows(s, outcome.sweep_id)
     assert [r["status"] for r in rows] == ["ok", "ok"]
     assert rows[0]["attempts"] == 2
+
+
+def test_mmap_off_reaches_llama_cpp(tmp_path: Path, tiny_models) -> None:
+    text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
+        "threads = [1]", "threads = [1]\nmmap = [false]"
+    )
+    plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+    engine = open_engine(tmp_path / "m.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
+    for run in runs_by_label(engine, outcome.sweep_id).values():
+        assert run.status == "ok" and run.use_mmap is False
+        assert '"load_mode": 0' in (run.effective_json or "")
