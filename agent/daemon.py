@@ -150,6 +150,7 @@ class Agent:
         self._current_sweep: int | None = None
         self._current_plan: str | None = None
         self.exit_code = 0
+        self._last_state: tuple[str, str | None] | None = None
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -190,7 +191,9 @@ class Agent:
             log.warning("could not record agent state: %s", exc)
 
     def set_state(self, state: str, message: str | None = None) -> None:
-        log.info("%s%s", state, f": {message}" if message else "")
+        if (state, message) != self._last_state:  # one log line per change, not one per idle poll
+            log.info("%s%s", state, f": {message}" if message else "")
+            self._last_state = (state, message)
         self._write_state(state, message)
         self.notifier.send(status=f"{state}{': ' + message if message else ''}"[:200])
 
