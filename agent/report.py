@@ -221,6 +221,8 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
     for run in ordered:
         row = _row(run, run.model_file)
         row["attempts"] = attempts[run.spec_id]
+        effective = json.loads(run.effective_json) if run.effective_json else {}
+        row["_gpu_offload_supported"] = effective.get("gpu_offload_supported")  # for notes, not the schema
         rows.append(row)
         tokens_of[run.id] = _tokens(run)
 
@@ -352,6 +354,12 @@ def _failures(rows: list[dict[str, Any]]) -> list[str]:
         f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']} wl={r['workload']}: {r['status']}: {r['reason']}"
         for r in rows
         if r["status"] != "ok"
+    ]
+    out += [
+        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: -ngl {r['ngl']} requested, but this "
+        "llama.cpp build cannot offload to a GPU: the run measured the CPU"
+        for r in rows
+        if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False
     ]
     out += [
         f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: device state changed before this config "

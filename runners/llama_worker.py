@@ -258,6 +258,8 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "n_threads": int(ll.llama_n_threads(ctx)),
         "n_threads_batch": int(ll.llama_n_threads_batch(ctx)),
         "n_gpu_layers": int(params["n_gpu_layers"]),
+        # a CPU-only build ignores -ngl: the run measured the CPU whatever the plan asked for
+        "gpu_offload_supported": bool(ll.llama_supports_gpu_offload()),
         "n_layer": int(ll.llama_model_n_layer(model)),
         "flash_attn": params["flash_attn"],
         "type_k": params["type_k"],

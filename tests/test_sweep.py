@@ -213,6 +213,24 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
     assert rows[0]["attempts"] == 2
 
 
+def test_ngl_on_a_cpu_only_build_is_called_out(tmp_path: Path, tiny_models) -> None:
+    from agent.report import render_table
+
+    text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
+        "threads = [1]", "threads = [1]\nngl = [99]"
+    )
+    plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+    engine = open_engine(tmp_path / "g.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
+    with new_session(engine) as s:
+        rows = build_rows(s, outcome.sweep_id)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    if rows[0]["_gpu_offload_supported"]:
+        pytest.skip("this llama.cpp build can offload to a GPU")
+    assert rows[0]["_gpu_offload_supported"] is False
+    assert "cannot offload to a GPU" in render_table(rows)
+
+
 def test_mmap_off_reaches_llama_cpp(tmp_path: Path, tiny_models) -> None:
     text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
         "threads = [1]", "threads = [1]\nmmap = [false]"
