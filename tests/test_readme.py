@@ -1,0 +1,23 @@
+"""The README's example plan is a valid plan (with its model paths pointed at the tiny demo models)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent.plan import parse_plan
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.mark.llama
+def test_the_readme_plan_example_validates(tmp_path: Path, tiny_models) -> None:
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
+    example = next(b for b in blocks if "[matrix]" in b and "[[workload]]" in b)
+    example = example.replace("~/models/qwen2.5-1.5b-q8_0.gguf", str(tiny_models["Q8_0"]))
+    example = example.replace("~/models/qwen2.5-1.5b-q4_k_m.gguf", str(tiny_models["Q4_K_M"]))
+    plan = parse_plan(example, str(tmp_path / "readme.toml"), tmp_path)
+    assert [m.label for m in plan.models] == ["q8", "edgeprof-demo-tiny-q4_k_m"]
+    assert plan.n_specs() == 2 * 2 * 2  # models x ctx x ngl
