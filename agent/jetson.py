@@ -152,3 +152,37 @@ def comparable_state(state: dict[str, Any] | None) -> dict[str, Any] | None:
     nvp = state.get("nvpmodel") or {}
     jc = state.get("jetson_clocks") or {}
     return {"power_mode": nvp.get("name"), "power_mode_id": nvp.get("id"), "clocks_locked": jc.get("locked")}
+
+
+def switch_power_mode(name: str, root: Path | str = "/", settle_s: float = 3.0) -> str | None:
+    """``nvpmodel -m ID`` for a mode name from ``/etc/nvpmodel.conf``; None on success, else why not.
+
+    Only reached when a plan has a ``power_mode`` axis and ``[run] allow_power_mode_change = true`` and runs
+    as root (validation refuses otherwise). A reboot prompt, which some mode changes raise, is declined:
+    such a mode cannot be switched between configs, and the run says so.
+    """
+    from agent.plan import nvpmodel_modes
+
+    modes = nvpmodel_modes(Path(root))
+    if name not in modes:
+        return f"mode {name!r} is not in /etc/nvpmodel.conf"
+    if shutil.which("nvpmodel") is None:
+        return "nvpmodel not found"
+    try:
+        proc = subprocess.run(
+            ["nvpmodel", "-m", str(modes[name])],
+            input="NO\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"nvpmodel -m {modes[name]} failed: {exc}"
+    if proc.returncode != 0:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        return f"nvpmodel -m {modes[name]} exited {proc.returncode}: {last}"
+    import time
+
+    time.sleep(settle_s)  # clocks and fan follow the new mode within a second or two
+    return None

@@ -78,9 +78,13 @@ class Params:
     type_k: str
     type_v: str
     use_mmap: bool
+    power_mode: str | None = None  # nvpmodel mode name; None = leave the device as it is
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["power_mode"] is None:
+            del out["power_mode"]  # keeps spec ids of plans without the axis as they were
+        return out
 
 
 @dataclass(frozen=True)
@@ -160,13 +164,14 @@ class Plan:
     cooldown: Cooldown
     collect: Collect
     model_info: dict[str, GGUFInfo] = field(default_factory=dict)
+    power_modes: tuple[str, ...] = ()
 
     @property
     def hash(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
     def n_specs(self) -> int:
-        n = len(self.models) * len(self.workloads)
+        n = len(self.models) * len(self.workloads) * max(1, len(self.power_modes))
         for values in self.axes.values():
             n *= len(values)
         return n
@@ -200,7 +205,7 @@ AXIS_ALIASES = {
 }
 
 TOP_KEYS = {"name", "description", "matrix", "workload", "repeat", "run", "cooldown", "collect", "schedule"}
-MATRIX_KEYS = {"models", *AXES, *AXIS_ALIASES}
+MATRIX_KEYS = {"models", "power_mode", *AXES, *AXIS_ALIASES}
 WORKLOAD_KEYS = {
     "name",
     "prompt",
@@ -213,11 +218,78 @@ WORKLOAD_KEYS = {
     "ignore_eos",
 }
 REPEAT_KEYS = {"cold", "warmup", "steady"}
-RUN_KEYS = {"timeout_s", "cold_cache"}
+RUN_KEYS = {"timeout_s", "cold_cache", "allow_power_mode_change"}
 COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s"}
 COLLECT_KEYS = {"interval_ms", "idle_s", "collectors"}
 SCHEDULE_KEYS = {"until"}
 MODEL_KEYS = {"path", "label", "group"}
+
+
+@dataclass(frozen=True)
+class SystemProbe:
+    """What validation may ask of the machine (injected in tests): its root, our uid, where a tool is."""
+
+    root: Path = Path("/")
+    euid: int = field(default_factory=lambda: os.geteuid())
+    which: Any = None  # Callable[[str], str | None]; shutil.which by default
+
+    def find(self, tool: str) -> str | None:
+        import shutil
+
+        return (self.which or shutil.which)(tool)
+
+
+def nvpmodel_modes(root: Path) -> dict[str, int]:
+    """Power modes defined in ``/etc/nvpmodel.conf`` (``< POWER_MODEL ID=0 NAME=MAXN >``): name -> id."""
+    import re
+
+    try:
+        text = (root / "etc/nvpmodel.conf").read_text(errors="replace")
+    except OSError:
+        return {}
+    modes: dict[str, int] = {}
+    for m in re.finditer(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=([^\s>]+)\s*>", text):
+        modes[m.group(2)] = int(m.group(1))
+    return modes
+
+
+def _check_power_modes(chk: _Checker, raw: Any, allowed: bool, system: SystemProbe) -> tuple[str, ...]:
+    """Switching nvpmodel changes the device for everyone on it: refused unless the plan permits it, we are
+    root, and the modes exist. Every refusal is reported before anything runs."""
+    items = _as_list(raw)
+    names: list[str] = []
+    for i, item in enumerate(items):
+        place = f"matrix.power_mode[{i}]" if isinstance(raw, list) else "matrix.power_mode"
+        value = chk.string(item, place)
+        if value is not None:
+            names.append(value)
+    if not items:
+        chk.add("matrix.power_mode", "empty list: give mode names, or drop the key")
+    if not allowed:
+        chk.add(
+            "matrix.power_mode",
+            "switching the power mode changes the device for everything running on it; set "
+            "[run] allow_power_mode_change = true to permit it",
+        )
+        return tuple(names)
+    if system.find("nvpmodel") is None or not (system.root / "etc/nv_tegra_release").exists():
+        chk.add("matrix.power_mode", "needs a Jetson with nvpmodel; this machine has none")
+        return tuple(names)
+    if system.euid != 0:
+        chk.add(
+            "matrix.power_mode",
+            "nvpmodel -m needs root: run the sweep as root (the edgeprof service user cannot), or drop "
+            "power_mode and compare modes as separate sweeps (edgeprof compare A B)",
+        )
+    modes = nvpmodel_modes(system.root)
+    for name in names:
+        if modes and name not in modes:
+            chk.add("matrix.power_mode", f"unknown mode {name!r}; /etc/nvpmodel.conf has {', '.join(modes)}")
+    if not modes:
+        chk.add("matrix.power_mode", "no modes found in /etc/nvpmodel.conf")
+    if len(set(names)) != len(names):
+        chk.add("matrix.power_mode", "duplicate values")
+    return tuple(dict.fromkeys(names))
 
 
 def default_threads() -> int:
@@ -462,9 +534,12 @@ def estimate_prompt_tokens(workload: Workload) -> int:
     return len((workload.prompt or "").encode("utf-8")) + 1
 
 
-def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> Plan:
+def parse_plan(
+    text: str, source: str = "<plan>", base: Path | None = None, system: SystemProbe | None = None
+) -> Plan:
     """Validate a plan's text; raises PlanError listing every problem."""
     base = base or Path.cwd()
+    system = system or SystemProbe()
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -476,7 +551,7 @@ def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> P
     chk.unknown_keys(matrix, MATRIX_KEYS, "matrix")
     canonical: dict[str, Any] = {}
     for key, value in matrix.items():
-        if key == "models":
+        if key in ("models", "power_mode"):
             continue
         axis = AXIS_ALIASES.get(key, key)
         if axis in canonical:
@@ -501,6 +576,13 @@ def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> P
     run_t = chk.table(doc, "run", "run")
     chk.unknown_keys(run_t, RUN_KEYS, "run")
     timeout_s = chk.number(run_t.get("timeout_s", 600), "run.timeout_s", minimum=1) or 600.0
+    allow_pm = run_t.get("allow_power_mode_change", False)
+    if not isinstance(allow_pm, bool):
+        chk.add("run.allow_power_mode_change", f"expected true or false, got {allow_pm!r}")
+        allow_pm = False
+    power_modes: tuple[str, ...] = ()
+    if "power_mode" in matrix:
+        power_modes = _check_power_modes(chk, matrix["power_mode"], allow_pm, system)
     cold_cache = run_t.get("cold_cache", "drop")
     if cold_cache not in ("drop", "keep"):
         chk.add("run.cold_cache", f'expected "drop" or "keep", got {cold_cache!r}')
@@ -574,6 +656,7 @@ def parse_plan(text: str, source: str = "<plan>", base: Path | None = None) -> P
         cooldown=cooldown,
         collect=collect,
         model_info=infos,
+        power_modes=power_modes,
     )
 
 
@@ -593,27 +676,30 @@ def load_plan(path: str | Path) -> Plan:
 
 
 def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
-    """The run specs of a plan, ordered: model (plan order) > ngl > mmap > ctx > … > threads > workload."""
+    """The run specs of a plan, ordered: power mode > model (plan order) > ngl > mmap > ctx > … > threads >
+    workload."""
     specs: list[RunSpec] = []
     axis_names = list(AXES)
-    for model in plan.models:
-        for combo in _product([plan.axes[a] for a in axis_names]):
-            values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
-            if values["n_ubatch"] is None:
-                values["n_ubatch"] = min(512, values["n_batch"])
-            params = Params(**values)
-            for wl in plan.workloads:
-                specs.append(
-                    RunSpec(
-                        model=model,
-                        model_sha256=sha256_of[model.path],
-                        params=params,
-                        workload=wl,
-                        repeat=plan.repeat,
-                        timeout_s=plan.timeout_s,
-                        cold_cache=plan.cold_cache,
+    # Power mode outermost: a switch takes seconds and changes the thermal state, so it happens once per mode.
+    for power_mode in plan.power_modes or (None,):
+        for model in plan.models:
+            for combo in _product([plan.axes[a] for a in axis_names]):
+                values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
+                if values["n_ubatch"] is None:
+                    values["n_ubatch"] = min(512, values["n_batch"])
+                params = Params(**values, power_mode=power_mode)
+                for wl in plan.workloads:
+                    specs.append(
+                        RunSpec(
+                            model=model,
+                            model_sha256=sha256_of[model.path],
+                            params=params,
+                            workload=wl,
+                            repeat=plan.repeat,
+                            timeout_s=plan.timeout_s,
+                            cold_cache=plan.cold_cache,
+                        )
                     )
-                )
     return specs
 
 

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from agent import __version__
 from agent.device import collect_device_facts, device_fingerprint
 from agent.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
-from agent.jetson import comparable_state, jetson_state
+from agent.jetson import comparable_state, jetson_state, switch_power_mode
 from agent.plan import Plan, RunSpec, expand
 from runners.llama import ChildResult, RunInterrupted, run_child
 from storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
@@ -347,6 +347,7 @@ def run_plan(
     state_reader: Callable[[], dict[str, Any] | None] | None = None,
     heartbeat: Callable[[], None] | None = None,
     should_start: Callable[[], str | None] | None = None,
+    power_switcher: Callable[[str], str | None] | None = None,
 ) -> SweepOutcome:
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
     from storage.db import new_session
@@ -439,6 +440,20 @@ def run_plan(
                         status="running",
                         started_at=utcnow(),
                     )
+                    switch_error = None
+                    wanted = spec.params.power_mode
+                    if (
+                        wanted is not None
+                        and (comparable_state(last_state) or {}).get("power_mode") != wanted
+                    ):
+                        progress.line(f"switching power mode to {wanted} (plan axis)")
+                        switch_error = (power_switcher or (lambda m: switch_power_mode(m, device_root)))(
+                            wanted
+                        )
+                        last_state = read_state()  # a change we asked for is not a surprise
+                        got = (comparable_state(last_state) or {}).get("power_mode")
+                        if switch_error is None and got != wanted:
+                            switch_error = f"nvpmodel reports {got!r} after switching to {wanted!r}"
                     # Re-read before each config: someone may change the power mode during an overnight sweep.
                     state = read_state()
                     if state is not None:
@@ -449,6 +464,15 @@ def run_plan(
                         last_state = state
                     session.add(run)
                     session.commit()
+                    if switch_error is not None:
+                        run.status, run.reason = "error", f"power mode switch failed: {switch_error}"
+                        run.ended_at = utcnow()
+                        session.commit()
+                        outcome.counts["error"] = outcome.counts.get("error", 0) + 1
+                        progress.finish(
+                            index, f"run {run.id} {label}", f"ERROR: {run.reason}", 0.0, len(specs) - index
+                        )
+                        continue
                     progress.start(index, label)
                     t0 = time.monotonic()
                     if hooks is not None:
