@@ -21,3 +21,16 @@ def test_the_readme_plan_example_validates(tmp_path: Path, tiny_models) -> None:
     plan = parse_plan(example, str(tmp_path / "readme.toml"), tmp_path)
     assert [m.label for m in plan.models] == ["q8", "edgeprof-demo-tiny-q4_k_m"]
     assert plan.n_specs() == 2 * 2 * 2  # models x ctx x ngl
+
+
+def test_the_readme_lists_exactly_the_report_json_fields() -> None:
+    from agent.report import FIELD_NAMES
+
+    text = README.read_text()
+    section = text[text.index("## Report JSON") :]
+    section = section[: section.index("Types are declared")]
+    listed = [
+        name.strip(" `.\n")
+        for name in re.sub(r"\s+", " ", section.split("(`null`", 1)[1]).split(":", 1)[1].split(",")
+    ]
+    assert listed == list(FIELD_NAMES)
