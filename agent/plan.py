@@ -104,6 +104,7 @@ class Cooldown:
     delay_s: float = 0.0
     slope_c_per_min: float = 0.5
     window_s: float = 30.0
+    per_rep: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ class RunSpec:
     repeat: Repeat
     timeout_s: float
     cold_cache: str
+    cooldown_per_rep: bool = False  # pacing, not part of what is measured: not in the spec id
 
     @property
     def spec_id(self) -> str:
@@ -147,6 +149,7 @@ class RunSpec:
             "repeat": self.repeat.to_json(),
             "cold_only": cold_only,
             "cold_rep": cold_rep,
+            "pause_between_reps": self.cooldown_per_rep and not cold_only,
         }
 
 
@@ -219,7 +222,7 @@ WORKLOAD_KEYS = {
 }
 REPEAT_KEYS = {"cold", "warmup", "steady"}
 RUN_KEYS = {"timeout_s", "cold_cache", "allow_power_mode_change"}
-COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s"}
+COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s", "per_rep"}
 COLLECT_KEYS = {"interval_ms", "idle_s", "collectors"}
 SCHEDULE_KEYS = {"until"}
 MODEL_KEYS = {"path", "label", "group"}
@@ -598,6 +601,7 @@ def parse_plan(
         slope_c_per_min=chk.number(cd_t.get("slope_c_per_min", 0.5), "cooldown.slope_c_per_min", minimum=0)
         or 0.0,
         window_s=chk.number(cd_t.get("window_s", 30), "cooldown.window_s", minimum=1) or 30.0,
+        per_rep=bool(chk.boolean(cd_t.get("per_rep", False), "cooldown.per_rep")),
     )
     co_t = chk.table(doc, "collect", "collect")
     chk.unknown_keys(co_t, COLLECT_KEYS, "collect")
@@ -698,6 +702,7 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
                             repeat=plan.repeat,
                             timeout_s=plan.timeout_s,
                             cold_cache=plan.cold_cache,
+                            cooldown_per_rep=plan.cooldown.per_rep,
                         )
                     )
     return specs

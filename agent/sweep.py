@@ -48,6 +48,8 @@ class SweepHooks(Protocol):
 
     def after_run(self, session: Session, run: Run, spec: RunSpec) -> None: ...
 
+    # Optional: ``between_reps(session, run, event) -> seconds waited`` cools down before each steady rep.
+
 
 @dataclass
 class SweepOutcome:
@@ -290,6 +292,7 @@ def execute_spec(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
     heartbeat: Callable[[], None] | None = None,
+    between_reps: Callable[[dict[str, Any]], float] | None = None,
 ) -> Run:
     """Run a spec's children (first: cold + warm-up + steady; then extra cold starts) and store them."""
     run.t_start_mono = time.monotonic()
@@ -301,7 +304,14 @@ def execute_spec(
             run.page_cache = "kept"
         job = spec.job(cold_only=cold_rep > 0, cold_rep=cold_rep)
         try:
-            child = run_child(job, spec.timeout_s, on_event=on_event, env=env, heartbeat=heartbeat)
+            child = run_child(
+                job,
+                spec.timeout_s,
+                on_event=on_event,
+                env=env,
+                heartbeat=heartbeat,
+                between_reps=between_reps,
+            )
         except RunInterrupted as stop:
             _store_child(session, run, stop.result, is_main=cold_rep == 0)
             run.status, run.reason = "interrupted", stop.result.reason
@@ -482,7 +492,20 @@ def run_plan(
                         if hooks is not None:
                             hooks.on_child_event(_run, event)
 
-                    execute_spec(session, run, spec, on_event=relay, env=env, heartbeat=heartbeat)
+                    pace = getattr(hooks, "between_reps", None)
+
+                    def cool(event: dict[str, Any], _run: Run = run, _pace: Any = pace) -> float:
+                        return float(_pace(session, _run, event)) if _pace is not None else 0.0
+
+                    execute_spec(
+                        session,
+                        run,
+                        spec,
+                        on_event=relay,
+                        env=env,
+                        heartbeat=heartbeat,
+                        between_reps=cool if pace is not None else None,
+                    )
                     if hooks is not None:
                         hooks.after_run(session, run, spec)
                     outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1

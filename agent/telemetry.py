@@ -255,6 +255,35 @@ class Telemetry:
             )
         session.commit()
 
+    def between_reps(self, session: Session, run: Run, event: dict[str, Any]) -> float:
+        """``[cooldown] per_rep``: the same wait as before a config, before each steady rep; returns the
+        seconds waited (the child's timeout is moved by as much)."""
+        cd = self.cooldown
+        t0 = self.clock()
+        analysis.wait_for_cooldown(
+            read_temp=self.current_temp_c,
+            clock=self.clock,
+            sleep=self.sleep,
+            below_c=cd.below_c,
+            max_wait_s=cd.max_wait_s,
+            slope_c_per_min=cd.slope_c_per_min,
+            window_s=cd.window_s,
+            delay_s=cd.delay_s,
+        )
+        t1 = self.clock()
+        if t1 > t0:
+            session.add(
+                Phase(
+                    run_id=run.id,
+                    name="cooldown",
+                    kind=event.get("kind"),
+                    rep=event.get("rep"),
+                    t_start_mono=t0,
+                    t_end_mono=t1,
+                )
+            )
+        return t1 - t0
+
     def on_child_event(self, run: Run, event: dict[str, Any]) -> None:
         if event.get("event") == "start" and isinstance(event.get("pid"), int):
             self.sampler.set_child_pid(event["pid"])

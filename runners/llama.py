@@ -86,6 +86,7 @@ def run_child(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     env: dict[str, str] | None = None,
     heartbeat: Callable[[], None] | None = None,
+    between_reps: Callable[[dict[str, Any]], float] | None = None,
 ) -> ChildResult:
     """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds."""
     read_fd, write_fd = os.pipe()
@@ -109,9 +110,12 @@ def run_child(
     os.close(write_fd)
     log_file.close()
     assert proc.stdin is not None
+    paced = bool(job.get("pause_between_reps")) and between_reps is not None
     try:
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
+        proc.stdin.write(json.dumps(job).encode() + b"\n")
+        proc.stdin.flush()
+        if not paced:
+            proc.stdin.close()
     except BrokenPipeError:
         pass
 
@@ -134,7 +138,7 @@ def run_child(
     sel.register(read_fd, selectors.EVENT_READ)
 
     def handle(line: bytes) -> None:
-        nonlocal error_event, done
+        nonlocal error_event, done, deadline
         try:
             event = json.loads(line)
         except ValueError:
@@ -152,6 +156,16 @@ def run_child(
             error_event = event
         elif kind == "done":
             done = True
+        elif kind == "await" and paced and between_reps is not None:
+            # The child waits while the device cools down; that time is not the run's, so the timeout moves.
+            waited = between_reps(event)
+            deadline += waited
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(b"go\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass
         if on_event is not None:
             on_event(event)
 
@@ -178,6 +192,8 @@ def run_child(
     finally:
         sel.close()
         os.close(read_fd)
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
         if timed_out or interrupted:
             _stop(proc.pid)
 

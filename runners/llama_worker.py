@@ -280,7 +280,8 @@ def main(argv: list[str]) -> int:
     _EVENT_FD = int(argv[1])
     os.dup2(2, 1)  # llama.cpp and stray prints go to the log, never into the event stream
     try:
-        job = json.loads(sys.stdin.read())
+        # One line: the parent may keep stdin open to pace the reps (cooldown between reps).
+        job = json.loads(sys.stdin.readline())
     except ValueError as exc:
         emit("error", stage="spec", message=f"bad job JSON: {exc}")
         return EXIT_BAD_SPEC
@@ -317,8 +318,13 @@ def main(argv: list[str]) -> int:
     if not job.get("cold_only"):
         plan += [("warmup", i) for i in range(int(repeat["warmup"]))]
         plan += [("steady", i) for i in range(int(repeat["steady"]))]
+    pause = bool(job.get("pause_between_reps"))
     try:
-        for kind, rep in plan:
+        for i, (kind, rep) in enumerate(plan):
+            if pause and i > 0 and kind == "steady":
+                # The parent cools the device down before each steady rep, then says go.
+                emit("await", kind=kind, rep=rep)
+                sys.stdin.readline()
             result = request.run(model_path)
             emit(
                 "phase",

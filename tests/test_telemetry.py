@@ -18,7 +18,7 @@ from collectors.base import Availability, Collector, Metric, SampleValues
 from collectors.registry import build_collectors
 from runners.protocol import FAULT_ENV
 from storage.db import new_session, open_engine
-from storage.models import CollectorStatus, Measurement, PhaseStat, Run, Sample, Sweep
+from storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 
 pytestmark = pytest.mark.llama
 
@@ -193,3 +193,49 @@ def test_without_a_power_source_energy_is_null_never_zero(tmp_path: Path, tiny_m
         assert run.cooldown_reason == "disabled"
         for m in s.scalars(select(Measurement)):
             assert m.decode_energy_j is None and m.decode_j_per_token is None and m.temp_max_c is None
+
+
+def test_cooldown_per_rep_pauses_the_child_and_moves_its_timeout(tmp_path: Path, tiny_models) -> None:
+    plan = parse_plan(
+        f"""
+        [matrix]
+        models = ["{tiny_models["Q4_K_M"]}"]
+        ctx = [128]
+        threads = [1]
+        [[workload]]
+        prompt_tokens = 8
+        n_predict = 4
+        [repeat]
+        warmup = 0
+        steady = 3
+        [cooldown]
+        delay_s = 1.5
+        per_rep = true
+        [run]
+        timeout_s = 4
+        """,
+        str(tmp_path / "p.toml"),
+        tmp_path,
+    )
+    engine = open_engine(tmp_path / "c.db")
+
+    def factory(sweep_id: int) -> Telemetry:
+        return Telemetry(engine, sweep_id, Collect(interval_ms=200, idle_s=0.0), plan.cooldown, collectors=[])
+
+    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory)
+    # 3 x 1.5 s of cooldown inside a 4 s timeout: only a timeout moved by the cooldown lets this finish.
+    assert outcome.counts == {"ok": 1}
+    with new_session(engine) as s:
+        cooldowns = s.scalars(select(Phase).where(Phase.name == "cooldown").order_by(Phase.id)).all()
+        assert [(p.kind, p.rep) for p in cooldowns] == [
+            (None, None),
+            ("steady", 0),
+            ("steady", 1),
+            ("steady", 2),
+        ]
+        assert all(p.t_end_mono - p.t_start_mono >= 1.5 for p in cooldowns)
+        steady = s.scalars(
+            select(Measurement).where(Measurement.kind == "steady").order_by(Measurement.rep)
+        ).all()
+        for m, cd in zip(steady, cooldowns[1:], strict=True):
+            assert m.t_start_mono >= cd.t_end_mono  # each steady rep started after its cooldown
