@@ -486,7 +486,7 @@ def run_plan(
                     progress.start(index, label)
                     t0 = time.monotonic()
                     if hooks is not None:
-                        hooks.before_run(session, run, spec)
+                        _guarded(session, progress, "before the run", hooks.before_run, session, run, spec)
 
                     def relay(event: dict[str, Any], _run: Run = run) -> None:
                         if hooks is not None:
@@ -507,7 +507,7 @@ def run_plan(
                         between_reps=cool if pace is not None else None,
                     )
                     if hooks is not None:
-                        hooks.after_run(session, run, spec)
+                        _guarded(session, progress, "analysing the run", hooks.after_run, session, run, spec)
                     outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1
                     progress.finish(
                         index,
@@ -535,6 +535,17 @@ def run_plan(
         sweep.status, sweep.ended_at = ("paused" if outcome.paused else "completed"), utcnow()
         session.commit()
     return outcome
+
+
+def _guarded(session: Session, progress: Progress, what: str, step: Callable[..., None], *args: Any) -> None:
+    """Telemetry steps around a run: a bug there costs that step, never the stored run or the sweep."""
+    try:
+        step(*args)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - reported on the progress stream, the sweep goes on
+        session.rollback()
+        progress.line(f"warning: telemetry failed {what}: {type(exc).__name__}: {exc}")
 
 
 def _describe(session: Session, run: Run) -> str:

@@ -241,3 +241,24 @@ def test_mmap_off_reaches_llama_cpp(tmp_path: Path, tiny_models) -> None:
     for run in runs_by_label(engine, outcome.sweep_id).values():
         assert run.status == "ok" and run.use_mmap is False
         assert '"load_mode": 0' in (run.effective_json or "")
+
+
+def test_a_telemetry_bug_costs_the_analysis_not_the_runs(tmp_path: Path, tiny_models) -> None:
+    class BrokenHooks:
+        def before_run(self, session, run, spec) -> None:
+            raise RuntimeError("cooldown sensor exploded")
+
+        def on_child_event(self, run, event) -> None:
+            pass
+
+        def after_run(self, session, run, spec) -> None:
+            raise RuntimeError("analysis bug")
+
+    engine = open_engine(tmp_path / "b.db")
+    out = io.StringIO()
+    outcome = run_plan(
+        engine, make_plan(tmp_path, tiny_models), out=out, hooks=BrokenHooks(), env=env_with(None)
+    )
+    assert outcome.counts == {"ok": 2}
+    assert out.getvalue().count("warning: telemetry failed") == 4
+    assert "analysis bug" in out.getvalue() and "cooldown sensor exploded" in out.getvalue()
