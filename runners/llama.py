@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runners.procfs import vm_hwm_mb
 from runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -137,8 +138,17 @@ def run_child(
     sel = selectors.DefaultSelector()
     sel.register(read_fd, selectors.EVENT_READ)
 
+    peak_mb: float | None = None
+
+    def poll_peak() -> None:
+        nonlocal peak_mb
+        now = vm_hwm_mb(proc.pid)
+        if now is not None and (peak_mb is None or now > peak_mb):
+            peak_mb = now
+
     def handle(line: bytes) -> None:
         nonlocal error_event, done, deadline
+        poll_peak()
         try:
             event = json.loads(line)
         except ValueError:
@@ -174,6 +184,7 @@ def run_child(
         while not eof:
             if heartbeat is not None:
                 heartbeat()  # proves to a watchdog that this loop, not just some thread, is alive
+            poll_peak()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
@@ -197,10 +208,12 @@ def run_child(
         if timed_out or interrupted:
             _stop(proc.pid)
 
-    status_code, rusage = _wait(proc.pid, grace_s=10.0)
+    status_code, _rusage = _wait(proc.pid, grace_s=10.0)
     proc.returncode = status_code
     result.t_exit = time.monotonic()
-    result.peak_rss_mb = rusage.ru_maxrss / 1024.0 if rusage is not None else None
+    # The child's own last word on its peak (sent with each event) beats our last poll; NULL if neither.
+    reported = [e.get("peak_rss_mb") for e in result.measurements if e.get("peak_rss_mb") is not None]
+    result.peak_rss_mb = max([v for v in (peak_mb, *reported) if v is not None], default=None)
     result.log_tail = _tail(log_path)
     with contextlib.suppress(OSError):
         log_path.unlink()
@@ -276,7 +289,7 @@ _REAPED: dict[int, tuple[int, Any]] = {}
 
 
 def _wait(pid: int, grace_s: float) -> tuple[int | None, Any]:
-    """Reap the child with its resource usage (peak RSS survives even a SIGKILL)."""
+    """Reap the child (its status; the resource usage is kept for callers that want CPU times)."""
     if pid in _REAPED:
         return _REAPED.pop(pid)
     end = time.monotonic() + grace_s

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from runners.procfs import vm_hwm_mb
 from runners.protocol import (
     EXIT_BAD_SPEC,
     EXIT_LOAD_FAILED,
@@ -342,7 +343,7 @@ def main(argv: list[str]) -> int:
                 t_start=result["t_first_token"],
                 t_end=result["t_end"],
             )
-            emit("measurement", kind=kind, rep=rep, **result)
+            emit("measurement", kind=kind, rep=rep, peak_rss_mb=vm_hwm_mb(), **result)
     except Exception as exc:  # noqa: BLE001 - reported to the parent; earlier reps are already out
         emit("error", stage="request", message=f"{type(exc).__name__}: {exc}")
         return EXIT_REQUEST_FAILED
