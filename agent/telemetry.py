@@ -219,8 +219,10 @@ class Telemetry:
         return None
 
     # -- hooks ------------------------------------------------------------------------------------------
-    def before_run(self, session: Session, run: Run, spec: RunSpec) -> None:
-        self.sampler.set_run(run.id)
+    def _cool_down(
+        self, session: Session, run: Run, kind: str | None = None, rep: int | None = None
+    ) -> analysis.CooldownResult:
+        """Wait as ``[cooldown]`` says and store the wait as a ``cooldown`` phase of the run."""
         cd = self.cooldown
         t0 = self.clock()
         result = analysis.wait_for_cooldown(
@@ -236,8 +238,13 @@ class Telemetry:
         t1 = self.clock()
         if t1 > t0:
             session.add(
-                Phase(run_id=run.id, name="cooldown", kind=None, rep=None, t_start_mono=t0, t_end_mono=t1)
+                Phase(run_id=run.id, name="cooldown", kind=kind, rep=rep, t_start_mono=t0, t_end_mono=t1)
             )
+        return result
+
+    def before_run(self, session: Session, run: Run, spec: RunSpec) -> None:
+        self.sampler.set_run(run.id)
+        result = self._cool_down(session, run)
         run.start_temp_c = result.end_temp_c if result.end_temp_c is not None else self.current_temp_c()
         run.cooldown_wait_s, run.cooldown_reason = result.waited_s, result.reason
         if self.collect.idle_s > 0:
@@ -258,31 +265,9 @@ class Telemetry:
     def between_reps(self, session: Session, run: Run, event: dict[str, Any]) -> float:
         """``[cooldown] per_rep``: the same wait as before a config, before each steady rep; returns the
         seconds waited (the child's timeout is moved by as much)."""
-        cd = self.cooldown
         t0 = self.clock()
-        analysis.wait_for_cooldown(
-            read_temp=self.current_temp_c,
-            clock=self.clock,
-            sleep=self.sleep,
-            below_c=cd.below_c,
-            max_wait_s=cd.max_wait_s,
-            slope_c_per_min=cd.slope_c_per_min,
-            window_s=cd.window_s,
-            delay_s=cd.delay_s,
-        )
-        t1 = self.clock()
-        if t1 > t0:
-            session.add(
-                Phase(
-                    run_id=run.id,
-                    name="cooldown",
-                    kind=event.get("kind"),
-                    rep=event.get("rep"),
-                    t_start_mono=t0,
-                    t_end_mono=t1,
-                )
-            )
-        return t1 - t0
+        self._cool_down(session, run, event.get("kind"), event.get("rep"))
+        return self.clock() - t0
 
     def on_child_event(self, run: Run, event: dict[str, Any]) -> None:
         if event.get("event") == "start" and isinstance(event.get("pid"), int):
