@@ -5,21 +5,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.sweep import FINISHED_STATUSES
+from agent.sweep import FINISHED_STATUSES, utcnow
 from storage.models import AgentState, CollectorStatus, Run, Sweep
 
 # An agent beats every few seconds even mid-run; three times that without news means it is gone.
 STALE_AFTER_S = 30.0
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -36,7 +31,7 @@ def gather_status(session: Session) -> dict[str, Any]:
     out: dict[str, Any] = {"agent": None, "sweep": None, "last_error": None, "collectors": []}
     state = session.scalars(select(AgentState).order_by(AgentState.id.desc())).first()
     if state is not None:
-        age = (_now() - state.heartbeat_at).total_seconds()
+        age = (utcnow() - state.heartbeat_at).total_seconds()
         alive = state.stopped_at is None and age < STALE_AFTER_S
         if alive and state.hostname == socket.gethostname():
             alive = _pid_alive(state.pid)
