@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from agent.plots import comparison_png, timeline_png
-from agent.report import build_rows
+from agent.report import build_rows, fmt_agreement, fmt_spread, fmt_value
 from agent.verdicts import attach_verdicts, verdicts_by_run
 from storage.models import Build, CollectorStatus, Run, Sweep
 
@@ -51,26 +51,11 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def _badge(value: str | None, css_value: str | None = None) -> str:
     text = value or "not judged"
     key = css_value or value
     css = f"v-{key}" if key else "v-none"
     return f'<span class="badge {_e(css)}">{_e(text)}</span>'
-
-
-def _spread(row: Mapping[str, Any], prefix: str) -> str:
-    med = row.get(f"{prefix}_median")
-    if med is None:
-        return "—"
-    return f"{med:.1f} [{row[prefix + '_min']:.1f}–{row[prefix + '_max']:.1f}] n={row[prefix + '_n']}"
 
 
 def _table(headers: Sequence[str], body: Sequence[Sequence[str]], row_classes: Sequence[str] = ()) -> str:
@@ -88,7 +73,7 @@ def _td(text: Any, num: bool = False) -> str:
 
 
 def _kv_table(pairs: Sequence[tuple[str, Any]]) -> str:
-    body = [[f"<th>{_e(k)}</th>", _td(_num(v, 2) if not isinstance(v, str) else v)] for k, v in pairs]
+    body = [[f"<th>{_e(k)}</th>", _td(fmt_value(v, 2) if not isinstance(v, str) else v)] for k, v in pairs]
     return "<table><tbody>" + "".join("<tr>" + "".join(c) + "</tr>" for c in body) + "</tbody></table>"
 
 
@@ -132,13 +117,7 @@ CONFIG_HEADERS = (
 
 
 def _config_cells(i: int, row: Mapping[str, Any]) -> list[str]:
-    agree = "—"
-    if row.get("agree_share") is not None:
-        agree = (
-            "reference"
-            if row["model_label"] == row["reference_label"]
-            else f"{100 * row['agree_share']:.0f}% ({row['agree_prefix_tokens']}/{row['agree_n_tokens']})"
-        )
+    agree = fmt_agreement(row)
     ttft = "—" if row.get("ttft_ms_p50") is None else f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
     watts = row.get("decode_power_mw_median")
     ok = row["status"] == "ok"
@@ -148,23 +127,23 @@ def _config_cells(i: int, row: Mapping[str, Any]) -> list[str]:
     return [
         _td(i, num=True),
         _td(row["model_label"]),
-        _td(_num(row.get("quant"))),
+        _td(fmt_value(row.get("quant"))),
         _td(row["ctx"], num=True),
         _td(row["ngl"], num=True),
         _td(row["threads"], num=True),
         _td(row["workload"]),
         f"<td>{status_cell}</td>",
-        _td(_num(row.get("cold_load_ms")), num=True),
-        _td(_spread(row, "pp_tps"), num=True),
-        _td(_spread(row, "tg_tps"), num=True),
+        _td(fmt_value(row.get("cold_load_ms")), num=True),
+        _td(fmt_spread(row, "pp_tps"), num=True),
+        _td(fmt_spread(row, "tg_tps"), num=True),
         _td(ttft, num=True),
-        _td(_num(row.get("peak_rss_mb")), num=True),
-        _td(f"{_num(row.get('peak_shared_mb'))}/{_num(row.get('peak_gpu_mem_mb'))}", num=True),
+        _td(fmt_value(row.get("peak_rss_mb")), num=True),
+        _td(f"{fmt_value(row.get('peak_shared_mb'))}/{fmt_value(row.get('peak_gpu_mem_mb'))}", num=True),
         _td(agree),
-        _td(_num(row.get("tg_ratio_vs_ref"), 2), num=True),
-        _td(f"{_num(row.get('start_temp_c'))}/{_num(row.get('temp_max_c'))}", num=True),
-        _td(_num(watts / 1000.0 if watts is not None else None, 2), num=True),
-        _td(_num(row.get("decode_j_per_token_net_median"), 4), num=True),
+        _td(fmt_value(row.get("tg_ratio_vs_ref"), 2), num=True),
+        _td(f"{fmt_value(row.get('start_temp_c'))}/{fmt_value(row.get('temp_max_c'))}", num=True),
+        _td(fmt_value(watts / 1000.0 if watts is not None else None, 2), num=True),
+        _td(fmt_value(row.get("decode_j_per_token_net_median"), 4), num=True),
         f"<td>{_badge(row.get('throttle_verdict'))}</td>",
         f"<td>{_badge(row.get('stability_verdict'))}</td>",
     ]
@@ -220,8 +199,8 @@ def _failures_section(runs: Sequence[Run], latest_ids: set[int]) -> str:
                 _td(f"ctx={r.n_ctx} ngl={r.n_gpu_layers} t={r.n_threads} wl={r.workload_name}"),
                 _td(r.status),
                 _td(r.reason or "(no reason recorded)"),
-                _td(_num(r.exit_code)),
-                _td(_num(r.signal_name)),
+                _td(fmt_value(r.exit_code)),
+                _td(fmt_value(r.signal_name)),
                 _td("latest attempt" if r.id in latest_ids else "superseded by a later attempt"),
             ]
         )

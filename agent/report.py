@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -270,7 +270,8 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
     return rows
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
+def fmt_value(value: Any, digits: int = 1) -> str:
+    """A report cell: '—' for not measured, floats to ``digits`` places (shared by table, md and HTML)."""
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -278,7 +279,8 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def _spread(row: dict[str, Any], prefix: str) -> str:
+def fmt_spread(row: Mapping[str, Any], prefix: str) -> str:
+    """'median [min–max] n=N' of a metric's steady reps, '—' when not measured."""
     if row[f"{prefix}_median"] is None:
         return "—"
     return (
@@ -312,40 +314,44 @@ TABLE_COLUMNS = (
 )
 
 
+def fmt_agreement(row: Mapping[str, Any], suffix: str = "") -> str:
+    """'reference', or the share of tokens agreeing with the reference and the identical prefix."""
+    if row.get("agree_share") is None:
+        return "—"
+    if row["model_label"] == row["reference_label"]:
+        return "reference"
+    share = row["agree_share"] * 100
+    return f"{share:.0f}% ({row['agree_prefix_tokens']}/{row['agree_n_tokens']}{suffix})"
+
+
 def _cells(row: dict[str, Any]) -> list[str]:
     status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
-    agree = "—"
-    if row["agree_share"] is not None:
-        if row["model_label"] == row["reference_label"]:
-            agree = "reference"
-        else:
-            share = row["agree_share"] * 100
-            agree = f"{share:.0f}% ({row['agree_prefix_tokens']}/{row['agree_n_tokens']} prefix)"
+    agree = fmt_agreement(row, " prefix")
     ttft = "—" if row["ttft_ms_p50"] is None else f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
     return [
         row["model_label"],
-        _fmt(row["quant"]),
+        fmt_value(row["quant"]),
         str(row["ctx"]),
         str(row["ngl"]),
         str(row["threads"]),
         row["workload"],
         status,
-        _fmt(row["cold_load_ms"]),
-        _fmt(row["cold_start_ms"]),
-        _spread(row, "pp_tps"),
-        _spread(row, "tg_tps"),
+        fmt_value(row["cold_load_ms"]),
+        fmt_value(row["cold_start_ms"]),
+        fmt_spread(row, "pp_tps"),
+        fmt_spread(row, "tg_tps"),
         ttft,
-        _fmt(row["peak_rss_mb"]),
+        fmt_value(row["peak_rss_mb"]),
         agree,
-        _fmt(row["tg_ratio_vs_ref"], 2),
-        _fmt(row["pp_ratio_vs_ref"], 2),
-        f"{_fmt(row['start_temp_c'])}/{_fmt(row['temp_max_c'])}",
-        _fmt(
+        fmt_value(row["tg_ratio_vs_ref"], 2),
+        fmt_value(row["pp_ratio_vs_ref"], 2),
+        f"{fmt_value(row['start_temp_c'])}/{fmt_value(row['temp_max_c'])}",
+        fmt_value(
             row["decode_power_mw_median"] / 1000.0 if row["decode_power_mw_median"] is not None else None, 2
         ),
-        _fmt(row["decode_j_per_token_net_median"], 4),
-        _fmt(row.get("throttle_verdict")),
-        _fmt(row.get("stability_verdict")),
+        fmt_value(row["decode_j_per_token_net_median"], 4),
+        fmt_value(row.get("throttle_verdict")),
+        fmt_value(row.get("stability_verdict")),
     ]
 
 
