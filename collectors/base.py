@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -93,6 +93,17 @@ def counter_delta(prev: float | None, cur: float | None, wrap: float | None) -> 
     if wrap is None or wrap <= 0:
         return None
     return (wrap - prev) + cur
+
+
+def numbered_names(names: Iterable[str]) -> list[str]:
+    """``['nc', 'x', 'nc']`` -> ``['nc', 'x', 'nc_2']``: repeated names (tegrastats' ``NC`` rails, jtop
+    sensors that collide after sanitising) stay distinct, in order; shared so both sources name alike."""
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
+    return out
 
 
 def read_text(path: Path) -> str | None:

@@ -38,11 +38,11 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from collectors.base import Availability, Collector, Metric, SampleValues
+from collectors.base import Availability, Collector, Metric, SampleValues, numbered_names
 
 log = logging.getLogger(__name__)
 
@@ -113,16 +113,6 @@ def _sequence(value: Any) -> list[Any]:
 def _key(name: Any) -> str:
     key = _NAME_RE.sub("_", str(name).lower()).strip("_")
     return key or "unnamed"
-
-
-def _numbered(keys: Iterable[str]) -> list[str]:
-    """``['a', 'b', 'a']`` -> ``['a', 'b', 'a_2']``: names that collide after squeezing stay distinct."""
-    seen: dict[str, int] = {}
-    out: list[str] = []
-    for key in keys:
-        seen[key] = seen.get(key, 0) + 1
-        out.append(key if seen[key] == 1 else f"{key}_{seen[key]}")
-    return out
 
 
 def _scaled(value: float | None, divisor: float) -> float | None:
@@ -375,7 +365,7 @@ def _read_gpu(gpu: Any) -> SampleValues:
 def _read_temperature(temperature: Any) -> SampleValues:
     sensors = _mapping(temperature)
     values: SampleValues = {}
-    for key, raw in zip(_numbered(_key(n) for n in sensors), sensors.values(), strict=True):
+    for key, raw in zip(numbered_names(_key(n) for n in sensors), sensors.values(), strict=True):
         # jetson-stats 4.x: {'online': bool, 'temp': float}; a bare number is accepted too.
         entry = _mapping(raw)
         celsius = _number(entry.get("temp")) if entry else _number(raw)
@@ -394,7 +384,7 @@ def _read_power(power: Any) -> SampleValues:
     names.append(_key(total_name) if isinstance(total_name, str) and total_name else "total")
     entries = [*(_mapping(r) for r in rails.values()), total]
     values: SampleValues = {}
-    for key, entry in zip(_numbered(names), entries, strict=True):
+    for key, entry in zip(numbered_names(names), entries, strict=True):
         if not entry:
             continue
         values[f"power.{key}_mw"] = _number(entry.get("power")) if _online(entry) else None
@@ -404,7 +394,7 @@ def _read_power(power: Any) -> SampleValues:
 def _read_fan(fan: Any) -> SampleValues:
     fans = _mapping(fan)
     values: SampleValues = {}
-    for key, raw in zip(_numbered(_key(n) for n in fans), fans.values(), strict=True):
+    for key, raw in zip(numbered_names(_key(n) for n in fans), fans.values(), strict=True):
         entry = _mapping(raw)
         for field, unit in (("speed", "pct"), ("rpm", "rpm")):
             for index, reading in enumerate(_sequence(entry.get(field))):

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
+
+from collectors.base import numbered_names
 
 log = logging.getLogger(__name__)
 
@@ -396,16 +398,6 @@ TEGRASTATS_METRIC_UNITS: tuple[MetricUnit, ...] = (
 )
 
 
-def _numbered(names: Sequence[str]) -> list[str]:
-    """``['nc', 'x', 'nc']`` -> ``['nc', 'x', 'nc_2']``: repeated names stay distinct, in line order."""
-    seen: dict[str, int] = {}
-    out: list[str] = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
-    return out
-
-
 def record_to_metrics(rec: TegrastatsRecord) -> dict[str, float | None]:
     """Flatten to ``<domain>[.<instance>].<name>_<unit>`` metrics (units: ``TEGRASTATS_METRIC_UNITS``).
 
@@ -434,9 +426,9 @@ def record_to_metrics(rec: TegrastatsRecord) -> dict[str, float | None]:
     gpu = rec.gpu[0] if rec.gpu else None
     out["gpu.util_pct"] = gpu.load_pct if gpu else None
     out["gpu.freq_mhz"] = gpu.freq_mhz[0] if gpu and gpu.freq_mhz else None
-    temp_keys = _numbered([name.lower() for name in rec.temps_c])
+    temp_keys = numbered_names([name.lower() for name in rec.temps_c])
     for key, celsius in zip(temp_keys, rec.temps_c.values(), strict=True):
         out[f"temp.{key}_c"] = celsius
-    for key, rail in zip(_numbered([r.name.lower() for r in rec.rails]), rec.rails, strict=True):
+    for key, rail in zip(numbered_names([r.name.lower() for r in rec.rails]), rec.rails, strict=True):
         out[f"power.{key}_mw"] = rail.cur_mw
     return out
