@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, TypeAlias
 
-from collectors.base import counter_delta
-from collectors.sysfs_thermal import is_thermometer
+from edgeprof.collectors.base import counter_delta
+from edgeprof.collectors.sysfs_thermal import is_thermometer
 
 Series: TypeAlias = list[tuple[float, float | None]]
 # Parameters take any sequence so a list[tuple[float, float]] (no gaps) is accepted too: list is invariant.

@@ -18,7 +18,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from agent import __version__
+from edgeprof import __version__
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -80,8 +80,8 @@ def quiet_native_stderr() -> Iterator[Path]:
 def _open_engine(db: str | None) -> Any:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from storage.db import open_engine
-    from storage.migrations import SchemaTooNewError
+    from edgeprof.storage.db import open_engine
+    from edgeprof.storage.migrations import SchemaTooNewError
 
     try:
         return open_engine(db)
@@ -112,7 +112,7 @@ def run(
     ] = False,
 ) -> None:
     """Run a plan's sweep; run it again to resume (finished configs are skipped)."""
-    from agent.plan import PlanError, load_plan
+    from edgeprof.plan import PlanError, load_plan
 
     try:
         parsed = load_plan(plan)
@@ -131,8 +131,8 @@ def run(
 
 
 def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True) -> int:
-    from agent.sweep import run_plan
-    from agent.telemetry import Telemetry
+    from edgeprof.sweep import run_plan
+    from edgeprof.telemetry import Telemetry
 
     def make_telemetry(sweep_id: int) -> Telemetry:
         return Telemetry(engine, sweep_id, parsed.collect, parsed.cooldown)
@@ -163,15 +163,15 @@ def report(
     ] = None,
 ) -> None:
     """One row per config: cold start apart from steady state, quality beside speed, verdicts."""
-    from agent.report import RENDERERS, ReportError, build_rows, latest_sweep_id
-    from storage.db import new_session
+    from edgeprof.report import RENDERERS, ReportError, build_rows, latest_sweep_id
+    from edgeprof.storage.db import new_session
 
     engine = _open_engine(db)
     with new_session(engine) as session:
         try:
             rows = build_rows(session, sweep)
             if html is not None:
-                from agent.html_report import write_html
+                from edgeprof.html_report import write_html
 
                 sweep_id = sweep if sweep is not None else latest_sweep_id(session)
                 assert sweep_id is not None  # build_rows raised otherwise
@@ -201,9 +201,9 @@ def compare(
     ] = CompareFormat.table,
 ) -> None:
     """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
-    from agent.compare import compare_sweeps, render_compare
-    from agent.report import ReportError
-    from storage.db import new_session
+    from edgeprof.compare import compare_sweeps, render_compare
+    from edgeprof.report import ReportError
+    from edgeprof.storage.db import new_session
 
     engine = _open_engine(db)
     with new_session(engine) as session:
@@ -220,10 +220,10 @@ def analyse(
     sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
 ) -> None:
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
-    from agent.report import latest_sweep_id
-    from agent.verdicts import analyse_sweep, summary_line
-    from storage.db import new_session
-    from storage.models import Sweep
+    from edgeprof.report import latest_sweep_id
+    from edgeprof.verdicts import analyse_sweep, summary_line
+    from edgeprof.storage.db import new_session
+    from edgeprof.storage.models import Sweep
 
     engine = _open_engine(db)
     with new_session(engine) as session:
@@ -250,7 +250,7 @@ def models_demo(
 
 
 def _build_demo(out: Path, size: str, force: bool) -> dict[str, Path]:
-    from agent.demo_models import build_demo_models
+    from edgeprof.demo_models import build_demo_models
 
     try:
         with quiet_native_stderr() as log:
@@ -302,9 +302,9 @@ def demo(
     ] = None,
 ) -> None:
     """Build the demo models if missing, sweep Q8_0/Q5_K_M/Q4_K_M x two ctx sizes, print the report."""
-    from agent.plan import PlanError, default_threads, parse_plan
-    from agent.report import build_rows, render_table
-    from storage.db import new_session
+    from edgeprof.plan import PlanError, default_threads, parse_plan
+    from edgeprof.report import build_rows, render_table
+    from edgeprof.storage.db import new_session
 
     out = models_dir or data_dir() / "models"
     paths = _build_demo(out, size.value, force=False)
@@ -329,7 +329,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """What this machine can measure: llama.cpp build and backends, GPU offload, device facts, collectors."""
-    from agent.doctor import gather, render
+    from edgeprof.doctor import gather, render
 
     info = gather()
     typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
@@ -341,8 +341,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """What the agent is doing: current sweep, config i of N, ETA, last error, collectors."""
-    from agent.status import gather_status, render_status, status_json
-    from storage.db import new_session
+    from edgeprof.status import gather_status, render_status, status_json
+    from edgeprof.storage.db import new_session
 
     engine = _open_engine(db)
     with new_session(engine) as session:
@@ -374,8 +374,8 @@ def agent(
     import logging
     import signal as _signal
 
-    from agent.daemon import Agent, AgentConfig, parse_until
-    from storage.db import db_url
+    from edgeprof.daemon import Agent, AgentConfig, parse_until
+    from edgeprof.storage.db import db_url
 
     if (queue is None) == (plan is None):
         fail("give exactly one of --queue DIR or --plan PLAN.toml")
@@ -414,7 +414,7 @@ def agent(
 
 
 def _register_extras() -> None:
-    from agent.tegrastats_import import register
+    from edgeprof.tegrastats_import import register
 
     register(app)
 

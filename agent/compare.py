@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.report import build_rows
-from agent.stats import Summary
-from storage.models import Measurement
+from edgeprof.report import build_rows
+from edgeprof.stats import Summary
+from edgeprof.storage.models import Measurement
 
 MATCH_KEYS = (
     "model_label",
@@ -132,7 +132,7 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
 
 def compare_sweeps(session: Session, a_id: int, b_id: int) -> list[dict[str, Any]]:
     """Match the configs of sweeps ``a_id`` and ``b_id``; see the module docstring. Raises
-    ``agent.report.ReportError`` for an unknown sweep."""
+    ``edgeprof.report.ReportError`` for an unknown sweep."""
     a_rows = _with_ttft_range(session, build_rows(session, a_id))
     b_rows = _with_ttft_range(session, build_rows(session, b_id))
     return compare_rows(a_rows, b_rows)

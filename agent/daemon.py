@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from agent.plan import Plan, PlanError, load_plan
-from agent.sweep import run_plan, utcnow
-from storage.models import AgentState, Run, Sweep
+from edgeprof.plan import Plan, PlanError, load_plan
+from edgeprof.sweep import run_plan, utcnow
+from edgeprof.storage.models import AgentState, Run, Sweep
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -253,7 +253,7 @@ class Agent:
     def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
         if not self.config.telemetry:
             return None
-        from agent.telemetry import Telemetry
+        from edgeprof.telemetry import Telemetry
 
         def make(sweep_id: int) -> Telemetry:
             return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown, heartbeat=self.beat)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.device import collect_device_facts
+from edgeprof.device import collect_device_facts
 
 _PROBE = """
 import json, llama_cpp as ll
@@ -39,7 +39,7 @@ def llama_build_info() -> dict[str, Any]:
     info["ok"] = True
     flags = Path(sys.prefix) / "share" / "edgeprof" / "llama-build.json"
     info["build_flags"] = flags.read_text().strip() if flags.exists() else None
-    from agent.sweep import backend_of
+    from edgeprof.sweep import backend_of
 
     info["backend"] = backend_of(info["system_info"], info["gpu_offload"])
     return info
@@ -47,7 +47,7 @@ def llama_build_info() -> dict[str, Any]:
 
 def collectors_info(root: Path) -> list[dict[str, Any]]:
     try:
-        from collectors.registry import describe
+        from edgeprof.collectors.registry import describe
     except ImportError as exc:
         return [{"name": "collectors", "ok": False, "reason": f"registry unavailable: {exc}", "metrics": []}]
     return describe(root)

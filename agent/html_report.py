@@ -1,7 +1,7 @@
 """One self-contained HTML report of a sweep: every figure embedded as a base64 data URI, CSS inline, no
 script and nothing fetched from anywhere, so the file can be mailed, archived or opened offline on a Jetson.
 
-Sections: summary, configs (the ``agent.report.build_rows`` rows with their verdicts), figures, verdicts with
+Sections: summary, configs (the ``edgeprof.report.build_rows`` rows with their verdicts), figures, verdicts with
 their evidence, failed runs with reasons and log tails, device / build / power mode, collectors, the plan.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.plots import comparison_png, timeline_png
-from agent.report import build_rows, fmt_agreement, fmt_spread, fmt_value
-from agent.verdicts import attach_verdicts, verdicts_by_run
-from storage.models import Build, CollectorStatus, Run, Sweep
+from edgeprof.plots import comparison_png, timeline_png
+from edgeprof.report import build_rows, fmt_agreement, fmt_spread, fmt_value
+from edgeprof.verdicts import attach_verdicts, verdicts_by_run
+from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px;
@@ -154,7 +154,7 @@ def _verdict_section(session: Session, runs: Sequence[Run]) -> str:
     if not found:
         return (
             '<p class="muted">No verdicts stored for this sweep (run analysis with '
-            "<code>agent.verdicts.analyse_sweep</code>).</p>"
+            "<code>edgeprof.verdicts.analyse_sweep</code>).</p>"
         )
     parts = []
     for run in runs:
@@ -302,7 +302,7 @@ def render_html(
     sweep_id: int,
     trip_points: Mapping[str, Sequence[tuple[str, float]]] | None = None,
 ) -> str:
-    """The whole report as one HTML string (raises ``agent.report.ReportError`` for an unknown sweep)."""
+    """The whole report as one HTML string (raises ``edgeprof.report.ReportError`` for an unknown sweep)."""
     rows = attach_verdicts(session, build_rows(session, sweep_id))
     sweep = session.get(Sweep, sweep_id)
     assert sweep is not None  # build_rows raised otherwise

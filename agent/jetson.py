@@ -161,7 +161,7 @@ def switch_power_mode(name: str, root: Path | str = "/", settle_s: float = 3.0) 
     as root (validation refuses otherwise). A reboot prompt, which some mode changes raise, is declined:
     such a mode cannot be switched between configs, and the run says so.
     """
-    from agent.plan import nvpmodel_modes
+    from edgeprof.plan import nvpmodel_modes
 
     modes = nvpmodel_modes(Path(root))
     if name not in modes:

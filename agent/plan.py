@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.gguf_info import GGUFError, GGUFInfo, read_gguf_info
-from runners.protocol import KV_CACHE_TYPES
+from edgeprof.gguf_info import GGUFError, GGUFInfo, read_gguf_info
+from edgeprof.runners.protocol import KV_CACHE_TYPES
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -22,8 +22,8 @@ from matplotlib.patches import Patch
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from collectors.sysfs_thermal import is_thermometer
-from storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
+from edgeprof.collectors.sysfs_thermal import is_thermometer
+from edgeprof.storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
 
 PHASE_COLORS: dict[str, str] = {
     "load": "#9e9e9e",

@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.jetson import comparable_state
-from agent.stats import Summary
-from storage.models import Measurement, ModelFile, Run, Sweep
+from edgeprof.jetson import comparable_state
+from edgeprof.stats import Summary
+from edgeprof.storage.models import Measurement, ModelFile, Run, Sweep
 
 REPORT_SCHEMA_VERSION = 2
 
@@ -261,7 +261,7 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
             for metric, out in (("tg_tps_median", "tg_ratio_vs_ref"), ("pp_tps_median", "pp_ratio_vs_ref")):
                 if row[metric] is not None and ref[metric]:
                     row[out] = round(row[metric] / ref[metric], 4)
-    from agent.verdicts import attach_verdicts
+    from edgeprof.verdicts import attach_verdicts
 
     attach_verdicts(session, rows)
     for row in rows:

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.sweep import FINISHED_STATUSES, utcnow
-from storage.models import AgentState, CollectorStatus, Run, Sweep
+from edgeprof.sweep import FINISHED_STATUSES, utcnow
+from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 
 # An agent beats every few seconds even mid-run; three times that without news means it is gone.
 STALE_AFTER_S = 30.0

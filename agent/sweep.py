@@ -22,13 +22,13 @@ from typing import Any, Protocol, TextIO
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from agent import __version__
-from agent.device import collect_device_facts, device_fingerprint
-from agent.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
-from agent.jetson import comparable_state, jetson_state, switch_power_mode
-from agent.plan import Plan, RunSpec, expand
-from runners.llama import ChildResult, RunInterrupted, run_child
-from storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
+from edgeprof import __version__
+from edgeprof.device import collect_device_facts, device_fingerprint
+from edgeprof.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
+from edgeprof.jetson import comparable_state, jetson_state, switch_power_mode
+from edgeprof.plan import Plan, RunSpec, expand
+from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
 
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
 # an interrupted run is always redone. Failures are kept unless the user asks to retry them.
@@ -360,7 +360,7 @@ def run_plan(
     power_switcher: Callable[[str], str | None] | None = None,
 ) -> SweepOutcome:
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
-    from storage.db import new_session
+    from edgeprof.storage.db import new_session
 
     out = out or sys.stdout
     with new_session(engine) as session:
@@ -552,7 +552,7 @@ def _describe(session: Session, run: Run) -> str:
     if run.status != "ok":
         return f"{run.status.upper()}: {run.reason}"
     steady = [m for m in run.measurements if m.kind == "steady"]
-    from agent.stats import median
+    from edgeprof.stats import median
 
     tg = median([m.tg_tps for m in steady if m.tg_tps is not None])
     pp = median([m.pp_tps for m in steady if m.pp_tps is not None])

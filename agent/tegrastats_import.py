@@ -1,6 +1,6 @@
 """``edgeprof import-tegrastats LOG [--json] [--db DB]``: read a log written by ``tegrastats --logfile``.
 
-One record per line, parsed with ``collectors.tegrastats_parse.parse_line``; blank lines and ``#`` lines are
+One record per line, parsed with ``edgeprof.collectors.tegrastats_parse.parse_line``; blank lines and ``#`` lines are
 skipped. Three outputs:
 
 - ``--json``: one JSON object per record with exactly the ``record_to_json`` schema (``null`` where absent);
@@ -39,9 +39,9 @@ from sqlalchemy import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from collectors.tegrastats import has_data
-from collectors.tegrastats_parse import TegrastatsRecord, parse_line, record_to_json, record_to_metrics
-from storage.models import Sample, Sweep
+from edgeprof.collectors.tegrastats import has_data
+from edgeprof.collectors.tegrastats_parse import TegrastatsRecord, parse_line, record_to_json, record_to_metrics
+from edgeprof.storage.models import Sample, Sweep
 
 SOURCE = "tegrastats_import"
 SWEEP_STATUS = "imported"
@@ -83,7 +83,7 @@ def _local_epoch(dt: datetime) -> float | None:
 
 
 def _utc_naive(epoch: float) -> datetime:
-    """Like ``agent.sweep.utcnow``: naive UTC, the form every other datetime column holds."""
+    """Like ``edgeprof.sweep.utcnow``: naive UTC, the form every other datetime column holds."""
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
 
 
@@ -245,8 +245,8 @@ class _DbWriter:
         self.max_epoch: float | None = None
 
     def _begin(self, first: TegrastatsRecord) -> int:
-        from agent import __version__
-        from agent.sweep import get_or_create_device, utcnow  # heavy (runners): only when storing
+        from edgeprof import __version__
+        from edgeprof.sweep import get_or_create_device, utcnow  # heavy (runners): only when storing
 
         # The log was measured on some Jetson, not necessarily this machine: filing it under this machine's
         # device row would put a board's numbers next to another board's in reports. It goes to a device
@@ -352,8 +352,8 @@ def _file_sha256(path: Path) -> str:
 
 
 def _open_session(db: str) -> Session:
-    from storage.db import new_session, open_engine
-    from storage.migrations import SchemaTooNewError
+    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.migrations import SchemaTooNewError
 
     try:
         return new_session(open_engine(db))

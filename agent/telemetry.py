@@ -13,12 +13,12 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.orm import Session
 
-from agent import analysis, verdicts
-from agent.plan import Collect, Cooldown, RunSpec
-from agent.sampler import Sampler, SampleRow
-from collectors.base import Collector
-from collectors.registry import build_collectors
-from storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
+from edgeprof import analysis, verdicts
+from edgeprof.plan import Collect, Cooldown, RunSpec
+from edgeprof.sampler import Sampler, SampleRow
+from edgeprof.collectors.base import Collector
+from edgeprof.collectors.registry import build_collectors
+from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 
 # Where power comes from, best first: counters integrate exactly (DESIGN §3), then board-input rails.
 POWER_COUNTERS: tuple[tuple[str, float], ...] = (
@@ -43,7 +43,7 @@ def choose_power_source(metrics: set[str]) -> tuple[str, str, float] | None:
 
 
 def hottest_c(values: dict[str, float | None]) -> float | None:
-    from collectors.sysfs_thermal import hottest_c as thermal_hottest
+    from edgeprof.collectors.sysfs_thermal import hottest_c as thermal_hottest
 
     return thermal_hottest(values)
 
@@ -78,7 +78,7 @@ def _peak(
 
 
 class Telemetry:
-    """Implements the sweep's hooks (``agent.sweep.SweepHooks``)."""
+    """Implements the sweep's hooks (``edgeprof.sweep.SweepHooks``)."""
 
     def __init__(
         self,

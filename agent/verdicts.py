@@ -31,12 +31,12 @@ from typing import Any, Literal
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from agent.analysis import SeriesLike, slope_per_s
-from agent.stats import median
-from collectors.base import counter_delta
-from collectors.nvml import decode_clock_event_reasons
-from collectors.sysfs_thermal import is_thermometer
-from storage.models import Measurement, Phase, Run, Sample, Verdict
+from edgeprof.analysis import SeriesLike, slope_per_s
+from edgeprof.stats import median
+from edgeprof.collectors.base import counter_delta
+from edgeprof.collectors.nvml import decode_clock_event_reasons
+from edgeprof.collectors.sysfs_thermal import is_thermometer
+from edgeprof.storage.models import Measurement, Phase, Run, Sample, Verdict
 
 ThrottleValue = Literal["throttled", "not_throttled", "inconclusive", "slowdown_not_thermal"]
 StabilityValue = Literal["stable", "unstable", "inconclusive"]
@@ -47,7 +47,7 @@ VERDICT_KINDS = ("throttle", "stability")
 LOAD_PHASES = ("load", "prefill", "decode")
 
 # NVML clock-event ("throttle") reasons that mean "clocks held down by heat or power" (names as
-# ``collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings, SyncBoost
+# ``edgeprof.collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings, SyncBoost
 # and display clocks are normal operation, not throttling.
 NVML_THROTTLE_REASONS = frozenset(
     {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
@@ -672,7 +672,7 @@ def trip_points_from(collectors: Iterable[Any]) -> dict[str, list[tuple[str, flo
 
 def stored_trip_points(session: Session, sweep_id: int) -> dict[str, list[tuple[str, float]]]:
     """Trip points stored with the sweep's collector status: a later ``analyse`` needs no live device."""
-    from storage.models import CollectorStatus
+    from edgeprof.storage.models import CollectorStatus
 
     out: dict[str, list[tuple[str, float]]] = {}
     for raw in session.scalars(

@@ -90,7 +90,7 @@ def edgeprof_cmd() -> list[str]:
     found = shutil.which("edgeprof")
     if found:
         return [found]
-    return [sys.executable, "-m", "agent.cli"]
+    return [sys.executable, "-m", "edgeprof"]
 
 
 def ensure_models(models_dir: Path, quants: list[str]) -> dict[str, Path]:

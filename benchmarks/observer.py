@@ -23,13 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.demo_models import build_demo_models  # noqa: E402
-from agent.plan import Collect, Cooldown, parse_plan  # noqa: E402
-from agent.report import build_rows  # noqa: E402
-from agent.stats import median  # noqa: E402
-from agent.sweep import run_plan  # noqa: E402
-from agent.telemetry import Telemetry  # noqa: E402
-from storage.db import new_session, open_engine  # noqa: E402
+from edgeprof.demo_models import build_demo_models  # noqa: E402
+from edgeprof.plan import Collect, Cooldown, parse_plan  # noqa: E402
+from edgeprof.report import build_rows  # noqa: E402
+from edgeprof.stats import median  # noqa: E402
+from edgeprof.sweep import run_plan  # noqa: E402
+from edgeprof.telemetry import Telemetry  # noqa: E402
+from edgeprof.storage.db import new_session, open_engine  # noqa: E402
 
 PLAN = """
 name = "observer-{tag}"

@@ -64,7 +64,7 @@ def main() -> int:
     queue, db = work / "queue", work / "soak.db"
     queue.mkdir()
     agent = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "agent", "--queue", str(queue), "--db", str(db), "--poll-s", "2"],
+        [sys.executable, "-m", "edgeprof", "agent", "--queue", str(queue), "--db", str(db), "--poll-s", "2"],
         stdout=(work / "agent.out").open("w"),
         stderr=(work / "agent.err").open("w"),
     )

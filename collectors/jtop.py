@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from collectors.base import Availability, Collector, Metric, SampleValues, numbered_names
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, numbered_names
 
 log = logging.getLogger(__name__)
 

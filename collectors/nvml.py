@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.base import Availability, Collector, Metric, MetricKind, SampleValues
+from edgeprof.collectors.base import Availability, Collector, Metric, MetricKind, SampleValues
 
 log = logging.getLogger(__name__)
 

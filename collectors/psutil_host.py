@@ -16,8 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
-from collectors.sysfs_cpufreq import parse_cpu_list
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
+from edgeprof.collectors.sysfs_cpufreq import parse_cpu_list
 
 PROC_STAT = "/proc/stat"
 CPU_PRESENT = "/sys/devices/system/cpu/present"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.base import Availability, Collector, Metric, SampleValues, counter_delta, read_int, read_text
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, counter_delta, read_int, read_text
 
 POWERCAP_CLASS = "/sys/class/powercap"
 

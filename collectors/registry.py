@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from collectors.base import Collector
-from collectors.jtop import JtopCollector
-from collectors.nvml import NvmlCollector
-from collectors.psutil_host import PsutilHostCollector
-from collectors.rapl import RaplCollector
-from collectors.sysfs_cpufreq import CpuFreqCollector
-from collectors.sysfs_thermal import ThermalZonesCollector
-from collectors.tegrastats import TegrastatsCollector
-from collectors.x86_throttle import ThrottleCountersCollector
+from edgeprof.collectors.base import Collector
+from edgeprof.collectors.jtop import JtopCollector
+from edgeprof.collectors.nvml import NvmlCollector
+from edgeprof.collectors.psutil_host import PsutilHostCollector
+from edgeprof.collectors.rapl import RaplCollector
+from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector
+from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
+from edgeprof.collectors.tegrastats import TegrastatsCollector
+from edgeprof.collectors.x86_throttle import ThrottleCountersCollector
 
 # Sources any Linux box may have; each reports itself unavailable where its hardware is missing.
 ALL_HOST_COLLECTORS: list[type[Collector]] = [

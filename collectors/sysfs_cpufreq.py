@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
 
 CPU_DIR = "/sys/devices/system/cpu"
 POLICY_DIR = "/sys/devices/system/cpu/cpufreq"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
 
 THERMAL_CLASS = "/sys/class/thermal"
 

@@ -2,7 +2,7 @@
 
 tegrastats prints one line per ``--interval`` milliseconds and has no query mode, so the collector keeps one
 child running for its whole life: a supervisor thread starts ``tegrastats --interval N`` in its own session,
-reads stdout line by line, parses every line with ``collectors.tegrastats_parse.parse_line`` and keeps only
+reads stdout line by line, parses every line with ``edgeprof.collectors.tegrastats_parse.parse_line`` and keeps only
 the latest record and its monotonic arrival time. ``sample`` then returns that record flattened by
 ``record_to_metrics`` -- if it is fresh: a record that arrived since the previous sample, or within two
 intervals. Anything older is not fresh data and every value is None.
@@ -37,8 +37,8 @@ from collections import deque
 from pathlib import Path
 from typing import IO
 
-from collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
-from collectors.tegrastats_parse import (
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
+from edgeprof.collectors.tegrastats_parse import (
     TEGRASTATS_METRIC_UNITS,
     TegrastatsRecord,
     parse_line,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from collectors.base import numbered_names
+from edgeprof.collectors.base import numbered_names
 
 log = logging.getLogger(__name__)
 

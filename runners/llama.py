@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runners.procfs import vm_hwm_mb
-from runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
+from edgeprof.runners.procfs import vm_hwm_mb
+from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_BYTES = 4000
@@ -59,7 +59,7 @@ class ChildResult:
 
 
 def worker_command() -> list[str]:
-    return [sys.executable, "-m", "runners.llama_worker"]
+    return [sys.executable, "-m", "edgeprof.runners.llama_worker"]
 
 
 def _tail(path: Path) -> str:

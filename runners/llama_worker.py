@@ -1,6 +1,6 @@
 """The child process of one run: load a model with llama.cpp, serve the fixed requests, report events.
 
-Run as ``python -m runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
+Run as ``python -m edgeprof.runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
 lines on fd N; stdout is pointed at stderr first, so nothing llama.cpp prints can corrupt the event stream.
 
 Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the
@@ -19,8 +19,8 @@ import sys
 import time
 from typing import Any
 
-from runners.procfs import vm_hwm_mb
-from runners.protocol import (
+from edgeprof.runners.procfs import vm_hwm_mb
+from edgeprof.runners.protocol import (
     EXIT_BAD_SPEC,
     EXIT_LOAD_FAILED,
     EXIT_OK,
@@ -276,7 +276,7 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
 def main(argv: list[str]) -> int:
     global _EVENT_FD
     if len(argv) != 2 or argv[0] != "--event-fd":
-        print("usage: python -m runners.llama_worker --event-fd N < job.json", file=sys.stderr)
+        print("usage: python -m edgeprof.runners.llama_worker --event-fd N < job.json", file=sys.stderr)
         return EXIT_BAD_SPEC
     _EVENT_FD = int(argv[1])
     os.dup2(2, 1)  # llama.cpp and stray prints go to the log, never into the event stream

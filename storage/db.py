@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from storage.migrations import upgrade
+from edgeprof.storage.migrations import upgrade
 
 # Long enough that a reader (``edgeprof status``/``report``) never sees "database is locked" while the agent
 # commits a batch of samples, short enough that a stuck writer is noticed.

@@ -1,6 +1,6 @@
 """Typed SQLAlchemy 2 models: the head of the schema (DESIGN §4).
 
-The tables are created and upgraded by ``storage.migrations`` (frozen DDL per version), never by
+The tables are created and upgraded by ``edgeprof.storage.migrations`` (frozen DDL per version), never by
 ``metadata.create_all``: a DB written by an older edgeprof must be upgraded in place, and a test checks that
 the migrated schema matches these models column for column.
 """

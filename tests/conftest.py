@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.demo_models import build_demo_models
+from edgeprof.demo_models import build_demo_models
 
 
 @pytest.fixture(scope="session")

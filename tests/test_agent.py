@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.daemon import Notifier, window_closed
-from runners.protocol import FAULT_ENV
+from edgeprof.daemon import Notifier, window_closed
+from edgeprof.runners.protocol import FAULT_ENV
 
 pytestmark = pytest.mark.llama
 
@@ -50,7 +50,7 @@ def env(**extra: str) -> dict[str, str]:
 
 def start_agent(args: list[str], db: Path, environ: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "agent", "--db", str(db), *args],
+        [sys.executable, "-m", "edgeprof", "agent", "--db", str(db), *args],
         env=environ or env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -166,7 +166,7 @@ def test_queue_bad_plans_corrupt_models_and_a_concurrent_reader(tmp_path: Path, 
         status_runs = []
         while proc.poll() is None:
             st = subprocess.run(
-                [sys.executable, "-m", "agent.cli", "status", "--json", "--db", str(db)],
+                [sys.executable, "-m", "edgeprof", "status", "--json", "--db", str(db)],
                 capture_output=True,
                 text=True,
                 timeout=60,
@@ -209,7 +209,7 @@ def test_disk_guard_pauses_and_says_why(tmp_path: Path, tiny_models) -> None:
         wait_for(lambda: query(db, "SELECT state, message FROM agent_state")[0][0] == "paused")
         message = query(db, "SELECT message FROM agent_state")[0][0]
         st = subprocess.run(
-            [sys.executable, "-m", "agent.cli", "status", "--db", str(db)],
+            [sys.executable, "-m", "edgeprof", "status", "--db", str(db)],
             capture_output=True,
             text=True,
             env=env(),

@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from agent.analysis import (
+from edgeprof.analysis import (
     AGGREGATE_RULES,
     CooldownResult,
     PhaseAggregate,

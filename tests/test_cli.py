@@ -19,7 +19,7 @@ def edgeprof(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["EDGEPROF_DB"] = str(tmp_path / "cli.db")
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "edgeprof", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from captures import read_capture, write
 
-from collectors.sysfs_cpufreq import CpuFreqCollector, parse_cpu_list
+from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector, parse_cpu_list
 
 CPU = Path("sys/devices/system/cpu")
 

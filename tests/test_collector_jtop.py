@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-import collectors.jtop as jtop_collector
-from collectors.jtop import INSTALL_HINT, JtopCollector, jtop_access_problems
+import edgeprof.collectors.jtop as jtop_collector
+from edgeprof.collectors.jtop import INSTALL_HINT, JtopCollector, jtop_access_problems
 
 SERVICE_DOWN = "The jtop.service is not active. Please run:\nsudo systemctl restart jtop.service"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from collectors.psutil_host import CpuTimes, PsutilHostCollector, parse_proc_stat, util_pct
+from edgeprof.collectors.psutil_host import CpuTimes, PsutilHostCollector, parse_proc_stat, util_pct
 
 VM_CAPTURE = Path(__file__).parent / "fixtures" / "vm_docker_amd-epyc_2cpu"
 FakeFreq = namedtuple("FakeFreq", "current min max")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from captures import read_capture, write
 
-from collectors.base import counter_delta
-from collectors.rapl import ROOT_ONLY_REASON, RaplCollector, energy_j_between
+from edgeprof.collectors.base import counter_delta
+from edgeprof.collectors.rapl import ROOT_ONLY_REASON, RaplCollector, energy_j_between
 
 POWERCAP = Path("sys/class/powercap")
 # Synthetic: a typical max_energy_range_uj (2^32 energy units of 61.035 uJ); not from a capture.

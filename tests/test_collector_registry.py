@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import registry
-from collectors.base import Availability, Collector, Metric, SampleValues
-from collectors.registry import (
+from edgeprof.collectors import registry
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
+from edgeprof.collectors.registry import (
     ALL_HOST_COLLECTORS,
     PLATFORM_COLLECTORS,
     build_collectors,

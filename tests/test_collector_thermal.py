@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from captures import read_capture, write
 
-from collectors.sysfs_thermal import ThermalZonesCollector, hottest_c, is_thermometer, sanitize_type
+from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector, hottest_c, is_thermometer, sanitize_type
 
 THERMAL = Path("sys/class/thermal")
 

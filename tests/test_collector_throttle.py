@@ -12,7 +12,7 @@ from pathlib import Path
 
 from captures import write
 
-from collectors.x86_throttle import ThrottleCountersCollector
+from edgeprof.collectors.x86_throttle import ThrottleCountersCollector
 
 CPU = Path("sys/devices/system/cpu")
 

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.compare import (
+from edgeprof.compare import (
     COMPARE_FIELDS,
     compare_rows,
     compare_sweeps,
@@ -20,9 +20,9 @@ from agent.compare import (
     ratio,
     render_compare,
 )
-from agent.report import ReportError
-from storage.db import new_session, open_engine
-from storage.models import Device, Measurement, Run, Sweep
+from edgeprof.report import ReportError
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Measurement, Run, Sweep
 
 T0 = datetime(2024, 1, 1)
 

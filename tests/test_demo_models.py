@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.demo_models import DEMO_QUANTS, build_demo_models, write_f16_gguf
-from agent.gguf_info import read_gguf_info, sha256_file
+from edgeprof.demo_models import DEMO_QUANTS, build_demo_models, write_f16_gguf
+from edgeprof.gguf_info import read_gguf_info, sha256_file
 
 QUANTS = ("F16", "Q8_0", "Q5_K_M", "Q4_K_M")
 

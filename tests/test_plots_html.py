@@ -16,15 +16,15 @@ import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from agent.html_report import render_html, write_html
-from agent.plan import Collect, Cooldown, parse_plan
-from agent.plots import comparison_png, timeline_png
-from agent.report import ReportError, build_rows
-from agent.sweep import run_plan
-from agent.telemetry import Telemetry
-from agent.verdicts import analyse_run, analyse_sweep
-from storage.db import new_session, open_engine
-from storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
+from edgeprof.html_report import render_html, write_html
+from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.plots import comparison_png, timeline_png
+from edgeprof.report import ReportError, build_rows
+from edgeprof.sweep import run_plan
+from edgeprof.telemetry import Telemetry
+from edgeprof.verdicts import analyse_run, analyse_sweep
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2024, 5, 1, 12, 0)
@@ -299,7 +299,7 @@ def test_html_without_telemetry_or_verdicts_still_renders(tmp_path: Path) -> Non
 
 @pytest.mark.llama
 def test_html_of_a_real_tiny_sweep_with_a_failing_config(tmp_path: Path, tiny_models) -> None:
-    from runners.protocol import FAULT_ENV
+    from edgeprof.runners.protocol import FAULT_ENV
 
     plan = parse_plan(
         f"""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from agent.plan import PlanError, SystemProbe, expand, parse_plan
+from edgeprof.plan import PlanError, SystemProbe, expand, parse_plan
 
 PLAN = """
 [matrix]
@@ -94,10 +94,10 @@ def test_valid_axis_expands_outermost_and_keeps_other_spec_ids(tmp_path: Path, m
 def test_the_sweep_switches_once_per_mode_and_a_failed_switch_is_a_stored_error(
     tmp_path: Path, model: Path
 ) -> None:
-    from agent.report import build_rows
-    from agent.sweep import run_plan
-    from storage.db import new_session, open_engine
-    from storage.models import Run
+    from edgeprof.report import build_rows
+    from edgeprof.sweep import run_plan
+    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.models import Run
 
     text = PLAN.format(model=model, modes='["15W", "7W"]', allow="allow_power_mode_change = true")
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path, system=probe(jetson_root(tmp_path)))

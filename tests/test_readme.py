@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.plan import parse_plan
+from edgeprof.plan import parse_plan
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -24,7 +24,7 @@ def test_the_readme_plan_example_validates(tmp_path: Path, tiny_models) -> None:
 
 
 def test_the_readme_lists_exactly_the_report_json_fields() -> None:
-    from agent.report import FIELD_NAMES
+    from edgeprof.report import FIELD_NAMES
 
     text = README.read_text()
     section = text[text.index("## Report JSON") :]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from agent.report import (
+from edgeprof.report import (
     FIELD_NAMES,
     REPORT_FIELDS,
     ReportError,
@@ -25,8 +25,8 @@ from agent.report import (
     render_markdown,
     render_table,
 )
-from storage.db import new_session, open_engine
-from storage.models import Device, Measurement, ModelFile, Run, Sweep
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Measurement, ModelFile, Run, Sweep
 
 # --- agreement ------------------------------------------------------------------------------------------
 
@@ -363,7 +363,7 @@ def test_unknown_and_missing_sweep(tmp_path: Path, built: Built) -> None:
 
 
 def test_table_and_markdown_have_one_header_per_cell() -> None:
-    from agent.report import FIELD_NAMES, TABLE_COLUMNS, _cells
+    from edgeprof.report import FIELD_NAMES, TABLE_COLUMNS, _cells
 
     row = dict.fromkeys(FIELD_NAMES)
     row.update(model_label="m", workload="w", status="ok", ctx=1, ngl=0, threads=1, pp_tps_n=0, tg_tps_n=0)

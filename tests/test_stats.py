@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from agent.stats import Summary, median, nearest_rank
+from edgeprof.stats import Summary, median, nearest_rank
 
 
 @pytest.mark.parametrize("q", [0.01, 0.2, 0.5, 0.95, 1.0])

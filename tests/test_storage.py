@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from storage.db import open_engine
-from storage.migrations import HEAD_VERSION, MIGRATIONS, SchemaTooNewError, current_version, upgrade
-from storage.models import Base
+from edgeprof.storage.db import open_engine
+from edgeprof.storage.migrations import HEAD_VERSION, MIGRATIONS, SchemaTooNewError, current_version, upgrade
+from edgeprof.storage.models import Base
 
 
 def test_fresh_db_is_at_head_and_in_wal_mode(tmp_path: Path) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from agent.plan import parse_plan
-from agent.report import build_rows
-from agent.sweep import run_plan
-from runners.protocol import FAULT_ENV
-from storage.db import new_session, open_engine
-from storage.models import Measurement, Phase, Run, Sweep
+from edgeprof.plan import parse_plan
+from edgeprof.report import build_rows
+from edgeprof.sweep import run_plan
+from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Measurement, Phase, Run, Sweep
 
 pytestmark = pytest.mark.llama
 
@@ -170,7 +170,7 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
     plan_path = tmp_path / "plan.toml"
     plan_path.write_text(PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=120))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.cli", "run", str(plan_path), "--db", str(db)],
+        [sys.executable, "-m", "edgeprof", "run", str(plan_path), "--db", str(db)],
         env=env_with("hang@decode:q8_0"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -214,7 +214,7 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
 
 
 def test_ngl_on_a_cpu_only_build_is_called_out(tmp_path: Path, tiny_models) -> None:
-    from agent.report import render_table
+    from edgeprof.report import render_table
 
     text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
         "threads = [1]", "threads = [1]\nngl = [99]"

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.base import SampleValues
-from collectors.tegrastats import NOT_FOUND_REASON, TegrastatsCollector, metric_for
-from collectors.tegrastats_parse import TEGRASTATS_METRIC_UNITS, parse_line, record_to_metrics
+from edgeprof.collectors.base import SampleValues
+from edgeprof.collectors.tegrastats import NOT_FOUND_REASON, TegrastatsCollector, metric_for
+from edgeprof.collectors.tegrastats_parse import TEGRASTATS_METRIC_UNITS, parse_line, record_to_metrics
 
 CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures" / "tegrastats"
 FAKE = Path(__file__).resolve().parent / "fixtures" / "fake_tegrastats" / "tegrastats"

@@ -16,16 +16,16 @@ import typer
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
-from agent.tegrastats_import import (
+from edgeprof.tegrastats_import import (
     SOURCE,
     TegrastatsImportError,
     import_log,
     parse_timestamp,
     register,
 )
-from collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
-from storage.db import new_session, open_engine
-from storage.models import Device, Sample, Sweep
+from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Sample, Sweep
 
 TEGRASTATS_DIR = Path(__file__).resolve().parents[2] / "shared" / "captures" / "tegrastats"
 SCHEMA_KEYS = set(record_to_json(parse_line("")))

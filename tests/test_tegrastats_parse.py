@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import collectors.tegrastats_parse as tp
-from collectors.tegrastats_parse import (
+import edgeprof.collectors.tegrastats_parse as tp
+from edgeprof.collectors.tegrastats_parse import (
     TEGRASTATS_METRIC_UNITS,
     CpuCore,
     EmcInfo,

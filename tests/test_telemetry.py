@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from agent.plan import Collect, Cooldown, parse_plan
-from agent.report import build_rows
-from agent.sweep import run_plan
-from agent.telemetry import Telemetry, choose_power_source
-from collectors.base import Availability, Collector, Metric, SampleValues
-from collectors.registry import build_collectors
-from runners.protocol import FAULT_ENV
-from storage.db import new_session, open_engine
-from storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
+from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.report import build_rows
+from edgeprof.sweep import run_plan
+from edgeprof.telemetry import Telemetry, choose_power_source
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
+from edgeprof.collectors.registry import build_collectors
+from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 
 pytestmark = pytest.mark.llama
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from agent.plan import Collect, Cooldown, parse_plan
-from agent.sweep import run_plan
-from agent.telemetry import Telemetry
-from agent.verdicts import (
+from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.sweep import run_plan
+from edgeprof.telemetry import Telemetry
+from edgeprof.verdicts import (
     RepSample,
     ThrottleInputs,
     ThrottleThresholds,
@@ -34,11 +34,11 @@ from agent.verdicts import (
     trip_points_from,
     value_at,
 )
-from collectors.registry import build_collectors
-from collectors.sysfs_thermal import ThermalZonesCollector
-from runners.protocol import FAULT_ENV
-from storage.db import new_session, open_engine
-from storage.models import Device, Measurement, Phase, Run, Sample, Sweep, Verdict
+from edgeprof.collectors.registry import build_collectors
+from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
+from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Measurement, Phase, Run, Sample, Sweep, Verdict
 
 TRIPS = {"temp.cpu_c": [("active", 50.0), ("passive", 85.0), ("critical", 105.0)]}
 
