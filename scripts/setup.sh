@@ -81,6 +81,12 @@ EXTRAS="dev"
 say "installing edgeprof[$EXTRAS]"
 "$PY" -m pip install --quiet -e ".[$EXTRAS]"
 
+# llama-server (the serving runner) from the same llama.cpp source and flags as the wheel; cached by key.
+# EDGEPROF_SKIP_SERVER_BUILD=1 skips it (the serving tests then skip unless CI is set).
+if [[ "${EDGEPROF_SKIP_SERVER_BUILD:-0}" != "1" ]]; then
+  bash "$ROOT/scripts/build_llama_server.sh" "$ROOT/.venv" "$LLAMA_CPP_PYTHON_VERSION" "$CMAKE_ARGS_CHOSEN"
+fi
+
 # Smoke check: the build must load a quantized model without SIGILL before we call setup done.
 "$PY" - <<'PYEOF'
 import tempfile, pathlib, subprocess, sys
