@@ -14,12 +14,15 @@
 #                  (default: benchmarks/out/llama-bench, which is git-ignored).
 #
 # Prints the path of the llama-bench binary on its last line of stdout.
-# Environment: JOBS (default 2), PYTHON (default python3).
+# Environment: JOBS (default 2), PYTHON (default python3), TARGETS (default "llama-bench"; e.g.
+# "llama-bench llama-perplexity" also builds llama-perplexity for benchmarks/quality_vs_llama_perplexity.py,
+# into the same bin/ folder).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-2}"
+TARGETS="${TARGETS:-llama-bench}"
 sdist="${1:-}"
 build_root="${2:-$here/out/llama-bench}"
 
@@ -73,8 +76,9 @@ if grep -qE 'option\(LLAMA_OPENSSL\b' "$src/CMakeLists.txt"; then opts+=(-DLLAMA
 
 echo ">> configuring $bld" >&2
 cmake -S "$src" -B "$bld" "${opts[@]}" >&2
-echo ">> building llama-bench (-j$JOBS)" >&2
-cmake --build "$bld" --target llama-bench -j"$JOBS" >&2
+echo ">> building $TARGETS (-j$JOBS)" >&2
+# shellcheck disable=SC2086  # TARGETS is a space-separated list of cmake targets
+cmake --build "$bld" --target $TARGETS -j"$JOBS" >&2
 
 bin="$bld/bin/llama-bench"
 [[ -x "$bin" ]] || { echo "llama-bench not found at $bin" >&2; exit 1; }
