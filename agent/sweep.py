@@ -20,13 +20,17 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof import __version__
 from edgeprof.device import collect_device_facts, device_fingerprint
 from edgeprof.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
 from edgeprof.jetson import comparable_state, jetson_state, switch_power_mode
+from edgeprof.lease import Lease, lease_key, mark_interrupted, reconcile_plan
+from edgeprof.lease import acquire as acquire_lease
 from edgeprof.plan import Plan, RunSpec, expand
+from edgeprof.progress import Progress
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
 
@@ -172,9 +176,16 @@ def model_group(spec: RunSpec, info: GGUFInfo | None) -> str:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """systemd stops a service with SIGTERM: treat it as Ctrl-C, so the current run is stored interrupted."""
+    """systemd stops a service with SIGTERM: treat it as Ctrl-C, so the current run is stored interrupted.
+
+    Only the first SIGTERM raises: a second one (systemd repeats, an impatient user) must not break the
+    handler that is marking the run and the sweep interrupted.
+    """
 
     def handler(_signum: int, _frame: Any) -> None:
+        if _SIGTERM_SEEN[0]:
+            return
+        _SIGTERM_SEEN[0] = True
         raise KeyboardInterrupt
 
     try:
@@ -182,51 +193,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
     except ValueError:  # not the main thread
         yield
         return
+    outermost = not _SIGTERM_DEPTH[0]
+    if outermost:
+        _SIGTERM_SEEN[0] = False
+    _SIGTERM_DEPTH[0] += 1
     try:
         yield
     finally:
+        _SIGTERM_DEPTH[0] -= 1
         signal.signal(signal.SIGTERM, previous)
 
 
-class Progress:
-    """Progress lines with an ETA; plain lines when stdout is not a terminal (logs, journald, CI)."""
-
-    def __init__(self, total: int, out: TextIO | None = None) -> None:
-        self.total = total
-        self.out = out or sys.stdout
-        self.tty = self.out.isatty()
-        self.durations: list[float] = []
-        self.done = 0
-
-    def eta_s(self, remaining: int) -> float | None:
-        if not self.durations:
-            return None
-        return sum(self.durations) / len(self.durations) * remaining
-
-    @staticmethod
-    def fmt_s(seconds: float | None) -> str:
-        if seconds is None:
-            return "?"
-        seconds = round(seconds)
-        h, rem = divmod(seconds, 3600)
-        m, s = divmod(rem, 60)
-        return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-    def start(self, index: int, label: str) -> None:
-        if self.tty:
-            self.out.write(f"\r\x1b[K[{index}/{self.total}] {label} … running")
-            self.out.flush()
-
-    def line(self, text: str) -> None:
-        if self.tty:
-            self.out.write("\r\x1b[K")
-        self.out.write(text + "\n")
-        self.out.flush()
-
-    def finish(self, index: int, label: str, outcome: str, duration_s: float, remaining: int) -> None:
-        self.durations.append(duration_s)
-        eta = self.fmt_s(self.eta_s(remaining)) if remaining else "0:00"
-        self.line(f"[{index}/{self.total}] {label}  {outcome}  ({duration_s:.1f} s, ETA {eta})")
+# Shared by nested sigterm_as_interrupt() scopes (run_plan's, and the config loop's inside it).
+_SIGTERM_SEEN = [False]
+_SIGTERM_DEPTH = [0]
 
 
 def spec_label(spec: RunSpec) -> str:
@@ -343,10 +323,91 @@ def find_resumable_sweep(session: Session, plan: Plan, device: Device) -> Sweep 
     ).first()
 
 
+class SweepAborted(RuntimeError):
+    """The sweep could not go on (database full, damaged or unwritable); one line for the user."""
+
+
+@dataclass
+class _Held:
+    """What the lease-holding wrapper around a sweep needs to know from inside it."""
+
+    wait: bool = False
+    on_wait: Callable[[str], None] | None = None
+    lease: Lease | None = None
+    sweep_id: int | None = None
+    n_specs: int = 0
+
+    def beat_with(self, heartbeat: Callable[[], None] | None) -> Callable[[], None]:
+        def beat() -> None:
+            if self.lease is not None:
+                self.lease.beat()
+            if heartbeat is not None:
+                heartbeat()
+
+        return beat
+
+
 def run_plan(
     engine: Engine,
     plan: Plan,
     *,
+    wait: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+    **options: Any,
+) -> SweepOutcome:
+    """Measure every spec of ``plan`` not already finished in its sweep, holding the sweep's lease.
+
+    Raises LeaseHeld when another live process runs this plan on this device (``wait``: wait for it), and
+    SweepAborted when storage fails mid-sweep. Whatever ends the sweep - a stop signal while telemetry
+    stops, a full disk - it is never left ``running``: it is marked ``interrupted`` here, or, when even that
+    write fails, its dead owner is reconciled by the next ``run``/``status``.
+    """
+    held = _Held(wait=wait, on_wait=on_wait)
+    with sigterm_as_interrupt():
+        try:
+            return _run_plan_held(engine, plan, held=held, **options)
+        except KeyboardInterrupt:
+            if held.sweep_id is None:
+                raise
+            # A stop outside the config loop (telemetry stopping, the final commit): the loop's own handler
+            # did not see it.
+            _mark_aborted(engine, held.sweep_id, "stopped by the user")
+            return SweepOutcome(
+                sweep_id=held.sweep_id, n_specs=held.n_specs, n_skipped=0, interrupted=True
+            )
+        except (SQLAlchemyError, OSError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            where = f"sweep {held.sweep_id}" if held.sweep_id is not None else "the sweep"
+            marked = held.sweep_id is not None and _mark_aborted(engine, held.sweep_id, first)
+            raise SweepAborted(
+                f"{where} stopped: {first}"
+                + ("; it is marked interrupted" if marked else "")
+                + "; everything committed before is kept (free space or repair the database, then run "
+                "the plan again to resume)"
+            ) from None
+        finally:
+            if held.lease is not None:
+                held.lease.release()
+
+
+def _mark_aborted(engine: Engine, sweep_id: int, why: str) -> bool:
+    """Best effort, in a fresh session: the failing one may hold a broken transaction."""
+    try:
+        with Session(engine) as session:
+            sweep = session.get(Sweep, sweep_id)
+            if sweep is not None and sweep.status == "running":
+                mark_interrupted(session, sweep, why)
+            session.commit()
+        return True
+    except Exception:  # noqa: BLE001 - the lease's dead owner is reconciled later instead
+        return False
+
+
+def _run_plan_held(
+    engine: Engine,
+    plan: Plan,
+    *,
+    held: _Held,
     new_sweep: bool = False,
     retry_failed: bool = False,
     out: TextIO | None = None,
@@ -365,6 +426,15 @@ def run_plan(
     out = out or sys.stdout
     with new_session(engine) as session:
         device = get_or_create_device(session, collect_device_facts(device_root))
+        # Commit before taking the lease: no write transaction may stay open across its own connection.
+        session.commit()
+        held.lease = acquire_lease(
+            engine, lease_key(plan.hash, device.id), wait=held.wait, on_wait=held.on_wait
+        )
+        # Holding the lease, nobody else writes this plan's sweeps: whatever they left running is dead.
+        reconcile_plan(session, plan.hash, device.id)
+        session.commit()
+        heartbeat = held.beat_with(heartbeat)
         sha_of: dict[str, str] = {}
         mf_of: dict[str, int] = {}
         for model in plan.models:
@@ -391,7 +461,10 @@ def run_plan(
             session.add(sweep)
         else:
             sweep.status, sweep.ended_at = "running", None
+        session.flush()
+        held.lease.attach(session, sweep.id)  # one commit with the sweep: no running sweep without an owner
         session.commit()
+        held.sweep_id, held.n_specs = sweep.id, len(specs)
 
         finished = FINISHED_STATUSES if not retry_failed else ("ok",)
         done_ids = set(
@@ -414,6 +487,8 @@ def run_plan(
             # Built once the sweep exists: samples and collector states are stored against it.
             tele = telemetry(sweep.id)
             hooks = tele
+            if hasattr(tele, "on_phase"):
+                tele.on_phase = progress.phase
             tele.start()
         try:
             with sigterm_as_interrupt():
@@ -489,6 +564,7 @@ def run_plan(
                         _guarded(session, progress, "before the run", hooks.before_run, session, run, spec)
 
                     def relay(event: dict[str, Any], _run: Run = run) -> None:
+                        progress.event(event)
                         if hooks is not None:
                             hooks.on_child_event(_run, event)
 
@@ -530,6 +606,7 @@ def run_plan(
             progress.line(f"sweep {sweep.id} interrupted; everything measured so far is stored")
             return outcome
         finally:
+            progress.close()
             if tele is not None:
                 tele.stop()
         sweep.status, sweep.ended_at = ("paused" if outcome.paused else "completed"), utcnow()

@@ -100,6 +100,8 @@ class Telemetry:
         self._sleep = sleep
         self.heartbeat = heartbeat
         self.clock = clock
+        # Set by the sweep to show the current phase (cooldown with its temperature) on the terminal.
+        self.on_phase: Callable[[str], None] | None = None
         names = list(collect.collectors) if collect.collectors is not None else None
         self.collectors = collectors if collectors is not None else build_collectors(Path(root), names)
         self.sampler = Sampler(self.collectors, collect.interval_ms / 1000.0, self._write, clock=clock)
@@ -225,8 +227,15 @@ class Telemetry:
         """Wait as ``[cooldown]`` says and store the wait as a ``cooldown`` phase of the run."""
         cd = self.cooldown
         t0 = self.clock()
+
+        def read_temp() -> float | None:
+            temp_c = self.current_temp_c()
+            if self.on_phase is not None:
+                self.on_phase("cooldown" + (f" {temp_c:.1f} °C" if temp_c is not None else ""))
+            return temp_c
+
         result = analysis.wait_for_cooldown(
-            read_temp=self.current_temp_c,
+            read_temp=read_temp,
             clock=self.clock,
             sleep=self.sleep,
             below_c=cd.below_c,
@@ -248,6 +257,8 @@ class Telemetry:
         run.start_temp_c = result.end_temp_c if result.end_temp_c is not None else self.current_temp_c()
         run.cooldown_wait_s, run.cooldown_reason = result.waited_s, result.reason
         if self.collect.idle_s > 0:
+            if self.on_phase is not None:
+                self.on_phase(f"idle baseline {self.collect.idle_s:g} s")
             t_idle = self.clock()
             self.sleep(self.collect.idle_s)
             session.add(

@@ -1,0 +1,167 @@
+"""Sweep progress on the terminal: a live rich display on a TTY, one plain line per event everywhere else.
+
+On a terminal the bottom line is redrawn in place (configs done of N, ETA, the current config, its phase and
+rep, its last result) and every finished config is printed above it, so nothing stale stays on screen at any
+width. Not on a terminal (a log file, the systemd journal, CI), every event is one plain line with no control
+characters, and progress inside a config is printed only when its phase changes. Colours follow rich's rules
+(``NO_COLOR`` turns them off); statuses are coloured, not only the text around them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+# Outcome words that deserve a colour: failures red, noisy results yellow (the words come from the sweep's
+# outcome line, e.g. "ok", "crashed: ...", "ok (unstable)").
+_RED = ("crashed", "error", "failed", "timeout", "load_failed", "oom", "skipped_memory", "interrupted")
+_YELLOW = ("unstable", "throttled", "contended", "warning")
+
+
+def outcome_style(outcome: str) -> str | None:
+    low = outcome.lower()
+    if any(word in low for word in _RED):
+        return "red"
+    if any(word in low for word in _YELLOW):
+        return "yellow"
+    if low.startswith("ok"):
+        return "green"
+    return None
+
+
+def fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = round(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """What the sweep reports while it runs. ``start`` → (``phase`` | ``event``)* → ``finish``, per config;
+    ``line`` for anything else; ``close`` once at the end (also safe to call twice)."""
+
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        self.total = total
+        self.out = out or sys.stdout
+        self.tty = bool(getattr(self.out, "isatty", lambda: False)())
+        self.durations: list[float] = []
+        self.done = 0
+        self._index = 0
+        self._label = ""
+        self._phase = ""
+        self._last = ""
+        self._live: Any = None
+        self._task: Any = None
+        self._console: Any = None
+        if self.tty:
+            self._start_live()
+
+    # -- rich (TTY) ------------------------------------------------------------------------------------
+    def _start_live(self) -> None:
+        # Imported here: rich costs start-up time that a non-interactive agent never needs.
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn
+        from rich.progress import Progress as RichProgress
+
+        self._console = Console(file=self.out, highlight=False, soft_wrap=False)
+        self._live = RichProgress(
+            TextColumn("[{task.completed}/{task.total}]"),
+            BarColumn(bar_width=12),
+            TextColumn("ETA {task.fields[eta]}"),
+            TextColumn("{task.description}", markup=False),
+            console=self._console,
+            transient=True,
+            refresh_per_second=4,
+            expand=False,
+        )
+        self._task = self._live.add_task("starting", total=self.total, eta="?")
+        self._live.start()
+
+    def _refresh(self) -> None:
+        if self._live is None:
+            return
+        parts = [f"{self._label}" if self._label else ""]
+        if self._phase:
+            parts.append(self._phase)
+        if self._last:
+            parts.append(f"last: {self._last}")
+        description = " · ".join(p for p in parts if p)
+        # One screen line: rich would wrap a long description onto lines it then has to redraw.
+        width = max(self._console.width - 30, 10)
+        if len(description) > width:
+            description = description[: width - 1] + "…"
+        self._live.update(self._task, description=description, completed=self.done)
+
+    # -- the interface the sweep uses -------------------------------------------------------------------
+    def eta_s(self, remaining: int) -> float | None:
+        if not self.durations:
+            return None
+        return sum(self.durations) / len(self.durations) * remaining
+
+    fmt_s = staticmethod(fmt_s)
+
+    def start(self, index: int, label: str) -> None:
+        self._index, self._label, self._phase = index, label, "starting"
+        if self.tty:
+            self._refresh()
+        else:
+            self._plain(f"[{index}/{self.total}] {label} … running")
+
+    def phase(self, text: str) -> None:
+        """The current config's phase (cooldown with its temperature, load, warm-up, rep k/n)."""
+        changed = text.split(" ", 1)[0] != self._phase.split(" ", 1)[0]
+        self._phase = text
+        if self.tty:
+            self._refresh()
+        elif changed:
+            self._plain(f"[{self._index}/{self.total}]   {text}")
+
+    def event(self, event: dict[str, Any]) -> None:
+        """A worker event (``loaded``, ``await``, ``measurement`` ...) turned into a phase."""
+        kind = event.get("event")
+        if kind == "loaded":
+            load_ms = event.get("load_ms")
+            self.phase(f"loaded ({load_ms:.0f} ms)" if isinstance(load_ms, (int, float)) else "loaded")
+        elif kind == "measurement":
+            rep_kind, rep = event.get("kind"), event.get("rep")
+            tg = event.get("tg_tps")
+            result = f"{rep_kind} rep {rep}" + (f": tg {tg:.1f} t/s" if isinstance(tg, (int, float)) else "")
+            self.phase(f"{rep_kind} rep {rep}")
+            self._last = result
+            if self.tty:
+                self._refresh()
+
+    def line(self, text: str, style: str | None = None) -> None:
+        if self._console is not None:
+            self._console.print(text, style=style, markup=False, highlight=False)
+        else:
+            self._plain(text)
+
+    def finish(self, index: int, label: str, outcome: str, duration_s: float, remaining: int) -> None:
+        self.durations.append(duration_s)
+        self.done += 1
+        eta = fmt_s(self.eta_s(remaining)) if remaining else "0:00"
+        self._phase, self._last = "", ""
+        text = f"[{index}/{self.total}] {label}  {outcome}  ({duration_s:.1f} s, ETA {eta})"
+        if self._console is not None:
+            from rich.text import Text
+
+            rendered = Text(f"[{index}/{self.total}] {label}  ")
+            rendered.append(outcome, style=outcome_style(outcome) or "")
+            rendered.append(f"  ({duration_s:.1f} s, ETA {eta})")
+            self._console.print(rendered, highlight=False)
+            self._live.update(self._task, eta=eta)
+            self._refresh()
+        else:
+            self._plain(text)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _plain(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
