@@ -1,16 +1,26 @@
 """Schema migrations: an ordered list of frozen DDL steps and a ``schema_version`` table.
 
 Each step is written once and never edited after it ships: a DB created by any earlier edgeprof is brought
-to the head by applying the steps it lacks, in order, each in its own transaction. (Alembic would do the same
-job; a dozen lines of our own keep the dependency list to what a Jetson image already needs.)
+to the head by applying the steps it lacks (set-based: a DB may lack a version between two it has), in version
+order, each in ONE transaction on every backend, so a kill or a power loss mid-migration leaves the previous
+version intact. (Alembic would do the same job; our own keeps the dependency list to what a Jetson image
+already needs, and lets several people append steps at once.)
+
+The DDL is written once, in the SQLite dialect the first versions shipped with, plus portable SQL (INTEGER,
+BIGINT, DOUBLE PRECISION, TEXT, VARCHAR(n), BOOLEAN, TIMESTAMP). ``render`` turns it into what each backend
+needs, so the same frozen step builds the same schema on SQLite and PostgreSQL; on SQLite it changes nothing
+a shipped version wrote (an existing DB file looks exactly as it did).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy.pool import NullPool
 
 
 @dataclass(frozen=True)
@@ -18,6 +28,8 @@ class Migration:
     version: int
     description: str
     statements: Sequence[str]
+    # A data step run after the DDL, in the same transaction (e.g. backfilling a new identity column).
+    python: Callable[[Connection], None] | None = field(default=None, compare=False)
 
 
 _V1_CORE = (
@@ -311,6 +323,59 @@ _V6_MEMORY_PEAKS = (
     "ALTER TABLE run ADD COLUMN peak_ram_used_mb FLOAT",
 )
 
+# Issue 11: the sweep lease (one writer per sweep). Portable DDL (SQLite and PostgreSQL).
+_V10_SWEEP_LEASE = (
+    """
+    CREATE TABLE sweep_lease (
+        lease_key VARCHAR(255) NOT NULL,
+        sweep_id INTEGER,
+        token VARCHAR(36) NOT NULL,
+        host VARCHAR(255) NOT NULL,
+        pid INTEGER NOT NULL,
+        proc_start VARCHAR(96),
+        acquired_at TIMESTAMP NOT NULL,
+        heartbeat_at TIMESTAMP NOT NULL,
+        released_at TIMESTAMP,
+        PRIMARY KEY (lease_key)
+    )
+    """,
+    "CREATE INDEX ix_sweep_lease_sweep_id ON sweep_lease (sweep_id)",
+)
+
+# Issue 12: telemetry as compressed blocks of ticks (storage/samples.py). BLOB is SQLite's spelling; on
+# PostgreSQL the same column must be BYTEA (render() must map it).
+_V11_SAMPLE_BLOCKS = (
+    """
+    CREATE TABLE sample_block (
+        id INTEGER NOT NULL,
+        sweep_id INTEGER,
+        run_id INTEGER,
+        source VARCHAR(32) NOT NULL,
+        t_start_mono DOUBLE PRECISION NOT NULL,
+        t_end_mono DOUBLE PRECISION NOT NULL,
+        n_ticks INTEGER NOT NULL,
+        n_values BIGINT NOT NULL,
+        resolution_ms INTEGER,
+        codec INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (id),
+        FOREIGN KEY(sweep_id) REFERENCES sweep (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_sample_block_run_id ON sample_block (run_id)",
+    "CREATE INDEX ix_sample_block_sweep_t ON sample_block (sweep_id, t_start_mono)",
+)
+
+
+def _convert_v11(conn: Connection) -> None:
+    # The data step: every legacy one-row-per-reading sample becomes part of a block (codec 1), in the
+    # migration's transaction, so a kill leaves the old rows in place and the step is redone.
+    from edgeprof.storage.samples import convert_legacy
+
+    convert_legacy(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -318,13 +383,152 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "Jetson state (power mode, jetson_clocks, fan) per sweep and per run", _V4_DEVICE_STATE),
     Migration(5, "agent heartbeat and state", _V5_AGENT),
     Migration(6, "memory peaks per run: Jetson shared (NvMap), dGPU, system RAM", _V6_MEMORY_PEAKS),
+    Migration(10, "sweep lease: one writer per sweep (owner, heartbeat)", _V10_SWEEP_LEASE),
+    Migration(
+        11, "compact telemetry: sample blocks, old sample rows re-encoded", _V11_SAMPLE_BLOCKS, _convert_v11
+    ),
 )
 
-HEAD_VERSION = MIGRATIONS[-1].version
+HEAD_VERSION = max(m.version for m in MIGRATIONS)
+_BY_VERSION = {m.version: m for m in MIGRATIONS}
+if len(_BY_VERSION) != len(MIGRATIONS):
+    raise RuntimeError("two migrations share a version number")
+
+# Any constant: every edgeprof that migrates a PostgreSQL DB takes this transaction-scoped lock first, so two
+# devices starting at once against a fresh central DB apply each step exactly once.
+_PG_MIGRATION_LOCK = 727_013
+
+UPGRADE_HINT = "run `edgeprof db upgrade`"
 
 
 class SchemaTooNewError(RuntimeError):
     pass
+
+
+class SchemaOutdatedError(RuntimeError):
+    """The DB lacks steps this edgeprof needs; read-only commands refuse it rather than migrate it."""
+
+
+# --- per-backend rendering of the frozen DDL -------------------------------------------------------------
+
+# The primary-key column of a CREATE TABLE: on SQLite it must be spelled INTEGER (a rowid alias, which is
+# what numbers new rows); on PostgreSQL it needs an identity to number them, 64-bit (samples exceed 2^31).
+_PK_ID = re.compile(r"(?m)^(\s*)id\s+(?:INTEGER|BIGINT)\b")
+
+
+def render(statement: str, dialect: str) -> str:
+    """The frozen ``statement`` as the ``dialect`` ("sqlite", "postgresql") must see it."""
+    keyed_by_id = statement.lstrip().upper().startswith("CREATE TABLE") and bool(
+        re.search(r"(?m)PRIMARY KEY\s*\(\s*id\s*\)|^\s*id\s+(?:INTEGER|BIGINT)\b[^,]*PRIMARY KEY", statement)
+    )
+    if dialect == "sqlite":
+        return _PK_ID.sub(r"\1id INTEGER", statement) if keyed_by_id else statement
+    if dialect != "postgresql":
+        return statement
+    if keyed_by_id:
+        statement = _PK_ID.sub(r"\1id BIGINT GENERATED BY DEFAULT AS IDENTITY", statement)
+    # SQLite's INTEGER is 64-bit; PostgreSQL's is not (model_file.mtime_ns, size_bytes overflow it).
+    statement = re.sub(r"\bINTEGER\b", "BIGINT", statement)
+    statement = re.sub(r"\bDATETIME\b", "TIMESTAMP", statement)
+    # SQLite's FLOAT is an 8-byte REAL: say so explicitly on PostgreSQL.
+    statement = re.sub(r"\bFLOAT\b", "DOUBLE PRECISION", statement)
+    # SQLite ignores VARCHAR lengths; enforcing them only on PostgreSQL would make a value that SQLite keeps
+    # (a long hostname, a model label) fail a whole sweep there. Same behaviour on both: unbounded text.
+    statement = re.sub(r"\bVARCHAR\s*\(\s*\d+\s*\)", "TEXT", statement)
+    statement = re.sub(r"\bBLOB\b", "BYTEA", statement)
+    statement = re.sub(r"(?i)datetime\('now'\)", "CURRENT_TIMESTAMP", statement)
+    statement = re.sub(r"(?i)(BOOLEAN(?:\s+NOT NULL)?\s+DEFAULT\s+)0\b", r"\1FALSE", statement)
+    statement = re.sub(r"(?i)(BOOLEAN(?:\s+NOT NULL)?\s+DEFAULT\s+)1\b", r"\1TRUE", statement)
+    return statement
+
+
+# --- reading the version ----------------------------------------------------------------------------------
+
+
+def _has_version_table(conn: Connection) -> bool:
+    from sqlalchemy import inspect
+
+    return bool(inspect(conn).has_table("schema_version"))
+
+
+def applied_versions(conn: Connection) -> set[int]:
+    """The versions recorded in the DB (empty for a DB without a ``schema_version`` table); never writes."""
+    if not _has_version_table(conn):
+        return set()
+    return {int(v) for (v,) in conn.execute(text("SELECT version FROM schema_version"))}
+
+
+def current_version(conn: Connection) -> int:
+    """The highest version applied (0 for an empty DB); never writes."""
+    versions = applied_versions(conn)
+    return max(versions) if versions else 0
+
+
+def _refuse_unknown(versions: set[int]) -> None:
+    unknown = sorted(v for v in versions if v not in _BY_VERSION)
+    if unknown:
+        raise SchemaTooNewError(
+            f"database schema has version(s) {', '.join(map(str, unknown))} that this edgeprof does not know "
+            f"(a newer edgeprof wrote it; this one knows up to {HEAD_VERSION}): upgrade edgeprof"
+        )
+
+
+def missing_versions(conn: Connection) -> list[int]:
+    """Versions of this edgeprof that the DB lacks, in order; raises if the DB has versions we do not know."""
+    versions = applied_versions(conn)
+    _refuse_unknown(versions)
+    return sorted(v for v in _BY_VERSION if v not in versions)
+
+
+def check_current(conn: Connection) -> None:
+    """For read-only commands: raise unless the DB has every step of this edgeprof (and nothing newer)."""
+    versions = applied_versions(conn)
+    _refuse_unknown(versions)
+    missing = sorted(v for v in _BY_VERSION if v not in versions)
+    if not versions:
+        raise SchemaOutdatedError(f"database has no edgeprof schema yet; {UPGRADE_HINT}")
+    if missing:
+        raise SchemaOutdatedError(
+            f"database schema is at version {max(versions)}, lacking {', '.join(map(str, missing))} of "
+            f"this edgeprof's {HEAD_VERSION}; {UPGRADE_HINT}"
+        )
+
+
+# --- applying ---------------------------------------------------------------------------------------------
+
+
+def _sqlite_migration_engine(engine: Engine) -> Engine:
+    """An engine whose transactions are real SQLite transactions, DDL included.
+
+    Python's sqlite3 driver commits on its own before DDL and begins only before DML, so ``engine.begin()``
+    alone does not make a migration atomic (a kill between two ALTERs left a half-migrated DB). This is
+    SQLAlchemy's documented pysqlite recipe: the driver's transaction handling off (isolation_level=None) and
+    our own BEGIN; IMMEDIATE takes the write lock at once, so two upgraders queue instead of deadlocking.
+    """
+    from edgeprof.storage.db import SQLITE_BUSY_TIMEOUT_MS
+
+    migrator = create_engine(
+        engine.url, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    )
+
+    def on_connect(dbapi_connection: object, _record: object) -> None:
+        dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
+        cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    def on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    event.listen(migrator, "connect", on_connect)
+    event.listen(migrator, "begin", on_begin)
+    return migrator
+
+
+def _lock(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
 
 
 def _ensure_version_table(conn: Connection) -> None:
@@ -336,35 +540,45 @@ def _ensure_version_table(conn: Connection) -> None:
     )
 
 
-def current_version(conn: Connection) -> int:
-    _ensure_version_table(conn)
-    value = conn.execute(text("SELECT MAX(version) FROM schema_version")).scalar()
-    return int(value) if value is not None else 0
+def apply_migration(conn: Connection, migration: Migration) -> None:
+    """Run one step's DDL, data step and version row on ``conn`` (the caller owns the transaction)."""
+    for statement in migration.statements:
+        conn.execute(text(render(statement, conn.dialect.name)))
+    if migration.python is not None:
+        migration.python(conn)
+    conn.execute(
+        text("INSERT INTO schema_version (version, description, applied_at) VALUES (:v, :d, :t)"),
+        {
+            "v": migration.version,
+            "d": migration.description,
+            "t": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        },
+    )
 
 
 def upgrade(engine: Engine, target: int | None = None) -> list[int]:
-    """Apply the missing migrations up to ``target`` (default: head); returns the versions applied."""
+    """Apply the missing migrations up to ``target`` (default: all), each in one transaction.
+
+    Returns the versions applied. Safe against concurrent upgraders: each step re-reads the applied set
+    under a lock (SQLite's write lock, PostgreSQL's advisory lock) before running.
+    """
     target = HEAD_VERSION if target is None else target
+    is_sqlite = engine.dialect.name == "sqlite"
+    migrator = _sqlite_migration_engine(engine) if is_sqlite else engine
     applied: list[int] = []
-    with engine.begin() as conn:
-        version = current_version(conn)
-    if version > HEAD_VERSION:
-        raise SchemaTooNewError(
-            f"database schema version {version} is newer than this edgeprof understands ({HEAD_VERSION}); "
-            "upgrade edgeprof"
-        )
-    for migration in MIGRATIONS:
-        if migration.version <= version or migration.version > target:
-            continue
-        with engine.begin() as conn:
-            for statement in migration.statements:
-                conn.execute(text(statement))
-            conn.execute(
-                text(
-                    "INSERT INTO schema_version (version, description, applied_at) "
-                    "VALUES (:v, :d, datetime('now'))"
-                ),
-                {"v": migration.version, "d": migration.description},
-            )
-        applied.append(migration.version)
+    try:
+        with migrator.begin() as conn:
+            _lock(conn)
+            _ensure_version_table(conn)
+            todo = [v for v in missing_versions(conn) if v <= target]
+        for version in todo:
+            with migrator.begin() as conn:
+                _lock(conn)
+                if version in applied_versions(conn):
+                    continue  # another process applied it while we waited for the lock
+                apply_migration(conn, _BY_VERSION[version])
+            applied.append(version)
+    finally:
+        if migrator is not engine:
+            migrator.dispose()
     return applied

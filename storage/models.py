@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Double,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -220,6 +232,28 @@ class Sample(Base):
     value: Mapped[float | None] = mapped_column(Float)
 
 
+class SampleBlock(Base):
+    """Consecutive ticks of one telemetry source in one run, compactly encoded (``edgeprof.storage.samples``).
+
+    ``resolution_ms`` is NULL for raw samples and the bucket width for series downsampled by ``db compact``.
+    """
+
+    __tablename__ = "sample_block"
+    __table_args__ = (Index("ix_sample_block_sweep_t", "sweep_id", "t_start_mono"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweep.id"))
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
+    source: Mapped[str] = mapped_column(String(32))
+    t_start_mono: Mapped[float] = mapped_column(Double)
+    t_end_mono: Mapped[float] = mapped_column(Double)
+    n_ticks: Mapped[int] = mapped_column(Integer)
+    n_values: Mapped[int] = mapped_column(BigInteger)
+    resolution_ms: Mapped[int | None] = mapped_column(Integer)
+    codec: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class Verdict(Base):
     __tablename__ = "verdict"
 
@@ -275,3 +309,24 @@ class AgentState(Base):
     sweep_id: Mapped[int | None] = mapped_column(Integer)
     plan_path: Mapped[str | None] = mapped_column(Text)
     stopped_at: Mapped[datetime | None]
+
+
+class SweepLease(Base):
+    """Who may write a sweep: one row per plan-on-device (``lease_key``), owner and heartbeat (issue 11).
+
+    A row, not a file lock, so that it works on any database (PostgreSQL for a fleet as well as SQLite); the
+    owner is host + pid + process start time, so a reused pid or a live owner on another host is never
+    mistaken for a dead one.
+    """
+
+    __tablename__ = "sweep_lease"
+
+    lease_key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    sweep_id: Mapped[int | None] = mapped_column(Integer, index=True)
+    token: Mapped[str] = mapped_column(String(36))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    proc_start: Mapped[str | None] = mapped_column(String(96))
+    acquired_at: Mapped[datetime]
+    heartbeat_at: Mapped[datetime]
+    released_at: Mapped[datetime | None]
