@@ -10,8 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from edgeprof.demo_models import build_demo_models
+
+# PostgreSQL fixtures (pg_server_url, pg_db_url, any_db): storage tests run on both backends.
+from pg_server import any_db, pg_db_url, pg_server_url  # noqa: F401
 
 
 @pytest.fixture(scope="session")
