@@ -88,8 +88,12 @@ def run_child(
     env: dict[str, str] | None = None,
     heartbeat: Callable[[], None] | None = None,
     between_reps: Callable[[dict[str, Any]], float] | None = None,
+    command: list[str] | None = None,
 ) -> ChildResult:
-    """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds."""
+    """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds.
+
+    ``command`` is another worker speaking the same protocol (the quality worker); default: llama_worker.
+    """
     read_fd, write_fd = os.pipe()
     log_file = tempfile.NamedTemporaryFile(prefix="edgeprof-worker-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log_file.name)
@@ -99,7 +103,7 @@ def run_child(
     )
     t_spawn = time.monotonic()
     proc = subprocess.Popen(
-        [*worker_command(), "--event-fd", str(write_fd)],
+        [*(command or worker_command()), "--event-fd", str(write_fd)],
         stdin=subprocess.PIPE,
         stdout=log_file,
         stderr=log_file,
