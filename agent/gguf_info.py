@@ -32,6 +32,7 @@ class GGUFInfo:
     n_layers: int | None
     context_length: int | None
     vocab_size: int | None
+    tensor_bytes: int = 0  # sum of the tensors' data sizes (what the weights take, without metadata/padding)
 
     @property
     def bits_per_weight(self) -> float | None:
@@ -39,6 +40,14 @@ class GGUFInfo:
         if self.n_params <= 0:
             return None
         return self.size_bytes * 8 / self.n_params
+
+    @property
+    def tensor_bits_per_weight(self) -> float | None:
+        """Bits per parameter from the tensor sizes, not the file size: a large vocabulary or metadata
+        block in the file cannot reorder two variants."""
+        if self.n_params <= 0 or self.tensor_bytes <= 0:
+            return None
+        return self.tensor_bytes * 8 / self.n_params
 
 
 def _field_value(reader: Any, key: str) -> Any:
@@ -96,10 +105,12 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         raise GGUFError(f"{p}: truncated or corrupt GGUF ({type(exc).__name__}: {exc})") from None
 
     n_params = 0
+    tensor_bytes = 0
     end = 0
     tensor_types: list[str] = []
     for tensor in reader.tensors:
         n_params += int(tensor.n_elements)
+        tensor_bytes += int(tensor.n_bytes)
         end = max(end, int(tensor.data_offset) + int(tensor.n_bytes))
         tensor_types.append(tensor.tensor_type.name)
     if end > st.st_size:
@@ -130,6 +141,7 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         n_layers=arch_int("block_count"),
         context_length=arch_int("context_length"),
         vocab_size=len(tokens.data) if tokens is not None else None,
+        tensor_bytes=tensor_bytes,
     )
 
 
