@@ -55,9 +55,28 @@ _KV_TYPE_BYTES: dict[str, float] = {
 
 # Architectures whose sliding-window layers follow a fixed period when the GGUF has no per-layer pattern:
 # in each run of ``period`` layers all but the last use the window (llama.cpp's set_swa_pattern default).
-_SWA_PERIOD: dict[str, int] = {"gemma2": 2, "gemma3": 6, "gemma3n": 5, "cohere2": 4, "llama4": 4, "gpt-oss": 2}
+_SWA_PERIOD: dict[str, int] = {
+    "gemma2": 2,
+    "gemma3": 6,
+    "gemma3n": 5,
+    "cohere2": 4,
+    "llama4": 4,
+    "gpt-oss": 2,
+}
 
-_GGUF_VALUE_FMT = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_VALUE_FMT = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 
 # Types llama.cpp's CPU backend repacks into an interleaved copy (the CPU_REPACK buffer: q4_0/q4_K/iq4_nl
@@ -165,7 +184,7 @@ def _kept(key: str) -> bool:
 
 
 def read_model_shape(path: str | Path) -> ModelShape:
-    """Parse a GGUF's metadata and tensor table (not its data); raises GGUFError with one line on bad input."""
+    """Parse a GGUF's metadata and tensor table (not its data); GGUFError with one line on bad input."""
     import gguf
 
     p = Path(path)
@@ -317,10 +336,7 @@ def compute_bytes(
     per token on the demo models (llama.cpp reports 8.5 and 15.0 MiB for the tiny and small demo at ctx 512,
     n_ubatch 512, flash attention off; 83.5 and 150.0 at ctx 8192). Logits: n_vocab floats per output.
     """
-    if flash_attn:
-        attn = n_kv * n_tokens * 2.0
-    else:
-        attn = n_kv * n_tokens * 4.0 * (shape.n_head + 1)
+    attn = n_kv * n_tokens * 2.0 if flash_attn else n_kv * n_tokens * 4.0 * (shape.n_head + 1)
     return attn + n_tokens * 7.0 * shape.n_embd * 4.0 + n_outputs * shape.n_vocab * 4.0
 
 
