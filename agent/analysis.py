@@ -21,7 +21,8 @@ from itertools import pairwise
 from typing import Literal, TypeAlias
 
 from edgeprof.collectors.base import counter_delta
-from edgeprof.collectors.sysfs_thermal import is_thermometer
+from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
 
 Series: TypeAlias = list[tuple[float, float | None]]
 # Parameters take any sequence so a list[tuple[float, float]] (no gaps) is accepted too: list is invariant.
@@ -29,22 +30,19 @@ SeriesLike: TypeAlias = Sequence[tuple[float, float | None]]
 
 Stat = Literal["max", "mean", "min"]
 
-# Which statistics a metric gets in ``aggregate_phase``, chosen from its name: (prefix, suffix, stats).
-# First match wins, so a more specific rule must come before a broader one. Metrics matching no rule
-# (energy counters, throttle counters, frequency caps) are not aggregated: a mean of a counter or of a
-# policy limit says nothing about the phase.
-AGGREGATE_RULES: tuple[tuple[str, str, tuple[Stat, ...]], ...] = (
+# Which statistics a metric gets in ``aggregate_phase``, by its role (``edgeprof.collectors.roles``, as the
+# collector that produced it declares it). Roles not listed (energy and throttle counters, clock caps and
+# limits, "other") are not aggregated: a mean of a counter or of a policy limit says nothing about the phase.
+AGGREGATE_STATS: Mapping[str, tuple[Stat, ...]] = {
     # Peak temperature is what throttles; the mean shows how long the phase sat near it.
-    ("temp.", "_c", ("max", "mean")),
+    "temperature": ("max", "mean"),
     # Mean clock is the work done; the minimum catches a throttle dip the mean would hide.
-    ("cpufreq.", "cur_mhz", ("mean", "min")),
-    ("", ".freq_mhz", ("mean", "min")),
-    ("", "util_pct", ("mean",)),
-    ("power.", "_mw", ("mean",)),
+    "clock": ("mean", "min"),
+    "utilization": ("mean",),
+    "power": ("mean",),
     # Memory matters at its peak: that is what gets a run OOM-killed.
-    ("proc.rss_mb", "", ("max",)),
-    ("mem.", "", ("max",)),
-)
+    "memory": ("max",),
+}
 
 DEFAULT_MAX_GAP_S = 2.0
 DEFAULT_EDGE_TOL_S = 0.5
@@ -225,15 +223,17 @@ class PhaseAggregate:
     value: float | None
 
 
-def stats_for(metric: str) -> tuple[Stat, ...]:
-    """Statistics ``aggregate_phase`` computes for ``metric`` (empty: not aggregated); see AGGREGATE_RULES."""
-    if metric.startswith("temp.") and not is_thermometer(metric):
+def stats_for(metric: str, role: MetricRole | None = None) -> tuple[Stat, ...]:
+    """Statistics ``aggregate_phase`` computes for ``metric`` (empty: not aggregated); see AGGREGATE_STATS.
+    ``role`` defaults to what the registered collectors declare for the name."""
+    if role is None:
+        role = role_of(metric)
+    if role is None:
+        return ()
+    if role.role == "temperature" and not role.thermometer:
         # A fixed-value pseudo sensor (Tegra PMIC-Die at 100 C) would become every phase's hottest reading.
         return ()
-    for prefix, suffix, stats in AGGREGATE_RULES:
-        if metric.startswith(prefix) and metric.endswith(suffix):
-            return stats
-    return ()
+    return AGGREGATE_STATS.get(role.role, ())
 
 
 def aggregate_phase(
@@ -245,6 +245,7 @@ def aggregate_phase(
     kind: str | None = None,
     rep: int | None = None,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
+    roles: Mapping[str, MetricRole] | None = None,
 ) -> list[PhaseAggregate]:
     """Per-metric statistics over [t_start, t_end], ordered by metric then by the rule's stat order.
 
@@ -254,7 +255,7 @@ def aggregate_phase(
     rows: list[PhaseAggregate] = []
     for metric in sorted(samples):
         series = samples[metric]
-        for stat in stats_for(metric):
+        for stat in stats_for(metric, (roles or {}).get(metric)):
             if stat == "max":
                 value = max_over(series, t_start, t_end)
             elif stat == "min":

@@ -14,9 +14,11 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, NamedTuple
+
+from edgeprof.collectors.roles import MetricRole
 
 log = logging.getLogger(__name__)
 
@@ -26,13 +28,16 @@ SampleValues = dict[str, float | None]
 
 @dataclass(frozen=True)
 class Metric:
-    """A declared metric. ``wrap`` is the value at which a counter rolls over to 0 (None: never wraps)."""
+    """A declared metric. ``wrap`` is the value at which a counter rolls over to 0 (None: never wraps).
+    ``role`` is what the metric is (``edgeprof.collectors.roles``); ``Collector.declared_metrics`` fills it
+    from the collector's ``role_of`` where a constructor left it out."""
 
     name: str
     unit: str
     kind: MetricKind = "gauge"
     description: str = ""
     wrap: float | None = None
+    role: MetricRole | None = None
 
 
 class Availability(NamedTuple):
@@ -68,6 +73,24 @@ class Collector(ABC):
     @abstractmethod
     def sample(self) -> SampleValues:
         """One reading: metric name -> value; None where a metric could not be read this time."""
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        """The role of ``metric`` if this collector emits it (None otherwise). A pure function of the name,
+        so stored samples can be classified on a machine without this hardware; override per collector."""
+        return None
+
+    def declared_metrics(self) -> list[Metric]:
+        """``metrics()`` with every role filled in (from ``role_of``; ``other`` where it has none)."""
+        out: list[Metric] = []
+        for m in self.metrics():
+            role = m.role or type(self).role_of(m.name)
+            if role is None:
+                role = MetricRole("other", m.unit)
+            if m.wrap is not None and role.wrap is None:
+                role = replace(role, wrap=m.wrap)
+            out.append(replace(m, role=role))
+        return out
 
     def close(self) -> None:  # noqa: B027 - optional hook, most collectors hold nothing open
         """Release anything held open (files, child processes)."""

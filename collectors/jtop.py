@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, numbered_names
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors.tegrastats import jetson_role
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,10 @@ def jtop_access_problems(root: Path | str = "/", group: str = JTOP_GROUP) -> lis
 
 class JtopCollector(Collector):
     name = "jtop"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return jetson_role(metric)
 
     def __init__(self, root: Path | str = "/", jtop_factory: Callable[[], Any] | None = None) -> None:
         super().__init__(root)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Availability, Collector, Metric, MetricKind, SampleValues
+from edgeprof.collectors.roles import MetricRole, temperature
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,10 @@ class _Gpu:
 
 class NvmlCollector(Collector):
     name = "nvml"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return nvml_role(metric)
 
     def __init__(self, root: Path | str = "/", nvml: Any | None = None) -> None:
         super().__init__(root)
@@ -376,3 +381,25 @@ class NvmlCollector(Collector):
         code = self._const("NVML_ERROR_FUNCTION_NOT_FOUND", NVML_ERROR_FUNCTION_NOT_FOUND)
         base = getattr(self._nvml, "NVMLError", None)
         return isinstance(base, type) and isinstance(exc, base) and _error_code(exc) == code
+
+
+# suffix of ``gpuN.<suffix>`` -> its role; every one is on the discrete card, so it speaks only for a run
+# that offloaded to it.
+_NVML_ROLES: dict[str, MetricRole] = {
+    "temp_c": temperature("gpu", discrete=True),
+    "power_mw": MetricRole("power", "mW", "gpu", scope="device", discrete=True),
+    "energy_mj": MetricRole("energy", "mJ", "gpu", scope="device", discrete=True),
+    "util_pct": MetricRole("utilization", "pct", "gpu", discrete=True),
+    "mem_util_pct": MetricRole("utilization", "pct", "dram", discrete=True),
+    "mem_used_mb": MetricRole("memory", "MB", "gpu", discrete=True),
+    "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True),
+    "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True),
+    "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True),
+}
+
+
+def nvml_role(metric: str) -> MetricRole | None:
+    head, _, suffix = metric.partition(".")
+    if not (head.startswith("gpu") and head[3:].isdigit()):
+        return None
+    return _NVML_ROLES.get(suffix)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.sysfs_cpufreq import parse_cpu_list
 
 PROC_STAT = "/proc/stat"
@@ -76,6 +76,10 @@ class _Child:
 
 class PsutilHostCollector(Collector):
     name = "psutil_host"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return psutil_role(metric)
 
     def __init__(self, root: Path | str = "/", child_pid: int | None = None) -> None:
         super().__init__(root)
@@ -238,3 +242,18 @@ def _load1() -> float | None:
         return float(psutil.getloadavg()[0])
     except (OSError, AttributeError):
         return None
+
+
+def psutil_role(metric: str) -> MetricRole | None:
+    """Roles of ``PsutilHostCollector``'s metrics (see ``metrics``)."""
+    head, _, leaf = metric.partition(".")
+    if leaf == "util_pct" and (head == "cpu" or (head.startswith("cpu") and head[3:].isdigit())):
+        return MetricRole("utilization", "pct", "cpu")
+    if leaf == "freq_mhz" and head.startswith("cpu") and head[3:].isdigit():
+        # One core's clock; the cpufreq policies summarise clusters where sysfs has them.
+        return MetricRole("clock", "MHz", "cpu", domain="cpu", per_core=True)
+    if metric in ("mem.ram_used_mb", "mem.ram_available_mb", "mem.swap_used_mb", "proc.rss_mb"):
+        return MetricRole("memory", "MB", "dram")
+    if metric in ("load.avg1", "proc.cpu_pct"):
+        return MetricRole("other", "count" if metric == "load.avg1" else "pct", "cpu")
+    return None

@@ -15,7 +15,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, counter_delta, read_int, read_text
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    counter_delta,
+    read_int,
+    read_text,
+)
+from edgeprof.collectors.roles import MetricRole
 
 POWERCAP_CLASS = "/sys/class/powercap"
 
@@ -70,6 +79,10 @@ class _Zone:
 
 class RaplCollector(Collector):
     name = "rapl"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return rapl_role(metric)
 
     def __init__(self, root: Path | str = "/") -> None:
         super().__init__(root)
@@ -164,3 +177,18 @@ class RaplCollector(Collector):
     def wraps(self) -> dict[str, float | None]:
         """Metric name -> ``max_energy_range_uj`` (the wrap value also carried by ``Metric.wrap``)."""
         return {zone.metric: zone.wrap for zone in self._get_zones()}
+
+
+def rapl_role(metric: str) -> MetricRole | None:
+    """``energy.<zone>_uj`` counters. ``psys`` is the whole platform (board input); a ``package`` zone (one
+    per socket) is the CPU package; core/uncore/dram are parts already inside or beside a package and are
+    never added to it (the wrap value is per machine: the live ``Metric.wrap`` carries it)."""
+    if not (metric.startswith("energy.") and metric.endswith("_uj")):
+        return None
+    zone = metric[len("energy.") : -len("_uj")]
+    if zone == "psys" or zone.startswith("psys_zone"):
+        return MetricRole("energy", "uJ", "board", whole_board=True, scope="board_input")
+    if zone == "package" or zone.startswith("package_zone"):
+        return MetricRole("energy", "uJ", "cpu", scope="device")
+    component = "dram" if "dram" in zone else "gpu" if "uncore" in zone else "cpu"
+    return MetricRole("energy", "uJ", component)

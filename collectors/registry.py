@@ -7,6 +7,7 @@ subclass whose ``name`` is unique and whose constructor takes only ``root``, the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from edgeprof.collectors.jtop import JtopCollector
 from edgeprof.collectors.nvml import NvmlCollector
 from edgeprof.collectors.psutil_host import PsutilHostCollector
 from edgeprof.collectors.rapl import RaplCollector
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector
 from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
 from edgeprof.collectors.tegrastats import TegrastatsCollector
@@ -47,6 +49,38 @@ def collector_classes() -> list[type[Collector]]:
             )
         seen[cls.name] = cls
     return classes
+
+
+def role_of(metric: str, source: str | None = None) -> MetricRole | None:
+    """The role of ``metric`` as the collector named ``source`` declares it; without a source (or for a
+    source no longer registered), the first registered collector that claims the name. None: unknown."""
+    classes = collector_classes()
+    if source is not None:
+        for cls in classes:
+            if cls.name == source:
+                role = cls.role_of(metric)
+                if role is not None:
+                    return role
+    for cls in classes:
+        role = cls.role_of(metric)
+        if role is not None:
+            return role
+    return None
+
+
+def roles_for(
+    metrics: Iterable[str],
+    sources: Mapping[str, str] | None = None,
+    declared: Mapping[str, MetricRole] | None = None,
+) -> dict[str, MetricRole]:
+    """metric -> role for every metric that has one: ``declared`` first (the roles stored with a sweep),
+    then the registry by ``sources`` (metric -> collector name) or by name alone."""
+    out: dict[str, MetricRole] = {}
+    for metric in metrics:
+        role = (declared or {}).get(metric) or role_of(metric, (sources or {}).get(metric))
+        if role is not None:
+            out[metric] = role
+    return out
 
 
 def collector_names() -> list[str]:

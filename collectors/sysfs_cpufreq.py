@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.roles import MetricRole
 
 CPU_DIR = "/sys/devices/system/cpu"
 POLICY_DIR = "/sys/devices/system/cpu/cpufreq"
@@ -64,6 +65,10 @@ class _Policy:
 
 class CpuFreqCollector(Collector):
     name = "sysfs_cpufreq"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return cpufreq_role(metric)
 
     def __init__(self, root: Path | str = "/") -> None:
         super().__init__(root)
@@ -167,3 +172,19 @@ def _format_cpus(cpus: list[int]) -> str:
     if len(cpus) > 1 and cpus == list(range(cpus[0], cpus[-1] + 1)):
         return f"{cpus[0]}-{cpus[-1]}"
     return ",".join(str(c) for c in cpus)
+
+
+def cpufreq_role(metric: str) -> MetricRole | None:
+    """``cpufreq.policyN.{cur,max,hw_max}_mhz``: the policy's clock (capped by ``max_mhz``), its cap
+    (bounded by ``hw_max_mhz``) and the hardware maximum."""
+    parts = metric.split(".")
+    if len(parts) != 3 or parts[0] != "cpufreq" or not parts[1].startswith("policy"):
+        return None
+    base = f"cpufreq.{parts[1]}"
+    if parts[2] == "cur_mhz":
+        return MetricRole("clock", "MHz", "cpu", clock_max=f"{base}.max_mhz", domain="cpu")
+    if parts[2] == "max_mhz":
+        return MetricRole("clock_cap", "MHz", "cpu", clock_max=f"{base}.hw_max_mhz", domain=parts[1])
+    if parts[2] == "hw_max_mhz":
+        return MetricRole("clock_limit", "MHz", "cpu", domain=parts[1])
+    return None

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.roles import MetricRole, component_of_sensor, temperature
+from edgeprof.collectors.tegrastats_parse import SECOND_TEMP_SUFFIX
 
 THERMAL_CLASS = "/sys/class/thermal"
 
@@ -56,6 +58,10 @@ class _Zone:
 
 class ThermalZonesCollector(Collector):
     name = "sysfs_thermal"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return thermal_role(metric)
 
     def __init__(self, root: Path | str = "/") -> None:
         super().__init__(root)
@@ -164,3 +170,12 @@ def hottest_c(sample: SampleValues) -> float | None:
         if value is not None and name.startswith("temp.") and is_thermometer(name)
     ]
     return max(values) if values else None
+
+
+def thermal_role(metric: str) -> MetricRole | None:
+    """``temp.<zone>_c``: a temperature of the part the zone's type names (``thermometer`` False for the
+    fixed-value zones of ``NOT_A_THERMOMETER``)."""
+    match = _METRIC_RE.match(metric)
+    if match is None or match.group(1).endswith(SECOND_TEMP_SUFFIX):
+        return None  # tegrastats' undocumented second value of a JetPack 7 zone (``jetson_role``)
+    return temperature(component_of_sensor(match.group(1)), thermometer=is_thermometer(metric))

@@ -2,8 +2,8 @@
 
 tegrastats prints one line per ``--interval`` milliseconds and has no query mode, so the collector keeps one
 child running for its whole life: a supervisor thread starts ``tegrastats --interval N`` in its own session,
-reads stdout line by line, parses every line with ``edgeprof.collectors.tegrastats_parse.parse_line`` and keeps only
-the latest record and its monotonic arrival time. ``sample`` then returns that record flattened by
+reads stdout line by line, parses every line with ``edgeprof.collectors.tegrastats_parse.parse_line`` and
+keeps only the latest record and its monotonic arrival time. ``sample`` then returns that record flattened by
 ``record_to_metrics`` -- if it is fresh: a record that arrived since the previous sample, or within two
 intervals. Anything older is not fresh data and every value is None.
 
@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import IO
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
+from edgeprof.collectors.roles import MetricRole, component_of_sensor, temperature
 from edgeprof.collectors.tegrastats_parse import (
+    SECOND_TEMP_SUFFIX,
     TEGRASTATS_METRIC_UNITS,
     TegrastatsRecord,
     parse_line,
@@ -93,6 +95,10 @@ def root_note(rec: TegrastatsRecord) -> str | None:
 
 class TegrastatsCollector(Collector):
     name = "tegrastats"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return jetson_role(metric)
 
     def __init__(
         self,
@@ -451,3 +457,45 @@ def _describe_exit(code: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+# A Jetson's board input rails: what the whole board draws (jtop uses the same names as its total).
+# VIN_SYS_5V0 is not one of them: on Thor, tegrastats prints VIN beside it at several times its value
+# (tests/fixtures/tegrastats_jp7), so it is one supply among the others.
+BOARD_INPUT_RAILS = frozenset({"power.vdd_in_mw", "power.pom_5v_in_mw", "power.vin_mw"})
+
+
+def jetson_role(metric: str) -> MetricRole | None:
+    """Roles of the metric names tegrastats and jtop share (``record_to_metrics``, ``collectors/jtop``)."""
+    from edgeprof.collectors.sysfs_thermal import is_thermometer
+
+    head, _, leaf = metric.partition(".")
+    is_core = head.startswith("cpu") and head[3:].isdigit()
+    if head == "mem":
+        return MetricRole("memory", "MB", "soc" if leaf == "shared_mb" else "dram")
+    if leaf == "util_pct" and (head == "cpu" or is_core):
+        return MetricRole("utilization", "pct", "cpu")
+    if leaf == "freq_mhz" and is_core:
+        return MetricRole("clock", "MHz", "cpu", domain="cpu", per_core=True)
+    if head in ("gpu", "emc") and leaf in ("util_pct", "freq_mhz"):
+        component = "gpu" if head == "gpu" else "dram"
+        if leaf == "util_pct":
+            return MetricRole("utilization", "pct", component)
+        return MetricRole("clock", "MHz", component, domain="gpu" if head == "gpu" else None)
+    if head == "temp" and leaf.endswith("_c"):
+        if leaf.endswith(SECOND_TEMP_SUFFIX + "_c"):
+            # JetPack 7's undocumented second value of ``name@a/bC``: stored, never judged.
+            return MetricRole("other", "C", component_of_sensor(leaf))
+        return temperature(component_of_sensor(leaf[:-2]), thermometer=is_thermometer(metric))
+    if head == "power" and leaf.endswith("_mw"):
+        rail = leaf[:-3]
+        if metric in BOARD_INPUT_RAILS:
+            return MetricRole("power", "mW", "board", whole_board=True, scope="board_input")
+        if rail == "total":
+            return MetricRole("power", "mW", "board", scope="rails_total")
+        if rail == "nc" or rail.startswith("nc_"):
+            return MetricRole("other", "mW")  # an unconnected channel (AGX Orin), as jtop skips it
+        return MetricRole("power", "mW", component_of_sensor(rail), scope="rail")
+    if head == "fan":
+        return MetricRole("other", "pct" if leaf.endswith("_pct") else "rpm", "board")
+    return None

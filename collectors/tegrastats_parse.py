@@ -41,6 +41,9 @@ __all__ = [
 
 # tegrastats reports an offline thermal zone as -256C; anything at or below it is not a temperature.
 OFFLINE_TEMP_C = -256.0
+# JetPack 7 prints some temperatures as ``name@a/bC``. NVIDIA does not say what ``b`` is, so it is kept
+# under its own metric name (``temp.<name>_2nd_c``) and never taken for the zone's temperature.
+SECOND_TEMP_SUFFIX = "_2nd"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int
+from edgeprof.collectors.roles import MetricRole
 
 CPU_DIR = "/sys/devices/system/cpu"
 
@@ -47,6 +48,10 @@ class _Package:
 
 class ThrottleCountersCollector(Collector):
     name = "x86_throttle"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return throttle_counter_role(metric)
 
     def __init__(self, root: Path | str = "/") -> None:
         super().__init__(root)
@@ -143,3 +148,14 @@ class ThrottleCountersCollector(Collector):
                         break
                 values[f"throttle.package{package.package_id}.{_PACKAGE_FILES[file_name][0]}"] = reading
         return values
+
+
+def throttle_counter_role(metric: str) -> MetricRole | None:
+    """``throttle.cpuN.core_count`` / ``throttle.packageN.count``: thermal-throttle event counters; the
+    ``*_time_ms`` totals are stored but not judged."""
+    parts = metric.split(".")
+    if len(parts) != 3 or parts[0] != "throttle":
+        return None
+    if parts[2] in ("core_count", "count"):
+        return MetricRole("throttle_counter", "count", "cpu")
+    return MetricRole("other", "ms", "cpu")

@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 
 from edgeprof.analysis import (
-    AGGREGATE_RULES,
+    AGGREGATE_STATS,
     CooldownResult,
     PhaseAggregate,
     Series,
@@ -251,7 +251,17 @@ def test_stats_for_rules() -> None:
     assert stats_for("proc.rss_mb") == ("max",)
     assert stats_for("mem.ram_used_mb") == ("max",)
     assert stats_for("energy.package_uj") == ()
-    assert all(stats for _, _, stats in AGGREGATE_RULES)
+    assert stats_for("temp.cpu_2nd_c") == ()  # JetPack 7's undocumented second value: stored, not judged
+    assert stats_for("not.a_known_metric") == ()
+    assert all(stats for stats in AGGREGATE_STATS.values())
+
+
+def test_stats_follow_the_declared_role_not_the_name() -> None:
+    from edgeprof.collectors.roles import MetricRole
+
+    # A name no collector claims still aggregates by the role given for it (as stored with a sweep).
+    assert stats_for("amdgpu0.junction_c", MetricRole("temperature", "C", "gpu")) == ("max", "mean")
+    assert stats_for("temp.cpu_c", MetricRole("other", "C")) == ()
 
 
 def test_aggregate_phase_known_values() -> None:
