@@ -28,10 +28,38 @@ app = typer.Typer(
     help="Measure how llama.cpp models really run on this device: quant x ctx x ngl sweeps in SQLite.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
+    epilog="Start with: edgeprof doctor, then edgeprof demo. Completion: edgeprof --install-completion.",
 )
 models_app = typer.Typer(help="Model helpers (demo GGUF models).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+# Database maintenance: `db upgrade` / `db version` (agent/fleet_cli.py), and more subcommands beside them.
+db_app = typer.Typer(help="Database maintenance: schema version, upgrade.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from edgeprof.version import version_text
+
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            help="Show edgeprof's version, the llama.cpp build it uses, and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Measure how llama.cpp models really run on this device: quant x ctx x ngl sweeps in SQLite."""
 
 DbOption = Annotated[
     str | None,
@@ -77,21 +105,28 @@ def quiet_native_stderr() -> Iterator[Path]:
         log.close()
 
 
-def _open_engine(db: str | None) -> Any:
+def _open_engine(db: str | None, *, read_only: bool = False) -> Any:
+    """Writers migrate to the head; readers (read_only) never migrate or write (issue 13)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from edgeprof.storage.db import open_engine
-    from edgeprof.storage.migrations import SchemaTooNewError
+    from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
+    from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
 
     try:
-        return open_engine(db)
-    except SchemaTooNewError as exc:
-        fail(str(exc))
+        return open_engine(db, read_only=read_only)
+    except (SchemaTooNewError, SchemaOutdatedError, DatabaseError) as exc:
+        fail(f"{mask_url(db)}: {scrub(str(exc), db)}")
     except (SQLAlchemyError, OSError) as exc:
-        fail(f"cannot open database {db or '(default)'}: {str(exc).splitlines()[0]}")
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        fail(f"cannot open database {mask_url(db)}: {scrub(first[0], db)}")
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof run plan.toml --check   (validate, list configs)  ·  "
+        "edgeprof run plan.toml --db results.db"
+    )
+)
 def run(
     plan: Annotated[Path, typer.Argument(help="The TOML plan to run.")],
     db: DbOption = None,
@@ -110,6 +145,9 @@ def run(
             "--no-telemetry", help="No sampling of temperature, clocks, power; no cooldown or idle."
         ),
     ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="If another process runs this plan, wait for it instead of exit 2.")
+    ] = False,
 ) -> None:
     """Run a plan's sweep; run it again to resume (finished configs are skipped)."""
     from edgeprof.plan import PlanError, load_plan
@@ -127,24 +165,34 @@ def run(
         typer.echo(f"plan {parsed.name!r} is valid: {parsed.n_specs()} configs")
         return
     engine = _open_engine(db)
-    _run_plan(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry)
+    _run_plan(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry, wait=wait)
 
 
-def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True) -> int:
-    from edgeprof.sweep import run_plan
+def _run_plan(
+    engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True, wait: bool = False
+) -> int:
+    from edgeprof.lease import LeaseHeld
+    from edgeprof.sweep import SweepAborted, run_plan
     from edgeprof.telemetry import Telemetry
 
     def make_telemetry(sweep_id: int) -> Telemetry:
         return Telemetry(engine, sweep_id, parsed.collect, parsed.cooldown)
 
     typer.echo(f"edgeprof {__version__}: plan {parsed.name!r}, {parsed.n_specs()} configs")
-    outcome = run_plan(
-        engine,
-        parsed,
-        new_sweep=new,
-        retry_failed=retry_failed,
-        telemetry=make_telemetry if telemetry else None,
-    )
+    try:
+        outcome = run_plan(
+            engine,
+            parsed,
+            new_sweep=new,
+            retry_failed=retry_failed,
+            telemetry=make_telemetry if telemetry else None,
+            wait=wait,
+            on_wait=lambda holder: typer.echo(f"edgeprof: waiting: plan held by {holder}", err=True),
+        )
+    except LeaseHeld as exc:
+        fail(f"plan {parsed.source}: {exc} (wait for it with --wait, or stop it)")
+    except SweepAborted as exc:
+        fail(str(exc))
     summary = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items())) or "nothing to do"
     typer.echo(f"sweep {outcome.sweep_id}: {summary}")
     if outcome.interrupted:
@@ -152,7 +200,13 @@ def _run_plan(engine: Any, parsed: Any, *, new: bool, retry_failed: bool, teleme
     return outcome.sweep_id
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof report  ·  "
+        "edgeprof report --sweep 3 --format md  ·  "
+        "edgeprof report --html morning.html"
+    )
+)
 def report(
     db: DbOption = None,
     sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
@@ -166,7 +220,7 @@ def report(
     from edgeprof.report import RENDERERS, ReportError, build_rows, latest_sweep_id
     from edgeprof.storage.db import new_session
 
-    engine = _open_engine(db)
+    engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
         try:
             rows = build_rows(session, sweep)
@@ -191,7 +245,11 @@ class CompareFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof compare 3 5   (sweep 5 against sweep 3: B/A per matching config)"
+    )
+)
 def compare(
     a: Annotated[int, typer.Argument(help="Sweep id A (the baseline).")],
     b: Annotated[int, typer.Argument(help="Sweep id B (another device, build or power mode).")],
@@ -205,7 +263,7 @@ def compare(
     from edgeprof.report import ReportError
     from edgeprof.storage.db import new_session
 
-    engine = _open_engine(db)
+    engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
         try:
             rows = compare_sweeps(session, a, b)
@@ -214,7 +272,7 @@ def compare(
     typer.echo(render_compare(rows, fmt.value))
 
 
-@app.command()
+@app.command(epilog="Example: edgeprof analyse --sweep 3")
 def analyse(
     db: DbOption = None,
     sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
@@ -235,7 +293,7 @@ def analyse(
             typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
 
 
-@models_app.command("demo")
+@models_app.command("demo", epilog="Example: edgeprof models demo --size tiny --out ./models")
 def models_demo(
     out: Annotated[Path | None, typer.Option("--out", help="Folder for the GGUF files.")] = None,
     size: Annotated[DemoSizeChoice, typer.Option("--size", help="tiny (tests) or small (~29 M params).")] = (
@@ -293,7 +351,12 @@ timeout_s = 120
 """
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof demo   (about a minute on 2 cores)  ·  "
+        "edgeprof demo --size tiny"
+    )
+)
 def demo(
     db: DbOption = None,
     size: Annotated[DemoSizeChoice, typer.Option("--size", help="Demo model size.")] = DemoSizeChoice.small,
@@ -324,7 +387,7 @@ def demo(
         typer.echo(render_table(build_rows(session, sweep_id)))
 
 
-@app.command()
+@app.command(epilog="Example: edgeprof doctor  ·  edgeprof doctor --json")
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -335,7 +398,13 @@ def doctor(
     typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof status  ·  "
+        "watch -n 5 edgeprof status  ·  "
+        "edgeprof status --json"
+    )
+)
 def status(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -344,13 +413,18 @@ def status(
     from edgeprof.status import gather_status, render_status, status_json
     from edgeprof.storage.db import new_session
 
-    engine = _open_engine(db)
+    engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
         info = gather_status(session)
     typer.echo(status_json(info) if as_json else render_status(info))
 
 
-@app.command()
+@app.command(
+    epilog=(
+        "Example: edgeprof agent --queue /var/lib/edgeprof/queue --until 06:30  ·  "
+        "edgeprof agent --plan plan.toml --once"
+    )
+)
 def agent(
     queue: Annotated[
         Path | None,
@@ -414,9 +488,11 @@ def agent(
 
 
 def _register_extras() -> None:
+    from edgeprof.fleet_cli import register as register_fleet
     from edgeprof.tegrastats_import import register
 
     register(app)
+    register_fleet(app, db_app)
 
 
 _register_extras()

@@ -1,10 +1,10 @@
 """``edgeprof import-tegrastats LOG [--json] [--db DB]``: read a log written by ``tegrastats --logfile``.
 
-One record per line, parsed with ``edgeprof.collectors.tegrastats_parse.parse_line``; blank lines and ``#`` lines are
+One record per line, parsed with ``collectors/tegrastats_parse.parse_line``; blank lines and ``#`` lines are
 skipped. Three outputs:
 
 - ``--json``: one JSON object per record with exactly the ``record_to_json`` schema (``null`` where absent);
-- ``--db DB``: every record stored as ``Sample`` rows (source ``tegrastats_import``, metric names of
+- ``--db DB``: every record stored as samples (compact blocks; source ``tegrastats_import``, metric names of
   ``record_to_metrics``) in a new ``Sweep`` named ``import:<file name>`` with status ``imported``;
 - neither: a short summary (record count, time span, max temperature per sensor, mean/max per power rail).
 
@@ -35,13 +35,18 @@ from pathlib import Path
 from typing import Annotated, Any, TextIO
 
 import typer
-from sqlalchemy import insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof.collectors.tegrastats import has_data
-from edgeprof.collectors.tegrastats_parse import TegrastatsRecord, parse_line, record_to_json, record_to_metrics
-from edgeprof.storage.models import Sample, Sweep
+from edgeprof.collectors.tegrastats_parse import (
+    TegrastatsRecord,
+    parse_line,
+    record_to_json,
+    record_to_metrics,
+)
+from edgeprof.storage.models import Sweep
+from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
 SOURCE = "tegrastats_import"
 SWEEP_STATUS = "imported"
@@ -50,7 +55,7 @@ EXIT_BAD_INPUT = 2
 # tegrastats --logfile writes '%m-%d-%Y %H:%M:%S'; the others are what the parser's timestamp pattern also
 # accepts ('/' and 'T' are normalised to '-' and ' ' first).
 TIMESTAMP_FORMATS = ("%m-%d-%Y %H:%M:%S", "%m-%d-%Y %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f")
-BATCH_ROWS = 10_000
+
 # A real line is under 2 kB; a longer one is not tegrastats output and is skipped without parsing.
 MAX_LINE_CHARS = 64 * 1024
 
@@ -231,13 +236,14 @@ def _duration(seconds: float) -> str:
 
 
 class _DbWriter:
-    """Streams records into Sample rows of one new sweep; nothing is visible before ``commit``."""
+    """Streams records into sample blocks of one new sweep; nothing is visible before ``commit``."""
 
     def __init__(self, session: Session, path: Path) -> None:
         self.session = session
         self.path = path
         self.sweep_id: int | None = None
-        self.rows: list[dict[str, Any]] = []
+        self.ticks: list[Tick] = []
+        self.n_pending = 0
         self.n_rows = 0
         self.sweep: Sweep | None = None
         self.first_epoch: float | None = None
@@ -297,26 +303,18 @@ class _DbWriter:
             t_wall, t_mono = epoch, epoch - self.first_epoch
         else:
             t_wall = t_mono = float(index)  # no time known: record index x 1 s (see the module docstring)
-        for metric, value in record_to_metrics(rec).items():
-            self.rows.append(
-                {
-                    "sweep_id": self.sweep_id,
-                    "run_id": None,
-                    "t_mono": t_mono,
-                    "t_wall": t_wall,
-                    "source": SOURCE,
-                    "metric": metric,
-                    "value": value,
-                }
-            )
-        if len(self.rows) >= BATCH_ROWS:
+        values = record_to_metrics(rec)
+        self.ticks.append(Tick(t_mono, t_wall, values))
+        self.n_pending += len(values)
+        if len(self.ticks) >= MAX_TICKS_PER_BLOCK:  # bounded memory, and blocks big enough to compress well
             self.flush()
 
     def flush(self) -> None:
-        if self.rows:
-            self.session.execute(insert(Sample), self.rows)
-            self.n_rows += len(self.rows)
-            self.rows = []
+        # Bulk path of live telemetry (storage/samples.py): one block per MAX_TICKS_PER_BLOCK ticks.
+        if self.ticks:
+            write_ticks(self.session, self.sweep_id, None, SOURCE, self.ticks)
+            self.n_rows += self.n_pending
+            self.ticks, self.n_pending = [], 0
 
     def finish(self, counts: ImportCounts) -> None:
         self.flush()
@@ -434,11 +432,20 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
 def register(app: typer.Typer) -> None:
     """Add ``import-tegrastats`` to ``app``; bad input is ``edgeprof: error: <msg>`` on stderr, exit 2."""
 
-    @app.command("import-tegrastats")
+    @app.command(
+        "import-tegrastats",
+        epilog=(
+            "Example: edgeprof import-tegrastats tegrastats.log  ·  "
+            "edgeprof import-tegrastats tegrastats.log --db night.db"
+        ),
+    )
     def import_tegrastats(
         log: Annotated[Path, typer.Argument(metavar="LOG", help="A log written by 'tegrastats --logfile'.")],
         as_json: Annotated[
-            bool, typer.Option("--json", help="Print one JSON object per record (record_to_json schema).")
+            bool, typer.Option("--json", help=(
+                "Print one JSON object per line of the log: timestamp, ram, swap, cpus, emc, gpu, temps_c, "
+                "rails_mw, engines (null where the line does not say)."
+            ))
         ] = False,
         db: Annotated[
             str | None,

@@ -22,6 +22,9 @@ from edgeprof.progress import Progress, outcome_style
 
 pyte = pytest.importorskip("pyte")
 
+EDGEPROF = [sys.executable, "-m", "edgeprof"]
+RECORDS = r"edgeprof.*?2configs(\[\d/2\]run\d+q\d.*?ok.*?ETA\d+:\d\d\))+sweep\d+:2ok"
+
 pytestmark = pytest.mark.timeout(300)
 
 PLAN = """
@@ -86,7 +89,7 @@ def test_a_sweep_under_a_terminal_leaves_no_stale_lines(tmp_path: Path, tiny_mod
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"]))
     code, raw = _run_in_pty(
-        [sys.executable, "-m", "edgeprof", "run", str(plan), "--db", str(tmp_path / "p.db"), "--no-telemetry"],
+        [*EDGEPROF, "run", str(plan), "--db", str(tmp_path / "p.db"), "--no-telemetry"],
         cols,
     )
     lines = [line for line in _screen(raw, cols) if line]
@@ -98,7 +101,7 @@ def test_a_sweep_under_a_terminal_leaves_no_stale_lines(tmp_path: Path, tiny_mod
     # Undo the wrapping at 40 columns: what is left must be exactly the finished records, nothing between them
     # (a half-cleared live line leaves a fragment such as "[1/2] q8 ctx=256 ngl=0 t=1 b=5" behind).
     joined = "".join(lines).replace(" ", "")
-    assert re.fullmatch(r"edgeprof.*?2configs(\[\d/2\]run\d+q\d.*?ok.*?ETA\d+:\d\d\))+sweep\d+:2ok", joined), text
+    assert re.fullmatch(RECORDS, joined), text
     for i in (1, 2):
         assert joined.count(f"[{i}/2]") == 1, text
 
@@ -108,7 +111,7 @@ def test_without_a_terminal_progress_is_plain_lines(tmp_path: Path, tiny_models)
     plan = tmp_path / "plan.toml"
     plan.write_text(PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"]))
     proc = subprocess.run(
-        [sys.executable, "-m", "edgeprof", "run", str(plan), "--db", str(tmp_path / "p.db"), "--no-telemetry"],
+        [*EDGEPROF, "run", str(plan), "--db", str(tmp_path / "p.db"), "--no-telemetry"],
         capture_output=True,
         text=True,
         timeout=240,
