@@ -15,6 +15,7 @@ a shipped version wrote (an existing DB file looks exactly as it did).
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -323,6 +324,55 @@ _V6_MEMORY_PEAKS = (
     "ALTER TABLE run ADD COLUMN peak_ram_used_mb FLOAT",
 )
 
+# Issue 13: a global identity on every table whose rows leave the device (push/export/import), so rows from
+# many devices merge into one central DB without colliding. Local-only tables (agent_state, sweep_lease)
+# have none. NOT NULL with '' as the ALTER's default (SQLite needs one), backfilled by the data step below,
+# then unique. 64-bit on PostgreSQL comes from render().
+_V7_UID_TABLES = (
+    "device",
+    "build",
+    "model_file",
+    "sweep",
+    "run",
+    "measurement",
+    "phase",
+    "sample",
+    "verdict",
+    "collector_status",
+    "phase_stat",
+)
+_V7_GLOBAL_IDENTITY = tuple(
+    f"ALTER TABLE {table} ADD COLUMN uid VARCHAR(36) NOT NULL DEFAULT ''" for table in _V7_UID_TABLES
+)
+_V7_INDEXES = (
+    *(f"CREATE UNIQUE INDEX ix_{table}_uid ON {table} (uid)" for table in _V7_UID_TABLES),
+    # What `sweeps`, `report --device` and `compare` filter by on a central DB with thousands of sweeps.
+    "CREATE INDEX ix_sweep_device_id ON sweep (device_id)",
+    "CREATE INDEX ix_sweep_started_at ON sweep (started_at)",
+    "CREATE INDEX ix_device_hostname ON device (hostname)",
+)
+
+
+def _backfill_v7(conn: Connection) -> None:
+    # Content identity where the row has one (the same device/build/model file gets the same uid on every
+    # device's DB, so they merge into one row centrally); a random UUID for everything else.
+    from edgeprof.storage.identity import content_uid
+
+    for table in _V7_UID_TABLES:
+        if table == "device" or table == "build":
+            rows = conn.execute(text(f"SELECT id, fingerprint FROM {table}")).all()
+            params = [{"i": r[0], "u": content_uid(table, r[1])} for r in rows]
+        elif table == "model_file":
+            rows = conn.execute(text("SELECT id, path, sha256 FROM model_file")).all()
+            params = [{"i": r[0], "u": content_uid("model_file", r[1], r[2])} for r in rows]
+        else:
+            ids = conn.execute(text(f"SELECT id FROM {table}")).scalars()
+            params = [{"i": i, "u": str(uuid.uuid4())} for i in ids]
+        if params:
+            conn.execute(text(f"UPDATE {table} SET uid = :u WHERE id = :i"), params)
+    for statement in _V7_INDEXES:
+        conn.execute(text(render(statement, conn.dialect.name)))
+
 # Issue 11: the sweep lease (one writer per sweep). Portable DDL (SQLite and PostgreSQL).
 _V10_SWEEP_LEASE = (
     """
@@ -376,6 +426,146 @@ def _convert_v11(conn: Connection) -> None:
     convert_legacy(conn)
 
 
+# Issue 14: the serving path (llama-server runner): runner per run and build, one level row per serving run,
+# one row per request. Portable DDL (SQLite and PostgreSQL).
+_V12_SERVING = (
+    "ALTER TABLE run ADD COLUMN runner VARCHAR(32)",
+    "ALTER TABLE run ADD COLUMN concurrency INTEGER",
+    "ALTER TABLE run ADD COLUMN request_rate DOUBLE PRECISION",
+    "ALTER TABLE build ADD COLUMN runtime VARCHAR(32)",
+    "ALTER TABLE build ADD COLUMN runtime_version TEXT",
+    """
+    CREATE TABLE serving_level (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        concurrency INTEGER NOT NULL,
+        request_rate DOUBLE PRECISION,
+        server_pid INTEGER,
+        server_command TEXT,
+        ready_ms DOUBLE PRECISION,
+        cold_start_ms DOUBLE PRECISION,
+        n_slots INTEGER,
+        slot_n_ctx INTEGER,
+        n_requests INTEGER,
+        n_ok INTEGER,
+        n_errors INTEGER,
+        n_timeouts INTEGER,
+        n_rejected INTEGER,
+        max_deferred DOUBLE PRECISION,
+        duration_s DOUBLE PRECISION,
+        request_throughput_rps DOUBLE PRECISION,
+        output_tps DOUBLE PRECISION,
+        total_tps DOUBLE PRECISION,
+        goodput_rps DOUBLE PRECISION,
+        ttft_p50_ms DOUBLE PRECISION,
+        ttft_p99_ms DOUBLE PRECISION,
+        tpot_p50_ms DOUBLE PRECISION,
+        tpot_p99_ms DOUBLE PRECISION,
+        itl_p50_ms DOUBLE PRECISION,
+        itl_p99_ms DOUBLE PRECISION,
+        e2el_p50_ms DOUBLE PRECISION,
+        e2el_p99_ms DOUBLE PRECISION,
+        output_j_per_token DOUBLE PRECISION,
+        stats_json TEXT,
+        kv_budget_json TEXT,
+        metrics_before_json TEXT,
+        metrics_after_json TEXT,
+        props_json TEXT,
+        t_start_mono DOUBLE PRECISION,
+        t_end_mono DOUBLE PRECISION,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_serving_level_run_id ON serving_level (run_id)",
+    """
+    CREATE TABLE serving_request (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        kind VARCHAR(8) NOT NULL,
+        idx INTEGER NOT NULL,
+        client INTEGER NOT NULL,
+        status VARCHAR(16) NOT NULL,
+        error TEXT,
+        http_status INTEGER,
+        t_send_mono DOUBLE PRECISION NOT NULL,
+        t_first_mono DOUBLE PRECISION,
+        t_end_mono DOUBLE PRECISION,
+        ttft_ms DOUBLE PRECISION,
+        tpot_ms DOUBLE PRECISION,
+        e2el_ms DOUBLE PRECISION,
+        itl_json TEXT,
+        n_chunks INTEGER,
+        output_tokens INTEGER,
+        prompt_tokens INTEGER,
+        server_prompt_ms DOUBLE PRECISION,
+        server_predicted_ms DOUBLE PRECISION,
+        server_cache_n INTEGER,
+        finish_reason VARCHAR(16),
+        client_overhead_ms DOUBLE PRECISION,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_serving_request_run_id ON serving_request (run_id)",
+)
+
+# Issue 9 (part B): memory predicted before a config runs (and what the device had), the bytes a decode step
+# reads, achieved bandwidth per decode rep, and the sweep's bandwidth probe / datasheet figure.
+_V14_MEMORY_BANDWIDTH = (
+    "ALTER TABLE run ADD COLUMN mem_predicted_mb DOUBLE PRECISION",
+    "ALTER TABLE run ADD COLUMN mem_available_mb DOUBLE PRECISION",
+    "ALTER TABLE run ADD COLUMN mem_prediction_json TEXT",
+    "ALTER TABLE run ADD COLUMN weights_read_bytes_per_token BIGINT",
+    "ALTER TABLE run ADD COLUMN kv_read_bytes_per_position DOUBLE PRECISION",
+    "ALTER TABLE measurement ADD COLUMN bw_gbps DOUBLE PRECISION",
+    "ALTER TABLE sweep ADD COLUMN bw_probe_gbps DOUBLE PRECISION",
+    "ALTER TABLE sweep ADD COLUMN bw_probe_json TEXT",
+    "ALTER TABLE sweep ADD COLUMN bw_datasheet_gbps DOUBLE PRECISION",
+    "ALTER TABLE sweep ADD COLUMN bw_datasheet_source TEXT",
+)
+
+_V8_QUALITY = (
+    """
+    CREATE TABLE quality_result (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        reference_label VARCHAR(255) NOT NULL,
+        reference_sha256 VARCHAR(64) NOT NULL,
+        is_reference BOOLEAN NOT NULL,
+        text_sha256 VARCHAR(64) NOT NULL,
+        text_source TEXT NOT NULL,
+        ctx INTEGER NOT NULL,
+        n_chunks INTEGER NOT NULL,
+        n_tokens INTEGER NOT NULL,
+        kld_mean DOUBLE PRECISION NOT NULL,
+        kld_se DOUBLE PRECISION,
+        kld_median DOUBLE PRECISION NOT NULL,
+        kld_p90 DOUBLE PRECISION NOT NULL,
+        kld_p95 DOUBLE PRECISION NOT NULL,
+        kld_p99 DOUBLE PRECISION NOT NULL,
+        kld_max DOUBLE PRECISION NOT NULL,
+        same_top_pct DOUBLE PRECISION NOT NULL,
+        dp_top_mean DOUBLE PRECISION NOT NULL,
+        dp_top_p99 DOUBLE PRECISION NOT NULL,
+        ppl DOUBLE PRECISION NOT NULL,
+        ppl_se DOUBLE PRECISION,
+        ppl_ref DOUBLE PRECISION NOT NULL,
+        ppl_ref_se DOUBLE PRECISION,
+        delta_ppl DOUBLE PRECISION NOT NULL,
+        delta_ppl_se DOUBLE PRECISION,
+        ln_ppl_ratio DOUBLE PRECISION NOT NULL,
+        ln_ppl_ratio_se DOUBLE PRECISION,
+        cache_path TEXT,
+        cache_bytes BIGINT,
+        cache_reused BOOLEAN,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_quality_result_run_id ON quality_result (run_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -383,10 +573,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "Jetson state (power mode, jetson_clocks, fan) per sweep and per run", _V4_DEVICE_STATE),
     Migration(5, "agent heartbeat and state", _V5_AGENT),
     Migration(6, "memory peaks per run: Jetson shared (NvMap), dGPU, system RAM", _V6_MEMORY_PEAKS),
+    Migration(
+        7, "global identity (uid) on every pushed table; fleet indexes", _V7_GLOBAL_IDENTITY, _backfill_v7
+    ),
+    Migration(8, "quality: KL divergence and perplexity per run vs the reference (issue 9)", _V8_QUALITY),
     Migration(10, "sweep lease: one writer per sweep (owner, heartbeat)", _V10_SWEEP_LEASE),
     Migration(
         11, "compact telemetry: sample blocks, old sample rows re-encoded", _V11_SAMPLE_BLOCKS, _convert_v11
     ),
+    Migration(12, "serving path: runner per run and build, serving levels and requests", _V12_SERVING),
+    Migration(14, "memory prediction, bytes per token, bandwidth, bandwidth probe", _V14_MEMORY_BANDWIDTH),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

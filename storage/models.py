@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from edgeprof.storage.identity import content_default, random_uid
+
 
 class Base(DeclarativeBase):
     pass
@@ -33,6 +35,8 @@ class Device(Base):
     __tablename__ = "device"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("device", "fingerprint"))
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     hostname: Mapped[str] = mapped_column(String(255))
     machine_id: Mapped[str | None] = mapped_column(String(64))
@@ -53,12 +57,17 @@ class Build(Base):
     __tablename__ = "build"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("build", "fingerprint"))
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     llama_cpp_python_version: Mapped[str] = mapped_column(String(32))
     backend: Mapped[str] = mapped_column(String(32))
     gpu_offload: Mapped[bool] = mapped_column(Boolean)
     system_info: Mapped[str] = mapped_column(Text)
     build_flags: Mapped[str | None] = mapped_column(Text)
+    # issue 14: which runtime this build is (NULL before v12 = llama-cpp-python) and its own version text
+    runtime: Mapped[str | None] = mapped_column(String(32))
+    runtime_version: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[datetime]
 
 
@@ -67,13 +76,15 @@ class ModelFile(Base):
     __table_args__ = (UniqueConstraint("path", "sha256", name="uq_model_file_path_sha"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("model_file", "path", "sha256"))
     path: Mapped[str] = mapped_column(Text)
     sha256: Mapped[str] = mapped_column(String(64), index=True)
-    size_bytes: Mapped[int] = mapped_column(Integer)
-    mtime_ns: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
     arch: Mapped[str | None] = mapped_column(String(64))
     name: Mapped[str | None] = mapped_column(String(255))
-    n_params: Mapped[int | None] = mapped_column(Integer)
+    n_params: Mapped[int | None] = mapped_column(BigInteger)
     quant_type: Mapped[str | None] = mapped_column(String(32))
     file_type: Mapped[int | None] = mapped_column(Integer)
     n_layers: Mapped[int | None] = mapped_column(Integer)
@@ -85,6 +96,8 @@ class Sweep(Base):
     __tablename__ = "sweep"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     name: Mapped[str] = mapped_column(String(255))
     plan_path: Mapped[str | None] = mapped_column(Text)
     plan_text: Mapped[str] = mapped_column(Text)
@@ -97,6 +110,11 @@ class Sweep(Base):
     n_specs: Mapped[int] = mapped_column(Integer)
     sampler_json: Mapped[str | None] = mapped_column(Text)
     device_state_json: Mapped[str | None] = mapped_column(Text)
+    # issue 9: memory bandwidth measured once per sweep (method in the JSON) and the board's datasheet figure
+    bw_probe_gbps: Mapped[float | None] = mapped_column(Double)
+    bw_probe_json: Mapped[str | None] = mapped_column(Text)
+    bw_datasheet_gbps: Mapped[float | None] = mapped_column(Double)
+    bw_datasheet_source: Mapped[str | None] = mapped_column(Text)
 
     device: Mapped[Device] = relationship()
     runs: Mapped[list[Run]] = relationship(back_populates="sweep", order_by="Run.id")
@@ -109,6 +127,8 @@ class Run(Base):
     __table_args__ = (Index("ix_run_sweep_spec", "sweep_id", "spec_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"))
     spec_id: Mapped[str] = mapped_column(String(64))
     seq: Mapped[int] = mapped_column(Integer)
@@ -153,6 +173,17 @@ class Run(Base):
     peak_shared_mb: Mapped[float | None] = mapped_column(Float)
     peak_gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
     peak_ram_used_mb: Mapped[float | None] = mapped_column(Float)
+    # issue 14: the runner (NULL before v12 = llama-cpp) and the serving load of this config
+    runner: Mapped[str | None] = mapped_column(String(32))
+    concurrency: Mapped[int | None] = mapped_column(Integer)
+    request_rate: Mapped[float | None] = mapped_column(Double)
+    # issue 9: predicted resident memory before the run (agent/memory_model.py), MemAvailable at that
+    # moment, the prediction's parts; bytes one decode step reads (weights, and KV per cached position)
+    mem_predicted_mb: Mapped[float | None] = mapped_column(Double)
+    mem_available_mb: Mapped[float | None] = mapped_column(Double)
+    mem_prediction_json: Mapped[str | None] = mapped_column(Text)
+    weights_read_bytes_per_token: Mapped[int | None] = mapped_column(BigInteger)
+    kv_read_bytes_per_position: Mapped[float | None] = mapped_column(Double)
 
     sweep: Mapped[Sweep] = relationship(back_populates="runs")
     model_file: Mapped[ModelFile | None] = relationship()
@@ -169,6 +200,8 @@ class Measurement(Base):
     __tablename__ = "measurement"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     kind: Mapped[str] = mapped_column(String(8))
     rep: Mapped[int] = mapped_column(Integer)
@@ -198,6 +231,8 @@ class Measurement(Base):
     decode_j_per_token_net: Mapped[float | None] = mapped_column(Float)
     decode_power_mw: Mapped[float | None] = mapped_column(Float)
     temp_max_c: Mapped[float | None] = mapped_column(Float)
+    # issue 9: bytes read per decode token x tg_tps (agent/bandwidth.py); NULL when not computable
+    bw_gbps: Mapped[float | None] = mapped_column(Double)
 
     run: Mapped[Run] = relationship(back_populates="measurements")
 
@@ -208,6 +243,8 @@ class Phase(Base):
     __tablename__ = "phase"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     name: Mapped[str] = mapped_column(String(32))
     kind: Mapped[str | None] = mapped_column(String(8))
@@ -223,6 +260,8 @@ class Sample(Base):
     __table_args__ = (Index("ix_sample_sweep_t", "sweep_id", "t_mono"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweep.id"))
     run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
     t_mono: Mapped[float] = mapped_column(Float)
@@ -258,6 +297,8 @@ class Verdict(Base):
     __tablename__ = "verdict"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     kind: Mapped[str] = mapped_column(String(32))
     value: Mapped[str] = mapped_column(String(32))
@@ -270,6 +311,8 @@ class CollectorStatus(Base):
     __tablename__ = "collector_status"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"), index=True)
     name: Mapped[str] = mapped_column(String(32))
     ok: Mapped[bool] = mapped_column(Boolean)
@@ -285,6 +328,8 @@ class PhaseStat(Base):
     __tablename__ = "phase_stat"
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     phase: Mapped[str] = mapped_column(String(32))
     kind: Mapped[str | None] = mapped_column(String(8))
@@ -330,3 +375,122 @@ class SweepLease(Base):
     acquired_at: Mapped[datetime]
     heartbeat_at: Mapped[datetime]
     released_at: Mapped[datetime | None]
+
+
+class ServingLevel(Base):
+    """issue 14: one serving config's load level (llama-server runner): the server's lifecycle, the per-level
+    figures of README "Serving metrics" (distributions in ``stats_json``, nearest rank with n), the KV budget
+    and the /metrics counters before and after. One row per run."""
+
+    __tablename__ = "serving_level"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    concurrency: Mapped[int] = mapped_column(Integer)
+    request_rate: Mapped[float | None] = mapped_column(Double)
+    server_pid: Mapped[int | None] = mapped_column(Integer)
+    server_command: Mapped[str | None] = mapped_column(Text)
+    ready_ms: Mapped[float | None] = mapped_column(Double)  # spawn -> /health 200
+    cold_start_ms: Mapped[float | None] = mapped_column(Double)  # spawn -> first token of the first request
+    n_slots: Mapped[int | None] = mapped_column(Integer)
+    slot_n_ctx: Mapped[int | None] = mapped_column(Integer)  # per-slot context the server reports (/props)
+    n_requests: Mapped[int | None] = mapped_column(Integer)
+    n_ok: Mapped[int | None] = mapped_column(Integer)
+    n_errors: Mapped[int | None] = mapped_column(Integer)
+    n_timeouts: Mapped[int | None] = mapped_column(Integer)
+    n_rejected: Mapped[int | None] = mapped_column(Integer)
+    max_deferred: Mapped[float | None] = mapped_column(Double)  # llamacpp:requests_deferred, max while loaded
+    duration_s: Mapped[float | None] = mapped_column(Double)
+    request_throughput_rps: Mapped[float | None] = mapped_column(Double)
+    output_tps: Mapped[float | None] = mapped_column(Double)
+    total_tps: Mapped[float | None] = mapped_column(Double)
+    goodput_rps: Mapped[float | None] = mapped_column(Double)
+    ttft_p50_ms: Mapped[float | None] = mapped_column(Double)
+    ttft_p99_ms: Mapped[float | None] = mapped_column(Double)
+    tpot_p50_ms: Mapped[float | None] = mapped_column(Double)
+    tpot_p99_ms: Mapped[float | None] = mapped_column(Double)
+    itl_p50_ms: Mapped[float | None] = mapped_column(Double)
+    itl_p99_ms: Mapped[float | None] = mapped_column(Double)
+    e2el_p50_ms: Mapped[float | None] = mapped_column(Double)
+    e2el_p99_ms: Mapped[float | None] = mapped_column(Double)
+    output_j_per_token: Mapped[float | None] = mapped_column(Double)  # energy of the level / output tokens
+    stats_json: Mapped[str | None] = mapped_column(Text)
+    kv_budget_json: Mapped[str | None] = mapped_column(Text)
+    metrics_before_json: Mapped[str | None] = mapped_column(Text)
+    metrics_after_json: Mapped[str | None] = mapped_column(Text)
+    props_json: Mapped[str | None] = mapped_column(Text)
+    t_start_mono: Mapped[float | None] = mapped_column(Double)
+    t_end_mono: Mapped[float | None] = mapped_column(Double)
+
+
+class ServingRequest(Base):
+    """issue 14: one request of a serving run as the client timed it, beside the server's own timings."""
+
+    __tablename__ = "serving_request"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(8))  # cold | warmup | measured
+    idx: Mapped[int] = mapped_column(Integer)
+    client: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    t_send_mono: Mapped[float] = mapped_column(Double)
+    t_first_mono: Mapped[float | None] = mapped_column(Double)
+    t_end_mono: Mapped[float | None] = mapped_column(Double)
+    ttft_ms: Mapped[float | None] = mapped_column(Double)
+    tpot_ms: Mapped[float | None] = mapped_column(Double)
+    e2el_ms: Mapped[float | None] = mapped_column(Double)
+    itl_json: Mapped[str | None] = mapped_column(Text)
+    n_chunks: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    server_prompt_ms: Mapped[float | None] = mapped_column(Double)
+    server_predicted_ms: Mapped[float | None] = mapped_column(Double)
+    server_cache_n: Mapped[int | None] = mapped_column(Integer)
+    finish_reason: Mapped[str | None] = mapped_column(String(16))
+    client_overhead_ms: Mapped[float | None] = mapped_column(Double)
+
+
+class QualityResult(Base):
+    """issue 9: a variant's next-token distributions vs its reference's over a fixed text (a quality run).
+
+    KLD(ref || variant) per scored token, summarized (mean ± standard error, median, nearest-rank p90/p95/p99,
+    max); the share of tokens whose top token matches the reference's; |Δp| of the reference's top token;
+    perplexity of both with standard errors. Written once per run and never recomputed on resume.
+    """
+
+    __tablename__ = "quality_result"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    reference_label: Mapped[str] = mapped_column(String(255))
+    reference_sha256: Mapped[str] = mapped_column(String(64))
+    is_reference: Mapped[bool] = mapped_column(Boolean)
+    text_sha256: Mapped[str] = mapped_column(String(64))
+    text_source: Mapped[str] = mapped_column(Text)
+    ctx: Mapped[int] = mapped_column(Integer)
+    n_chunks: Mapped[int] = mapped_column(Integer)
+    n_tokens: Mapped[int] = mapped_column(Integer)
+    kld_mean: Mapped[float] = mapped_column(Double)
+    kld_se: Mapped[float | None] = mapped_column(Double)
+    kld_median: Mapped[float] = mapped_column(Double)
+    kld_p90: Mapped[float] = mapped_column(Double)
+    kld_p95: Mapped[float] = mapped_column(Double)
+    kld_p99: Mapped[float] = mapped_column(Double)
+    kld_max: Mapped[float] = mapped_column(Double)
+    same_top_pct: Mapped[float] = mapped_column(Double)
+    dp_top_mean: Mapped[float] = mapped_column(Double)
+    dp_top_p99: Mapped[float] = mapped_column(Double)
+    ppl: Mapped[float] = mapped_column(Double)
+    ppl_se: Mapped[float | None] = mapped_column(Double)
+    ppl_ref: Mapped[float] = mapped_column(Double)
+    ppl_ref_se: Mapped[float | None] = mapped_column(Double)
+    delta_ppl: Mapped[float] = mapped_column(Double)
+    delta_ppl_se: Mapped[float | None] = mapped_column(Double)
+    ln_ppl_ratio: Mapped[float] = mapped_column(Double)
+    ln_ppl_ratio_se: Mapped[float | None] = mapped_column(Double)
+    cache_path: Mapped[str | None] = mapped_column(Text)
+    cache_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cache_reused: Mapped[bool | None] = mapped_column(Boolean)
