@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -19,11 +18,13 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.collectors.sysfs_thermal import is_thermometer
-from edgeprof.storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
+from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.storage.models import Measurement, Phase, Run, Sweep, Verdict
+from edgeprof.storage.samples import read_samples
 
 PHASE_COLORS: dict[str, str] = {
     "load": "#9e9e9e",
@@ -38,14 +39,34 @@ SLOWDOWN_COLOR = "#f57c00"
 MAX_LINES = 8
 NOT_MEASURED = "not measured"
 
-_TEMP = re.compile(r"^(?:temp\..+|gpu\d+\.temp)_c$")
-_CPU_CUR = re.compile(r"^cpufreq\.policy\d+\.cur_mhz$")
-_CPU_CAP = re.compile(r"^cpufreq\.policy\d+\.max_mhz$")
-_CPU_CORE = re.compile(r"^cpu\d+\.freq_mhz$")
-_GPU = re.compile(r"^gpu\d*\.(?:freq_mhz|sm_clock_mhz)$")
-_POWER = re.compile(r"^(?:power\..+|gpu\d+\.power)_mw$")
-
 Points = list[tuple[float, float]]
+_PANEL_ROLES = frozenset({"temperature", "clock", "clock_cap", "power"})
+
+
+def timeline_panels(
+    samples: Mapping[str, Points], roles: Mapping[str, MetricRole] | None = None
+) -> dict[str, dict[str, Points]]:
+    """The timeline's series per panel (``temp``, ``cpu``, ``cap``, ``gpu``, ``power``), chosen by each
+    metric's role as its collector declares it (``roles`` first, e.g. as stored with the sweep)."""
+    panels: dict[str, dict[str, Points]] = {k: {} for k in ("temp", "cpu", "cpu_core", "cap", "gpu", "power")}
+    for metric, points in samples.items():
+        role = (roles or {}).get(metric) or role_of(metric)
+        if role is None:
+            continue
+        if role.role == "temperature" and role.thermometer:  # no fixed PMIC 100 °C
+            panels["temp"][metric] = points
+        elif role.role == "clock" and role.domain == "cpu":
+            panels["cpu_core" if role.per_core else "cpu"][metric] = points
+        elif role.role == "clock" and role.domain == "gpu":
+            panels["gpu"][metric] = points
+        elif role.role == "clock_cap" and len({v for _, v in points}) > 1:  # a cap that never moved: clutter
+            panels["cap"][metric] = points
+        elif role.role == "power":
+            panels["power"][metric] = points
+    # Per-cluster clocks where sysfs has them; single cores' clocks otherwise.
+    panels["cpu"] = panels["cpu"] or panels.pop("cpu_core")
+    panels.pop("cpu_core", None)
+    return panels
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -101,24 +122,19 @@ def _finite(value: Any) -> float | None:
 
 # -- timeline --------------------------------------------------------------------------------------------
 def _load_samples(session: Session, sweep_id: int) -> dict[str, Points]:
-    query = (
-        select(Sample.metric, Sample.t_mono, Sample.value, Sample.source)
-        .where(
-            Sample.sweep_id == sweep_id,
-            Sample.value.is_not(None),
-            or_(
-                Sample.metric.like("temp.%"),
-                Sample.metric.like("cpufreq.%"),
-                Sample.metric.like("cpu%.freq_mhz"),
-                Sample.metric.like("gpu%"),
-                Sample.metric.like("power.%"),
-            ),
-        )
-        .order_by(Sample.t_mono)
-    )
+    seen: dict[str, bool] = {}
+
+    def plotted(metric: str) -> bool:
+        # Only what a panel shows, by the role its collector declares (not by the metric's name).
+        if metric not in seen:
+            role = role_of(metric)
+            seen[metric] = role is not None and role.role in _PANEL_ROLES
+        return seen[metric]
+
     out: dict[str, Points] = {}
     owner: dict[str, str] = {}
-    for metric, t, value, source in session.execute(query):
+    for r in read_samples(session, sweep_id, metrics=plotted, with_nulls=False):
+        metric, t, value, source = r.metric, r.t_mono, r.value, r.source
         # one source per metric (tegrastats and jtop both report temp.* on a Jetson), as Telemetry does
         if owner.setdefault(metric, source) != source:
             continue
@@ -276,17 +292,8 @@ def timeline_png(
     span = max(t1 - t0, 1e-6)
     scale_t, unit = (60.0, "min") if span > 900 else (1.0, "s")
 
-    temps = {m: p for m, p in samples.items() if _TEMP.match(m) and is_thermometer(m)}  # no fixed PMIC 100 °C
-    cpu = {m: p for m, p in samples.items() if _CPU_CUR.match(m)} or {
-        m: p for m, p in samples.items() if _CPU_CORE.match(m)
-    }
-    caps = {
-        m: p
-        for m, p in samples.items()
-        if _CPU_CAP.match(m) and len({v for _, v in p}) > 1  # a cap that never moved is just clutter
-    }
-    gpu = {m: p for m, p in samples.items() if _GPU.match(m)}
-    power = {m: p for m, p in samples.items() if _POWER.match(m)}
+    panels = timeline_panels(samples)
+    temps, cpu, caps, gpu, power = (panels[k] for k in ("temp", "cpu", "cap", "gpu", "power"))
 
     fig = _new_figure(13, 11.5)
     axes, strip = _panels(fig, 4, legend_height=0.35)

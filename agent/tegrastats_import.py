@@ -52,6 +52,7 @@ SOURCE = "tegrastats_import"
 SWEEP_STATUS = "imported"
 IMPORTED_HOSTNAME = "imported"
 EXIT_BAD_INPUT = 2
+
 # tegrastats --logfile writes '%m-%d-%Y %H:%M:%S'; the others are what the parser's timestamp pattern also
 # accepts ('/' and 'T' are normalised to '-' and ' ' first).
 TIMESTAMP_FORMATS = ("%m-%d-%Y %H:%M:%S", "%m-%d-%Y %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f")

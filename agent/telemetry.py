@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from edgeprof import analysis, verdicts
@@ -18,7 +18,8 @@ from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.sampler import Sampler, SampleRow
 from edgeprof.collectors.base import Collector
 from edgeprof.collectors.registry import build_collectors
-from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
+from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
+from edgeprof.storage.samples import read_samples, write_batch
 
 # Where power comes from, best first: counters integrate exactly (DESIGN §3), then board-input rails.
 POWER_COUNTERS: tuple[tuple[str, float], ...] = (
@@ -128,22 +129,10 @@ class Telemetry:
 
     # -- storage ----------------------------------------------------------------------------------------
     def _write(self, rows: list[SampleRow]) -> None:
+        # One compressed block per (run, source) per flush (storage/samples.py): ~100 bytes a reading as rows,
+        # a few bytes as blocks.
         with Session(self.engine) as session:
-            session.execute(
-                insert(Sample),
-                [
-                    {
-                        "sweep_id": self.sweep_id,
-                        "run_id": r.run_id,
-                        "t_mono": r.t_mono,
-                        "t_wall": r.t_wall,
-                        "source": r.source,
-                        "metric": r.metric,
-                        "value": r.value,
-                    }
-                    for r in rows
-                ],
-            )
+            write_batch(session, self.sweep_id, rows)
             session.commit()
 
     def _record_collectors(self) -> None:
@@ -366,12 +355,8 @@ class Telemetry:
     def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
         out: dict[str, analysis.Series] = {}
         owner: dict[str, str] = {}
-        rows = session.execute(
-            select(Sample.metric, Sample.t_mono, Sample.value, Sample.source)
-            .where(Sample.run_id == run_id)
-            .order_by(Sample.t_mono)
-        )
-        for metric, t, value, source in rows:
+        for r in read_samples(session, None, run_ids=[run_id]):
+            metric, t, value, source = r.metric, r.t_mono, r.value, r.source
             # On a Jetson, tegrastats and jtop both report temp.* and power.*: one source per metric, so
             # two samplers' readings are never interleaved into one series.
             if owner.setdefault(metric, source) != source:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -35,8 +34,10 @@ from edgeprof.analysis import SeriesLike, slope_per_s
 from edgeprof.stats import median
 from edgeprof.collectors.base import counter_delta
 from edgeprof.collectors.nvml import decode_clock_event_reasons
-from edgeprof.collectors.sysfs_thermal import is_thermometer
-from edgeprof.storage.models import Measurement, Phase, Run, Sample, Verdict
+from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.storage.models import Measurement, Phase, Run, Verdict
+from edgeprof.storage.samples import max_value, read_samples, sample_metrics
 
 ThrottleValue = Literal["throttled", "not_throttled", "inconclusive", "slowdown_not_thermal"]
 StabilityValue = Literal["stable", "unstable", "inconclusive"]
@@ -57,14 +58,11 @@ NVML_THROTTLE_REASONS = frozenset(
 # "critical" shuts the board down, far above where throttling starts).
 THROTTLING_TRIP_TYPES = ("passive", "hot")
 
-_CPU_POLICY_CUR = re.compile(r"^cpufreq\.(policy\d+)\.cur_mhz$")
-_CPU_POLICY_CAP = re.compile(r"^cpufreq\.(policy\d+)\.max_mhz$")
-_CPU_POLICY_HW_MAX = re.compile(r"^cpufreq\.(policy\d+)\.hw_max_mhz$")
-_CPU_CORE = re.compile(r"^cpu\d+\.freq_mhz$")
-_GPU_CLOCK = re.compile(r"^gpu\d*\.(?:freq_mhz|sm_clock_mhz)$")
-_NVML_REASONS = re.compile(r"^gpu(\d+)\.clock_event_reasons$")
-_GPU_TEMP = re.compile(r"^gpu\d+\.temp_c$")
-_X86_COUNTER = re.compile(r"^throttle\.(?:cpu\d+\.core_count|package\d+\.count)$")
+
+def _role(metric: str, roles: Mapping[str, MetricRole] | None = None) -> MetricRole | None:
+    """What ``metric`` is: as given in ``roles`` (stored with the sweep), else as its collector declares."""
+    given = roles.get(metric) if roles else None
+    return given if given is not None else role_of(metric)
 
 
 @dataclass(frozen=True)
@@ -162,15 +160,27 @@ class ThrottleInputs:
     trip_points: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=dict)
     max_freq_mhz: Mapping[str, float] = field(default_factory=dict)
     gpu_in_use: bool = False
+    # metric -> role (``edgeprof.collectors.roles``); a metric not given here is classified by the
+    # registered collectors (``edgeprof.collectors.registry.role_of``).
+    roles: Mapping[str, MetricRole] = field(default_factory=dict)
 
 
 # -- small helpers ----------------------------------------------------------------------------------------
-def is_temperature(metric: str, gpu_in_use: bool = False) -> bool:
-    """A thermal zone (``temp.*_c``, real thermometers only), or an NVML GPU's own sensor
-    (``gpuN.temp_c``) when the run used that GPU."""
-    if metric.startswith("temp.") and metric.endswith("_c"):
-        return is_thermometer(metric)
-    return gpu_in_use and bool(_GPU_TEMP.match(metric))
+def is_temperature(
+    metric: str, gpu_in_use: bool = False, roles: Mapping[str, MetricRole] | None = None
+) -> bool:
+    """A real thermometer (not a fixed-value zone); one on a discrete GPU only when the run used it."""
+    role = _role(metric, roles)
+    if role is None or role.role != "temperature" or not role.thermometer:
+        return False
+    return gpu_in_use or not role.discrete
+
+
+def _is_clock(role: MetricRole | None, gpu_in_use: bool = True) -> bool:
+    """A CPU or GPU clock the throttle verdict judges (not a memory-controller clock, not a cap)."""
+    if role is None or role.role != "clock" or role.domain not in ("cpu", "gpu"):
+        return False
+    return gpu_in_use or role.domain != "gpu"
 
 
 def _points(series: SeriesLike) -> list[tuple[float, float]]:
@@ -256,8 +266,9 @@ def _hardware_flags(inputs: ThrottleInputs, t0: float, t1: float) -> tuple[list[
     flags: list[str] = []
     detail: dict[str, Any] = {}
     for metric in sorted(inputs.series):
-        match = _NVML_REASONS.match(metric)
-        if match:
+        role = _role(metric, inputs.roles)
+        kind = role.role if role is not None else None
+        if kind == "throttle_flags":
             seen = 0
             for _t, v in _within(inputs.series[metric], t0, t1):
                 seen |= int(v)
@@ -270,7 +281,7 @@ def _hardware_flags(inputs: ThrottleInputs, t0: float, t1: float) -> tuple[list[
                 flags.append(f"{metric}: {', '.join(throttling)} during load")
             detail[metric] = entry
             continue
-        if _X86_COUNTER.match(metric):
+        if kind == "throttle_counter":
             points = _points(inputs.series[metric])
             if len(points) < 2:
                 continue
@@ -285,21 +296,25 @@ def _hardware_flags(inputs: ThrottleInputs, t0: float, t1: float) -> tuple[list[
     return flags, detail
 
 
-def _clock_domains(series: Mapping[str, SeriesLike], gpu_in_use: bool) -> dict[str, list[str]]:
-    policies = sorted(m for m in series if _CPU_POLICY_CUR.match(m))
-    cores = sorted(m for m in series if _CPU_CORE.match(m))
+def _clock_domains(
+    series: Mapping[str, SeriesLike], gpu_in_use: bool, roles: Mapping[str, MetricRole] | None = None
+) -> dict[str, list[str]]:
+    of = {m: _role(m, roles) for m in sorted(series)}
+    clocks = {m: r for m, r in of.items() if r is not None and _is_clock(r)}
+    cpu_all = [m for m, r in clocks.items() if r.domain == "cpu"]
+    cpu_clusters = [m for m in cpu_all if not clocks[m].per_core]
     domains: dict[str, list[str]] = {}
-    if policies or cores:
+    if cpu_all:
         # The busiest CPU runs at the top clock: a pointwise max over policies follows it wherever the
-        # scheduler puts the thread, and idle policies at a low clock do not read as a "drop".
-        domains["cpu"] = policies or cores
-    gpus = sorted(m for m in series if _GPU_CLOCK.match(m))
+        # scheduler puts the thread, and idle policies at a low clock do not read as a "drop". Single
+        # cores' clocks stand in only where no per-cluster clock was read.
+        domains["cpu"] = cpu_clusters or cpu_all
+    gpus = [m for m, r in clocks.items() if r.domain == "gpu"]
     if gpus and gpu_in_use:
         domains["gpu"] = gpus
-    for metric in sorted(series):
-        match = _CPU_POLICY_CAP.match(metric)
-        if match:
-            domains[f"cpu_cap.{match.group(1)}"] = [metric]
+    for metric, role in of.items():
+        if role is not None and role.role == "clock_cap":
+            domains[f"cpu_cap.{role.domain or metric}"] = [metric]
     return domains
 
 
@@ -307,7 +322,7 @@ def _clocks(
     inputs: ThrottleInputs, t0: float, t1: float, th: ThrottleThresholds
 ) -> tuple[str, dict[str, Any]]:
     """('dropped'|'steady'|'unknown', per-domain detail)."""
-    domains = _clock_domains(inputs.series, inputs.gpu_in_use)
+    domains = _clock_domains(inputs.series, inputs.gpu_in_use, inputs.roles)
     detail: dict[str, Any] = {}
     evaluated = 0
     dropped: list[str] = []
@@ -378,7 +393,7 @@ def _temperatures(
     evaluated = 0
     near = rising = False
     for metric in sorted(inputs.series):
-        if not is_temperature(metric, inputs.gpu_in_use):
+        if not is_temperature(metric, inputs.gpu_in_use, inputs.roles):
             continue
         points = _within(inputs.series[metric], t0, t1)
         entry: dict[str, Any] = {"n": len(points)}
@@ -420,8 +435,10 @@ def _temperatures(
     return ("flat" if evaluated else "unknown"), detail
 
 
-def _hottest_series(series: Mapping[str, SeriesLike], gpu_in_use: bool) -> list[tuple[float, float]]:
-    return _per_time_max(s for m, s in series.items() if is_temperature(m, gpu_in_use))
+def _hottest_series(
+    series: Mapping[str, SeriesLike], gpu_in_use: bool, roles: Mapping[str, MetricRole] | None = None
+) -> list[tuple[float, float]]:
+    return _per_time_max(s for m, s in series.items() if is_temperature(m, gpu_in_use, roles))
 
 
 def _drift(inputs: ThrottleInputs, th: ThrottleThresholds) -> tuple[str, dict[str, Any]]:
@@ -435,7 +452,7 @@ def _drift(inputs: ThrottleInputs, th: ThrottleThresholds) -> tuple[str, dict[st
     first, last = _thirds(tps)
     first_med, last_med = median(first), median(last)
     drop = 1.0 - last_med / first_med if first_med and last_med is not None else None
-    hottest = _hottest_series(inputs.series, inputs.gpu_in_use)
+    hottest = _hottest_series(inputs.series, inputs.gpu_in_use, inputs.roles)
     temps = [value_at(hottest, (r.t_start + r.t_end) / 2.0) for r in reps]
     pairs = [(v, t) for v, t in zip(tps, temps, strict=True) if t is not None]
     rho_temp = spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else None
@@ -468,8 +485,8 @@ def _load_window(inputs: ThrottleInputs) -> tuple[float, float] | None:
 def _load_sample_count(inputs: ThrottleInputs, t0: float, t1: float) -> int:
     times: set[float] = set()
     for metric, series in inputs.series.items():
-        is_temp = is_temperature(metric, inputs.gpu_in_use)
-        is_clock = bool(_CPU_POLICY_CUR.match(metric) or _CPU_CORE.match(metric) or _GPU_CLOCK.match(metric))
+        is_temp = is_temperature(metric, inputs.gpu_in_use, inputs.roles)
+        is_clock = _is_clock(_role(metric, inputs.roles))
         if is_temp or is_clock:
             times.update(t for t, _ in _within(series, t0, t1))
     return len(times)
@@ -701,14 +718,10 @@ def _load_span(phases: Sequence[Phase]) -> tuple[float, float] | None:
 def _series_of(
     session: Session, run_ids: Sequence[int], metrics: Sequence[str] | None = None
 ) -> dict[int, dict[str, list[tuple[float, float | None]]]]:
-    query = select(Sample.run_id, Sample.metric, Sample.t_mono, Sample.value, Sample.source).where(
-        Sample.run_id.in_(run_ids)
-    )
-    if metrics is not None:
-        query = query.where(Sample.metric.in_(metrics))
     out: dict[int, dict[str, list[tuple[float, float | None]]]] = {}
     owner: dict[tuple[int, str], str] = {}
-    for run_id, metric, t, value, source in session.execute(query.order_by(Sample.t_mono)):
+    for r in read_samples(session, None, metrics=metrics, run_ids=run_ids):
+        run_id, metric, t, value, source = r.run_id, r.metric, r.t_mono, r.value, r.source
         if run_id is None:
             continue
         # Two collectors may report one metric (tegrastats and jtop both give temp.* on a Jetson): keep
@@ -732,39 +745,26 @@ def reference_clocks(session: Session, run: Run) -> dict[str, float]:
     - ``cpu_cap.policyN``: the highest cap (scaling_max_freq) seen anywhere in the sweep, so a power mode
       that caps clocks for the whole sweep is not a "drop", but a cap lowered mid-sweep is.
     """
-    own_metrics = list(session.scalars(select(Sample.metric).where(Sample.run_id == run.id).distinct()))
+    own_metrics = sorted(sample_metrics(session, run.id))
     domains = _clock_domains({m: () for m in own_metrics}, gpu_in_use=True)
     if not domains:
         return {}
     sweep_runs = select(Run.id).where(Run.sweep_id == run.sweep_id)
     same_shape = sweep_runs.where(Run.n_threads == run.n_threads, Run.n_gpu_layers == run.n_gpu_layers)
-    spans = (
-        select(
-            Phase.run_id.label("run_id"),
-            func.min(Phase.t_start_mono).label("t0"),
-            func.max(Phase.t_end_mono).label("t1"),
-        )
+    spans_q = (
+        select(Phase.run_id, func.min(Phase.t_start_mono), func.max(Phase.t_end_mono))
         .where(Phase.run_id.in_(same_shape), Phase.name.in_(LOAD_PHASES))
         .group_by(Phase.run_id)
-        .subquery()
     )
+    spans = {int(r): (float(a), float(b)) for r, a, b in session.execute(spans_q)}
+    all_runs = list(session.scalars(sweep_runs))
     refs: dict[str, float] = {}
     for name, metrics in domains.items():
+        # storage.samples.max_value: numpy over the blocks (cached per block), no rows built
         if name.startswith("cpu_cap."):
-            query = select(func.max(Sample.value)).where(
-                Sample.run_id.in_(sweep_runs), Sample.metric.in_(metrics)
-            )
+            top = max_value(session, all_runs, metrics)
         else:
-            query = (
-                select(func.max(Sample.value))
-                .join(spans, Sample.run_id == spans.c.run_id)
-                .where(
-                    Sample.metric.in_(metrics),
-                    Sample.t_mono >= spans.c.t0,
-                    Sample.t_mono <= spans.c.t1,
-                )
-            )
-        top = session.scalar(query)
+            top = max_value(session, list(spans), metrics, spans)
         if top is not None and math.isfinite(top) and top > 0:
             refs[name] = float(top)
     return refs

@@ -223,6 +223,8 @@ def block_rows(
     max_ticks: int = MAX_TICKS_PER_BLOCK,
 ) -> list[dict[str, Any]]:
     """The ``sample_block`` rows (dicts for a bulk insert) holding these ticks, in blocks of <= max_ticks."""
+    # Readers binary-search a block's tick times: keep them sorted (an imported log can step backwards).
+    ticks = sorted(ticks, key=lambda tk: tk.t_mono)
     out = []
     for start in range(0, len(ticks), max_ticks):
         chunk = ticks[start : start + max_ticks]
@@ -429,3 +431,64 @@ def convert_legacy(conn: Connection, chunk_rows: int = 200_000) -> int:
         conn.execute(delete(Sample).where(and_(*conds)))
     return converted
 
+
+
+# ----------------------------------------------------------------------------------------- aggregates
+
+# block id -> (t0, t1, metrics) -> max: blocks are immutable once written (compaction deletes and rewrites
+# them under new ids), so a per-process cache keeps `analyse` over a whole night from decoding a block once
+# per run of the sweep.
+_MAX_CACHE: dict[tuple[int, float | None, float | None, tuple[str, ...]], float | None] = {}
+
+
+def max_value(
+    session: Session | Connection,
+    run_ids: Collection[int],
+    metrics: Collection[str],
+    spans: dict[int, tuple[float, float]] | None = None,
+) -> float | None:
+    """MAX(value) of these metrics over these runs' readings (within each run's span when given), NULLs and
+    non-finite values skipped; decodes the blocks with numpy only, never building rows."""
+    names = tuple(sorted(set(metrics)))
+    best: float | None = None
+    if spans is not None:
+        run_ids = [r for r in run_ids if r in spans]
+    q = select(SampleBlock.id, SampleBlock.run_id, SampleBlock.t_start_mono, SampleBlock.t_end_mono).where(
+        SampleBlock.run_id.in_(list(run_ids))
+    )
+    for block_id, run_id, b0, b1 in session.execute(q):
+        t0, t1 = spans[run_id] if spans is not None else (None, None)
+        if t0 is not None and t1 is not None and (b1 < t0 or b0 > t1):
+            continue
+        key = (int(block_id), t0, t1, names)
+        if key not in _MAX_CACHE:
+            data = session.execute(select(SampleBlock.data).where(SampleBlock.id == block_id)).scalar_one()
+            t_mono, _tw, cols = decode_block(data)
+            top: float | None = None
+            for name, idx, vals, nulls in cols:
+                if name not in names:
+                    continue
+                keep = ~nulls & np.isfinite(vals)
+                if t0 is not None and t1 is not None:
+                    tt = t_mono[idx]
+                    keep &= (tt >= t0) & (tt <= t1)
+                if keep.any():
+                    m = float(vals[keep].max())
+                    top = m if top is None else max(top, m)
+            _MAX_CACHE[key] = top
+        top = _MAX_CACHE[key]
+        if top is not None:
+            best = top if best is None else max(best, top)
+    # legacy rows (older DBs before migration are converted; test fixtures may still write them)
+    q2 = select(func.max(Sample.value)).where(Sample.run_id.in_(list(run_ids)), Sample.metric.in_(names))
+    for run_id in [None] if spans is None else list(run_ids):
+        qq = q2
+        if run_id is not None and spans is not None:
+            t0, t1 = spans[run_id]
+            qq = select(func.max(Sample.value)).where(
+                Sample.run_id == run_id, Sample.metric.in_(names), Sample.t_mono >= t0, Sample.t_mono <= t1
+            )
+        legacy = session.execute(qq).scalar()
+        if legacy is not None and np.isfinite(legacy):
+            best = float(legacy) if best is None else max(best, float(legacy))
+    return best

@@ -25,7 +25,8 @@ from edgeprof.tegrastats_import import (
 )
 from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Device, Sample, Sweep
+from edgeprof.storage.models import Device, Sweep
+from edgeprof.storage.samples import count_samples, read_samples
 
 TEGRASTATS_DIR = Path(__file__).resolve().parents[2] / "shared" / "captures" / "tegrastats"
 SCHEMA_KEYS = set(record_to_json(parse_line("")))
@@ -83,9 +84,9 @@ def test_every_capture_summarises_and_stores(tmp_path: Path) -> None:
         total_rows += sum(len(record_to_metrics(parse_line(ln))) for ln in data_lines(path))
     engine = open_engine(db)
     with new_session(engine) as session:
-        assert session.scalar(select(func.count()).select_from(Sample)) == total_rows
+        assert count_samples(session) == total_rows == len(read_samples(session))
         assert session.scalar(select(func.count()).select_from(Sweep)) == len(captures())
-        assert set(session.scalars(select(Sample.source).distinct())) == {SOURCE}
+        assert {r.source for r in read_samples(session)} == {SOURCE}
     engine.dispose()
 
 
@@ -140,16 +141,14 @@ def test_db_import_of_orin_nano(tmp_path: Path) -> None:
         assert device is not None and device.hostname == "imported"
         assert device.cpu_count == 6 and device.ram_total_mb == 7620
         # 4 mem + 6 cores x 2 + cpu + 2 emc + 2 gpu + 6 temps + 3 rails = 30 metrics per line
-        assert session.scalar(select(func.count()).where(Sample.sweep_id == sweep.id)) == 60
-        rows = session.scalars(
-            select(Sample).where(Sample.metric == "power.vdd_in_mw").order_by(Sample.t_mono)
-        ).all()
+        assert count_samples(session, sweep.id) == 60
+        rows = read_samples(session, sweep.id, metrics={"power.vdd_in_mw"})
         assert [r.value for r in rows] == [12479, 4824]
         first_wall = datetime(2024, 11, 15, 8, 38, 9).timestamp()
         assert rows[0].t_wall == first_wall and rows[0].t_mono == 0.0
         assert rows[1].t_mono == datetime(2025, 6, 18, 11, 25, 24).timestamp() - first_wall
         assert rows[0].source == SOURCE and rows[0].run_id is None
-        emc = session.scalars(select(Sample.value).where(Sample.metric == "emc.freq_mhz")).all()
+        emc = [r.value for r in read_samples(session, sweep.id, metrics={"emc.freq_mhz"})]
         assert sorted(emc, key=lambda v: v is None) == [2133, None]
         assert json.loads(sweep.sampler_json or "{}")["clock"] == "timestamps"
     engine.dispose()
@@ -163,7 +162,7 @@ def test_db_import_without_timestamps_uses_record_index(tmp_path: Path) -> None:
     assert import_log(log, False, str(db), io.StringIO()) == 2
     engine = open_engine(db)
     with new_session(engine) as session:
-        rows = session.scalars(select(Sample).where(Sample.metric == "temp.tj_c").order_by(Sample.id)).all()
+        rows = read_samples(session, metrics={"temp.tj_c"})
         assert [(r.t_mono, r.t_wall, r.value) for r in rows] == [(0.0, 0.0, 53.062), (1.0, 1.0, 53.062)]
         sweep = session.scalars(select(Sweep)).one()
         assert json.loads(sweep.sampler_json or "{}")["clock"] == "record_index"
@@ -265,5 +264,5 @@ def test_cli_json_and_db(tmp_path: Path) -> None:
     assert "imported 2 records" in result.stdout
     engine = open_engine(db)
     with new_session(engine) as session:
-        assert session.scalar(select(func.count()).select_from(Sample)) == 60
+        assert count_samples(session) == 60
     engine.dispose()

@@ -19,6 +19,7 @@ from edgeprof.collectors.registry import build_collectors
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
+from edgeprof.storage.samples import read_samples
 
 pytestmark = pytest.mark.llama
 
@@ -122,9 +123,11 @@ def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path:
         assert run.power_source == "power.vdd_in_mw"
         assert run.idle_power_mw == pytest.approx(POWER_MW)
         assert run.peak_shared_mb == 1234.0 and run.peak_gpu_mem_mb == 667.0  # both GPUs together
-        n_samples = s.scalar(select(func.count()).select_from(Sample).where(Sample.run_id == run.id))
-        assert n_samples and n_samples > 10
-        sources = set(s.scalars(select(Sample.source).distinct()))
+        stored = read_samples(s, None, run_ids=[run.id])
+        assert len(stored) > 10
+        # written as compact blocks, not legacy rows
+        assert s.scalar(select(func.count()).select_from(Sample)) == 0
+        sources = {r.source for r in stored}
         assert {"psutil_host", "sysfs_thermal", "sysfs_cpufreq", "synthetic_power"} <= sources
         status = {c.name: c for c in s.scalars(select(CollectorStatus))}
         assert status["sysfs_thermal"].ok and status["rapl"].ok is False and status["rapl"].reason
