@@ -10,15 +10,20 @@ import difflib
 import glob
 import hashlib
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from edgeprof.gguf_info import GGUFError, GGUFInfo, read_gguf_info
+from edgeprof.plan_bounds import MAX_PLAN_BYTES, check_bounds, count_configs
+from edgeprof.quality_plan import QualitySpec, is_quality, parse_quality, quality_params
 from edgeprof.runners.protocol import KV_CACHE_TYPES
+from edgeprof.serving_plan import Serving
+from edgeprof.serving_plan import check_serving as _check_serving
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,6 +48,10 @@ class ModelEntry:
     path: str
     label: str
     group: str | None = None
+    # issue 10: a model's own chat template (Jinja text) overrides its GGUF's; its own prompt replaces a text
+    # workload's prompt for this model only (say an instruction model that needs a different wording)
+    chat_template: str | None = None
+    prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,45 @@ class Workload:
     top_p: float = 0.95
     seed: int = 42
     ignore_eos: bool = True
+    # issue 10 (chat, EOS, per-model workloads). Absent from to_json while unset, so that the spec ids of
+    # plans written before these keys existed stay as they were.
+    messages: tuple[tuple[str, str], ...] | None = None  # (role, content) pairs, rendered with a template
+    chat_template: str | None = None  # a Jinja template that overrides the model's own
+    parse_special: bool = False  # text prompts: tokenize "<|im_start|>"-like text as special tokens
+    stop: tuple[str, ...] = ()  # stop strings: generation ends with finish_reason "stop"
+    models: tuple[str, ...] | None = None  # model labels or groups this workload applies to (None: all)
+    quality: QualitySpec | None = None  # issue 9: set for kind = "quality" (agent/quality_plan.py)
+
+    @property
+    def kind(self) -> str:
+        return "generation" if self.quality is None else "quality"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["quality"]  # generation workloads keep the spec ids they always had
+        if self.quality is not None:
+            out["kind"] = "quality"
+            out["quality"] = self.quality.to_json()  # the text's hash, never the text
+        for key, unset in (
+            ("messages", None),
+            ("chat_template", None),
+            ("parse_special", False),
+            ("stop", ()),
+            ("models", None),
+        ):
+            if out[key] == unset or (key == "stop" and not out[key]):
+                del out[key]
+        if "messages" in out:
+            out["messages"] = [list(m) for m in out["messages"]]
+        if "stop" in out:
+            out["stop"] = list(out["stop"])
+        if "models" in out:
+            out["models"] = list(out["models"])
+        return out
+
+    @property
+    def is_chat(self) -> bool:
+        return self.messages is not None
 
     @property
     def hash(self) -> str:
@@ -79,11 +124,35 @@ class Params:
     type_v: str
     use_mmap: bool
     power_mode: str | None = None  # nvpmodel mode name; None = leave the device as it is
+    # issue 10: llama-bench's values (tools/llama-bench: swa_full = false, -nkvo 0, -nopo 0, --poll 50, one
+    # sequence, -d 0); kv_unified is llama_context_default_params()'s, which llama-bench keeps.
+    swa_full: bool = False
+    kv_unified: bool = False
+    offload_kqv: bool = True
+    op_offload: bool = True
+    poll: int = 50
+    n_seq_max: int = 1
+    depth: int = 0  # tokens in the KV cache before each measured request (llama-bench -d)
+    # issue 14: which runner measures this config, and the serving load (llama-server only)
+    runner: str = "llama-cpp"
+    concurrency: int | None = None  # closed loop: N clients (open loop: the cap on requests in flight)
+    request_rate: float | None = None  # open loop: Poisson arrivals, requests/s
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         if out["power_mode"] is None:
             del out["power_mode"]  # keeps spec ids of plans without the axis as they were
+        # issue 14: absent for the in-process runner, so every spec id from before the runner axis stays valid
+        if out["runner"] == "llama-cpp":
+            del out["runner"]
+        for name in ("concurrency", "request_rate"):
+            if out[name] is None:
+                del out[name]
+        # The parity knobs only enter the spec id (and the job) when the plan moves them off llama-bench's
+        # value: the worker applies the same defaults, and records what was in effect.
+        for name in PARITY_DEFAULTS:
+            if out[name] == PARITY_DEFAULTS[name]:
+                del out[name]
         return out
 
 
@@ -126,19 +195,24 @@ class RunSpec:
     timeout_s: float
     cold_cache: str
     cooldown_per_rep: bool = False  # pacing, not part of what is measured: not in the spec id
+    rendered_prompt: str | None = None  # a chat workload's messages rendered with this model's template
+    serving: Serving | None = None  # issue 14: the [serving] table, for the llama-server runner only
 
     @property
     def spec_id(self) -> str:
-        return _digest(
-            {
-                "model_sha256": self.model_sha256,
-                # the same file under two labels (say on NVMe and on an SD card) is two configs
-                "model_label": self.model.label,
-                "params": self.params.to_json(),
-                "workload": self.workload.to_json(),
-                "repeat": self.repeat.to_json(),
-            }
-        )[:16]
+        ident: dict[str, Any] = {
+            "model_sha256": self.model_sha256,
+            # the same file under two labels (say on NVMe and on an SD card) is two configs
+            "model_label": self.model.label,
+            "params": self.params.to_json(),
+            "workload": self.workload.to_json(),
+            "repeat": self.repeat.to_json(),
+        }
+        if self.rendered_prompt is not None:  # another template is another prompt
+            ident["rendered_prompt_sha256"] = hashlib.sha256(self.rendered_prompt.encode()).hexdigest()
+        if self.serving is not None and self.params.runner != "llama-cpp":
+            ident["serving"] = self.serving.to_json()  # another request count or SLO is another config
+        return _digest(ident)[:16]
 
     def job(self, *, cold_only: bool = False, cold_rep: int = 0) -> dict[str, Any]:
         """The JSON the worker process receives."""
@@ -150,6 +224,8 @@ class RunSpec:
             "cold_only": cold_only,
             "cold_rep": cold_rep,
             "pause_between_reps": self.cooldown_per_rep and not cold_only,
+            "rendered_prompt": self.rendered_prompt,
+            **({"serving": self.serving.to_json()} if self.serving is not None else {}),
         }
 
 
@@ -168,16 +244,63 @@ class Plan:
     collect: Collect
     model_info: dict[str, GGUFInfo] = field(default_factory=dict)
     power_modes: tuple[str, ...] = ()
+    # (model label, workload name) -> the chat workload rendered with that model's template
+    rendered: dict[tuple[str, str], str] = field(default_factory=dict)
+    # issue 14: runner axis and the serving load axes (concurrency, request_rate cross llama-server only)
+    runners: tuple[str, ...] = ("llama-cpp",)
+    concurrency: tuple[int, ...] = (1,)
+    request_rates: tuple[float | None, ...] = (None,)
+    serving: Serving | None = None
 
     @property
     def hash(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
-    def n_specs(self) -> int:
-        n = len(self.models) * len(self.workloads) * max(1, len(self.power_modes))
+    def specs_per_model(self) -> dict[str, int]:
+        """Configs per model label: only the workloads that apply to it (a workload may name its models)."""
+        per_combo = max(1, len(self.power_modes))
+        # in-process runs once per combo; each serving runner once per (concurrency, request_rate)
+        per_combo *= sum(
+            1 if r == "llama-cpp" else len(self.concurrency) * len(self.request_rates) for r in self.runners
+        )
         for values in self.axes.values():
-            n *= len(values)
-        return n
+            per_combo *= len(values)
+        n_quality = max(1, len(self.power_modes)) * sum(1 for wl in self.workloads if wl.quality is not None)
+        return {
+            m.label: per_combo
+            * sum(1 for wl in self.workloads if wl.quality is None and workload_applies(wl, m))
+            + n_quality  # issue 9: a quality workload runs once per model (and power mode)
+            for m in self.models
+        }
+
+    def n_specs(self) -> int:
+        return sum(self.specs_per_model().values())
+
+
+def workload_applies(workload: Workload, model: ModelEntry) -> bool:
+    """A workload with ``models = [...]`` runs only on the models named there, by label or group."""
+    if workload.models is None:
+        return True
+    return model.label in workload.models or (model.group is not None and model.group in workload.models)
+
+
+def workload_for(workload: Workload, model: ModelEntry) -> Workload:
+    """The workload as it runs on this model: a model's own prompt replaces a text workload's prompt."""
+    if model.prompt is not None and workload.prompt is not None and workload.prompt_tokens is None:
+        return replace(workload, prompt=model.prompt)
+    return workload
+
+
+# Params fields that issue 10 added, with llama-bench's values (spec ids leave them out at these values).
+PARITY_DEFAULTS: dict[str, Any] = {
+    "swa_full": False,
+    "kv_unified": False,
+    "offload_kqv": True,
+    "op_offload": True,
+    "poll": 50,
+    "n_seq_max": 1,
+    "depth": 0,
+}
 
 
 def _digest(obj: Any) -> str:
@@ -196,6 +319,15 @@ AXES: dict[str, tuple[str, Any]] = {
     "type_k": ("type_k", "f16"),
     "type_v": ("type_v", "f16"),
     "threads": ("n_threads", None),
+    # issue 10: llama.cpp parity knobs and the context depth, innermost (no reload needed between them
+    # except for a new context, which every config gets anyway)
+    "swa_full": ("swa_full", False),
+    "kv_unified": ("kv_unified", False),
+    "offload_kqv": ("offload_kqv", True),
+    "op_offload": ("op_offload", True),
+    "poll": ("poll", 50),
+    "n_seq_max": ("n_seq_max", 1),
+    "depth": ("depth", 0),
 }
 AXIS_ALIASES = {
     "batch": "n_batch",
@@ -205,10 +337,13 @@ AXIS_ALIASES = {
     "n_ctx": "ctx",
     "n_threads": "threads",
     "use_mmap": "mmap",
+    "n_depth": "depth",
 }
 
 TOP_KEYS = {"name", "description", "matrix", "workload", "repeat", "run", "cooldown", "collect", "schedule"}
-MATRIX_KEYS = {"models", "power_mode", *AXES, *AXIS_ALIASES}
+TOP_KEYS |= {"serving"}  # issue 14
+SERVING_AXES = ("runner", "concurrency", "request_rate")  # issue 14: not in AXES, they cross unevenly
+MATRIX_KEYS = {"models", "power_mode", *AXES, *AXIS_ALIASES, *SERVING_AXES}
 WORKLOAD_KEYS = {
     "name",
     "prompt",
@@ -219,13 +354,19 @@ WORKLOAD_KEYS = {
     "top_p",
     "seed",
     "ignore_eos",
+    "messages",
+    "chat_template",
+    "parse_special",
+    "stop",
+    "models",
+    "kind",
 }
 REPEAT_KEYS = {"cold", "warmup", "steady"}
-RUN_KEYS = {"timeout_s", "cold_cache", "allow_power_mode_change"}
+RUN_KEYS = {"timeout_s", "cold_cache", "allow_power_mode_change", "allow_ctx_beyond_train", "max_configs"}
 COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s", "per_rep"}
 COLLECT_KEYS = {"interval_ms", "idle_s", "collectors"}
 SCHEDULE_KEYS = {"until"}
-MODEL_KEYS = {"path", "label", "group"}
+MODEL_KEYS = {"path", "label", "group", "chat_template", "prompt"}
 
 
 @dataclass(frozen=True)
@@ -340,6 +481,9 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.add(place, f"expected a number, got {_tname(value)} {value!r}")
             return None
+        if not math.isfinite(value):  # nan passes every comparison; inf is no bound at all
+            self.add(place, f"must be a finite number, got {value}")
+            return None
         if minimum is not None and value < minimum:
             self.add(place, f"must be >= {minimum:g}, got {value}")
             return None
@@ -392,8 +536,17 @@ def _check_axis(chk: _Checker, axis: str, raw: Any) -> tuple[Any, ...]:
             value = chk.integer(item, place, minimum=1)
         elif axis == "threads":
             value = default_threads() if item == "auto" else chk.integer(item, place, minimum=1)
-        elif axis == "mmap":
+        elif axis in ("mmap", "swa_full", "kv_unified", "offload_kqv", "op_offload"):
             value = chk.boolean(item, place)
+        elif axis == "poll":
+            value = chk.integer(item, place, minimum=0)
+            if value is not None and value > 100:
+                chk.add(place, f"poll is a level 0..100 (llama-bench --poll), got {value}")
+                value = None
+        elif axis == "n_seq_max":
+            value = chk.integer(item, place, minimum=1)
+        elif axis == "depth":
+            value = chk.integer(item, place, minimum=0)
         elif axis == "flash_attn":
             if isinstance(item, bool):
                 value = "on" if item else "off"
@@ -437,6 +590,8 @@ def _check_models(chk: _Checker, raw: Any, base: Path) -> tuple[list[ModelEntry]
         place = f"matrix.models[{i}]"
         label: str | None = None
         group: str | None = None
+        chat_template: str | None = None
+        model_prompt: str | None = None
         if isinstance(item, dict):
             chk.unknown_keys(item, MODEL_KEYS, place)
             path_raw = chk.string(item.get("path"), f"{place}.path") if "path" in item else None
@@ -446,6 +601,10 @@ def _check_models(chk: _Checker, raw: Any, base: Path) -> tuple[list[ModelEntry]
                 label = chk.string(item["label"], f"{place}.label")
             if "group" in item:
                 group = chk.string(item["group"], f"{place}.group")
+            if "chat_template" in item:
+                chat_template = chk.string(item["chat_template"], f"{place}.chat_template")
+            if "prompt" in item:
+                model_prompt = chk.string(item["prompt"], f"{place}.prompt")
         else:
             path_raw = chk.string(item, place)
         if path_raw is None:
@@ -469,11 +628,19 @@ def _check_models(chk: _Checker, raw: Any, base: Path) -> tuple[list[ModelEntry]
                 continue
             labels[entry_label] = place
             infos[str(path)] = info
-            entries.append(ModelEntry(path=str(path), label=entry_label, group=group))
+            entries.append(
+                ModelEntry(
+                    path=str(path),
+                    label=entry_label,
+                    group=group,
+                    chat_template=chat_template,
+                    prompt=model_prompt,
+                )
+            )
     return entries, infos
 
 
-def _check_workloads(chk: _Checker, raw: Any) -> list[Workload]:
+def _check_workloads(chk: _Checker, raw: Any, base: Path | None = None) -> list[Workload]:
     out: list[Workload] = []
     if raw is None:
         chk.add("workload", "missing: add at least one [[workload]] with a prompt and n_predict")
@@ -484,20 +651,50 @@ def _check_workloads(chk: _Checker, raw: Any) -> list[Workload]:
     names: set[str] = set()
     for i, table in enumerate(raw):
         place = f"workload[{i}]"
-        chk.unknown_keys(table, WORKLOAD_KEYS, place)
         name = chk.string(table.get("name", f"workload{i}"), f"{place}.name")
         if name is not None:
             if name in names:
                 chk.add(f"{place}.name", f"duplicate workload name {name!r}")
             names.add(name)
+        if is_quality(table):  # issue 9: its own keys (agent/quality_plan.py)
+            quality = parse_quality(chk, table, place, base or Path.cwd())
+            if quality is not None and name is not None:
+                out.append(Workload(name=name, prompt=None, prompt_tokens=None, n_predict=0, quality=quality))
+            continue
+        chk.unknown_keys(table, WORKLOAD_KEYS, place)
+        if table.get("kind", "generation") != "generation":
+            chk.add(f"{place}.kind", f'expected "generation" or "quality", got {table["kind"]!r}')
         prompt = chk.string(table["prompt"], f"{place}.prompt") if "prompt" in table else None
         prompt_tokens = (
             chk.integer(table["prompt_tokens"], f"{place}.prompt_tokens", minimum=1)
             if "prompt_tokens" in table
             else None
         )
-        if "prompt" not in table and "prompt_tokens" not in table:
-            chk.add(place, "needs 'prompt' (fixed text) or 'prompt_tokens' (a prompt of exactly N tokens)")
+        messages = (
+            _check_messages(chk, table["messages"], f"{place}.messages") if "messages" in table else None
+        )
+        given = [k for k in ("prompt", "prompt_tokens", "messages") if k in table]
+        if not given:
+            chk.add(
+                place,
+                "needs 'prompt' (fixed text), 'prompt_tokens' (a prompt of exactly N tokens) or 'messages' "
+                "(a chat, rendered with the model's chat template)",
+            )
+        elif "messages" in table and len(given) > 1:
+            chk.add(place, f"'messages' and {' and '.join(repr(k) for k in given if k != 'messages')} "
+                    "both given: a chat workload is its messages only")
+        chat_template = (
+            chk.string(table["chat_template"], f"{place}.chat_template") if "chat_template" in table else None
+        )
+        if chat_template is not None and "messages" not in table:
+            chk.add(f"{place}.chat_template", "only a chat workload ('messages') uses a chat template")
+        parse_special = chk.boolean(table.get("parse_special", False), f"{place}.parse_special")
+        if "parse_special" in table and "messages" in table and table["parse_special"] is False:
+            chk.add(f"{place}.parse_special", "a rendered chat is always tokenized with special tokens")
+        stop = _check_str_list(chk, table["stop"], f"{place}.stop") if "stop" in table else ()
+        wl_models = _check_str_list(chk, table["models"], f"{place}.models") if "models" in table else None
+        if wl_models is not None and not wl_models:
+            chk.add(f"{place}.models", "empty list: name the model labels or groups, or drop the key")
         if "n_predict" not in table:
             chk.add(place, "missing 'n_predict'")
         n_predict = chk.integer(table.get("n_predict", 1), f"{place}.n_predict", minimum=1)
@@ -505,10 +702,12 @@ def _check_workloads(chk: _Checker, raw: Any) -> list[Workload]:
         top_k = chk.integer(table.get("top_k", 40), f"{place}.top_k", minimum=1)
         top_p = chk.number(table.get("top_p", 0.95), f"{place}.top_p", minimum=0.0)
         seed = chk.integer(table.get("seed", 42), f"{place}.seed", minimum=0)
-        ignore_eos = chk.boolean(table.get("ignore_eos", True), f"{place}.ignore_eos")
-        if None in (name, n_predict, temperature, top_k, top_p, seed, ignore_eos):
+        # Only a synthetic prompt (prompt_tokens) generates past EOS by default, like llama-bench's tg test:
+        # it measures speed, not an answer. A chat or a text prompt stops at EOS, as a user's request would.
+        ignore_eos = chk.boolean(table.get("ignore_eos", "prompt_tokens" in table), f"{place}.ignore_eos")
+        if None in (name, n_predict, temperature, top_k, top_p, seed, ignore_eos, parse_special):
             continue
-        if prompt is None and prompt_tokens is None:
+        if prompt is None and prompt_tokens is None and messages is None:
             continue
         out.append(
             Workload(
@@ -521,9 +720,52 @@ def _check_workloads(chk: _Checker, raw: Any) -> list[Workload]:
                 top_p=float(top_p or 0.0),
                 seed=int(seed or 0),
                 ignore_eos=bool(ignore_eos),
+                messages=messages,
+                chat_template=chat_template,
+                parse_special=bool(parse_special) or messages is not None,
+                stop=tuple(stop or ()),
+                models=tuple(wl_models) if wl_models else None,
             )
         )
     return out
+
+
+CHAT_ROLES = ("system", "user", "assistant", "tool")
+
+
+def _check_messages(chk: _Checker, raw: Any, place: str) -> tuple[tuple[str, str], ...] | None:
+    """``messages = [{role, content}, ...]``, as an OpenAI-style chat request gives them."""
+    if not isinstance(raw, list) or not raw:
+        chk.add(place, "expected a non-empty array of {role, content} tables")
+        return None
+    out: list[tuple[str, str]] = []
+    ok = True
+    for i, msg in enumerate(raw):
+        where = f"{place}[{i}]"
+        if not isinstance(msg, dict):
+            chk.add(where, f"expected a table {{role, content}}, got {_tname(msg)}")
+            ok = False
+            continue
+        chk.unknown_keys(msg, {"role", "content"}, where)
+        role = chk.string(msg.get("role"), f"{where}.role") if "role" in msg else None
+        content = chk.string(msg.get("content"), f"{where}.content") if "content" in msg else None
+        if "role" not in msg or "content" not in msg:
+            chk.add(where, "needs 'role' and 'content'")
+        if role is not None and role not in CHAT_ROLES:
+            chk.add(f"{where}.role", f"unknown role {role!r}; one of {', '.join(CHAT_ROLES)}")
+            role = None
+        if role is None or content is None:
+            ok = False
+            continue
+        out.append((role, content))
+    return tuple(out) if ok else None
+
+
+def _check_str_list(chk: _Checker, raw: Any, place: str) -> tuple[str, ...] | None:
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        chk.add(place, "expected an array of strings")
+        return None
+    return tuple(raw)
 
 
 def estimate_prompt_tokens(workload: Workload) -> int:
@@ -535,6 +777,51 @@ def estimate_prompt_tokens(workload: Workload) -> int:
     if workload.prompt_tokens is not None:
         return workload.prompt_tokens
     return len((workload.prompt or "").encode("utf-8")) + 1
+
+
+def _render_chats(
+    chk: _Checker, models: list[ModelEntry], workloads: list[Workload]
+) -> dict[tuple[str, str], str]:
+    """Render every chat workload with each model's template, before anything runs: a model without one is a
+    plan error (a wrong or missing template still runs, but gives answers nobody can trust)."""
+    from edgeprof.chat import ChatTemplateError, read_chat_meta, render_chat
+
+    rendered: dict[tuple[str, str], str] = {}
+    meta_of: dict[str, Any] = {}
+    for wl in workloads:
+        if wl.messages is None:
+            continue
+        for model in models:
+            if not workload_applies(wl, model):
+                continue
+            if model.path not in meta_of:
+                try:
+                    meta_of[model.path] = read_chat_meta(model.path)
+                except Exception as exc:  # noqa: BLE001 - the GGUF was read once already; report, don't crash
+                    chk.add(f"workload '{wl.name}'", f"{model.label}: cannot read its chat metadata: {exc}")
+                    meta_of[model.path] = None
+            meta = meta_of[model.path]
+            if meta is None:
+                continue
+            template = wl.chat_template or model.chat_template or meta.template
+            if template is None:
+                chk.add(
+                    f"workload '{wl.name}'",
+                    f"model {model.label} has no chat template (no tokenizer.chat_template in its GGUF); "
+                    "give chat_template in the workload or the model entry, or use a text prompt",
+                )
+                continue
+            try:
+                rendered[(model.label, wl.name)] = render_chat(
+                    template,
+                    wl.messages,
+                    bos_token=meta.bos_token,
+                    eos_token=meta.eos_token,
+                    add_bos=meta.add_bos,
+                )
+            except ChatTemplateError as exc:
+                chk.add(f"workload '{wl.name}'", f"model {model.label}: {exc}")
+    return rendered
 
 
 def parse_plan(
@@ -554,7 +841,7 @@ def parse_plan(
     chk.unknown_keys(matrix, MATRIX_KEYS, "matrix")
     canonical: dict[str, Any] = {}
     for key, value in matrix.items():
-        if key in ("models", "power_mode"):
+        if key in ("models", "power_mode", *SERVING_AXES):
             continue
         axis = AXIS_ALIASES.get(key, key)
         if axis in canonical:
@@ -567,7 +854,7 @@ def parse_plan(
         else:
             axes[axis] = (default_threads() if axis == "threads" else default,)
     models, infos = _check_models(chk, matrix.get("models"), base)
-    workloads = _check_workloads(chk, doc.get("workload"))
+    workloads = _check_workloads(chk, doc.get("workload"), base)
 
     rep_t = chk.table(doc, "repeat", "repeat")
     chk.unknown_keys(rep_t, REPEAT_KEYS, "repeat")
@@ -622,16 +909,45 @@ def parse_plan(
     chk.unknown_keys(sched_t, SCHEDULE_KEYS, "schedule")
 
     # Cross-field checks, once the parts are known to be well-typed.
+    labels = {m.label for m in models} | {m.group for m in models if m.group}
     for wl in workloads:
-        need = estimate_prompt_tokens(wl) + wl.n_predict
-        for ctx in axes.get("ctx", ()):
-            if ctx < need:
-                bound = "" if wl.prompt_tokens is not None else " at most"
-                chk.add(
-                    f"workload '{wl.name}'",
-                    f"ctx {ctx} < prompt tokens ({bound.strip() + ' ' if bound else ''}"
-                    f"{estimate_prompt_tokens(wl)}) + n_predict ({wl.n_predict}) = {need}",
-                )
+        for name in wl.models or ():
+            if name not in labels:
+                chk.add(f"workload '{wl.name}'.models", f"no model labelled or grouped {name!r}")
+        ref = wl.quality.reference if wl.quality is not None else None
+        if ref is not None and models and ref not in {m.label for m in models}:
+            chk.add(f"workload '{wl.name}'.reference", f"no model labelled {ref!r}")
+    rendered = _render_chats(chk, models, workloads)
+    depths = axes.get("depth", (0,))
+    # llama.cpp splits a non-unified cache between the sequences: one request sees n_ctx / n_seq_max
+    seq_split = max(axes.get("n_seq_max", (1,))) if False in axes.get("kv_unified", (False,)) else 1
+    ctx_problems: dict[str, None] = {}  # ordered, one line per (depth, ctx) even across models
+    for wl in workloads:
+        # with no valid model (already a problem) the prompt itself is still checked against ctx
+        candidates: list[ModelEntry | None] = list(models) or [None]
+        for model in candidates:
+            if model is not None and not workload_applies(wl, model):
+                continue
+            if wl.messages is not None:
+                if model is None or (model.label, wl.name) not in rendered:
+                    continue
+                est = len(rendered[(model.label, wl.name)].encode("utf-8")) + 1
+            else:
+                est = estimate_prompt_tokens(workload_for(wl, model) if model is not None else wl)
+            exact = wl.prompt_tokens is not None
+            for depth in depths:
+                need = depth + est + wl.n_predict
+                for ctx in axes.get("ctx", ()):
+                    if ctx // seq_split < need:
+                        bound = "" if exact else "at most "
+                        parts = f"prompt tokens ({bound}{est}) + n_predict ({wl.n_predict})"
+                        if depth:
+                            parts = f"depth ({depth}) + " + parts
+                        room = f"ctx {ctx}" + (f" / n_seq_max {seq_split}" if seq_split > 1 else "")
+                        ctx_problems[f"{room} < {parts} = {need}"] = None
+        for msg in ctx_problems:
+            chk.add(f"workload '{wl.name}'", msg)
+        ctx_problems.clear()
     for i, n_ub in enumerate(a for a in axes.get("n_ubatch", ()) if a is not None):
         if any(n_ub > nb for nb in axes.get("n_batch", ())):
             chk.add(
@@ -645,6 +961,21 @@ def parse_plan(
             "matrix.type_v", 'a quantized V cache needs flash_attn = "on" (llama.cpp refuses it otherwise)'
         )
 
+    runners, concurrency, request_rates, serving = _check_serving(chk, doc, matrix, workloads)
+
+    # Ceilings for every number and the matrix size (issue 11), with the reason for each.
+    check_bounds(
+        chk,
+        doc,
+        axes,
+        {m.label: (infos[m.path].context_length if m.path in infos else None) for m in models},
+        workloads,
+        repeat,
+        timeout_s,
+        cooldown,
+        collect,
+        count_configs(models, workloads, power_modes, *axes.values()),
+    )
     if chk.problems:
         raise PlanError(source, chk.problems)
     return Plan(
@@ -661,12 +992,20 @@ def parse_plan(
         collect=collect,
         model_info=infos,
         power_modes=power_modes,
+        rendered=rendered,
+        runners=runners,
+        concurrency=concurrency,
+        request_rates=request_rates,
+        serving=serving,
     )
 
 
 def load_plan(path: str | Path) -> Plan:
     p = Path(path).expanduser()
     try:
+        if p.is_file() and p.stat().st_size > MAX_PLAN_BYTES:
+            size = p.stat().st_size
+            raise PlanError(str(path), [f"{size} bytes; a plan is at most {MAX_PLAN_BYTES} bytes"])
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise PlanError(str(path), ["no such plan file"]) from None
@@ -691,21 +1030,56 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
                 values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
                 if values["n_ubatch"] is None:
                     values["n_ubatch"] = min(512, values["n_batch"])
-                params = Params(**values, power_mode=power_mode)
-                for wl in plan.workloads:
-                    specs.append(
-                        RunSpec(
-                            model=model,
-                            model_sha256=sha256_of[model.path],
-                            params=params,
-                            workload=wl,
-                            repeat=plan.repeat,
-                            timeout_s=plan.timeout_s,
-                            cold_cache=plan.cold_cache,
-                            cooldown_per_rep=plan.cooldown.per_rep,
+                base = Params(**values, power_mode=power_mode)
+                for params in _runner_params(plan, base):
+                    for wl in plan.workloads:
+                        if wl.quality is not None:
+                            continue  # issue 9: once per model, below
+                        if not workload_applies(wl, model):
+                            continue  # a per-model workload crosses only its models
+                        specs.append(
+                            RunSpec(
+                                model=model,
+                                model_sha256=sha256_of[model.path],
+                                params=params,
+                                workload=workload_for(wl, model),
+                                repeat=plan.repeat,
+                                timeout_s=plan.timeout_s,
+                                cold_cache=plan.cold_cache,
+                                cooldown_per_rep=plan.cooldown.per_rep,
+                                rendered_prompt=plan.rendered.get((model.label, wl.name)),
+                                serving=plan.serving if params.runner != "llama-cpp" else None,
+                            )
                         )
+            # issue 9: a quality workload runs once per model (its numbers do not depend on the speed axes),
+            # after the model's speed configs, while the model file is still in the page cache.
+            for wl in plan.workloads:
+                if wl.quality is None:
+                    continue
+                specs.append(
+                    RunSpec(
+                        model=model,
+                        model_sha256=sha256_of[model.path],
+                        params=Params(**quality_params(plan.axes, wl.quality), power_mode=power_mode),
+                        workload=wl,
+                        repeat=Repeat(cold=1, warmup=0, steady=1),
+                        timeout_s=plan.timeout_s,
+                        cold_cache=plan.cold_cache,
                     )
+                )
     return specs
+
+
+def _runner_params(plan: Plan, base: Params) -> Iterator[Params]:
+    """issue 14: the in-process runner once; a serving runner once per concurrency x request rate (the
+    levels of one server config run back to back, lowest load first)."""
+    for runner in plan.runners:
+        if runner == "llama-cpp":
+            yield base
+            continue
+        for rate in plan.request_rates:
+            for conc in plan.concurrency:
+                yield replace(base, runner=runner, concurrency=conc, request_rate=rate)
 
 
 def _product(lists: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:

@@ -32,6 +32,7 @@ from edgeprof.lease import acquire as acquire_lease
 from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.progress import Progress
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
 
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
@@ -85,8 +86,7 @@ def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
             facts_json=json.dumps(facts, sort_keys=True),
             first_seen=utcnow(),
         )
-        session.add(device)
-        session.flush()
+        device = add_unique(session, device, fingerprint=fp)
     return device
 
 
@@ -119,9 +119,7 @@ def get_or_create_model_file(
         context_length=info.context_length,
         vocab_size=info.vocab_size,
     )
-    session.add(mf)
-    session.flush()
-    return mf
+    return add_unique(session, mf, path=path, sha256=digest)
 
 
 def _build_flags() -> str | None:
@@ -160,8 +158,7 @@ def get_or_create_build(session: Session, hello: dict[str, Any]) -> Build:
             build_flags=flags,
             first_seen=utcnow(),
         )
-        session.add(build)
-        session.flush()
+        build = add_unique(session, build, fingerprint=fp)
     return build
 
 
@@ -213,7 +210,7 @@ def spec_label(spec: RunSpec) -> str:
     p = spec.params
     return (
         f"{spec.model.label} ctx={p.n_ctx} ngl={p.n_gpu_layers} t={p.n_threads} b={p.n_batch} "
-        f"fa={p.flash_attn} wl={spec.workload.name}"
+        f"fa={p.flash_attn}{f' depth={p.depth}' if p.depth else ''} wl={spec.workload.name}"
     )
 
 
@@ -240,6 +237,13 @@ def _store_child(session: Session, run: Run, child: ChildResult, *, is_main: boo
             finish_reason=event.get("finish_reason"),
             t_start_mono=event.get("t_request"),
             t_end_mono=event.get("t_end"),
+            first_eos_index=event.get("first_eos_index"),
+            depth=event.get("depth"),
+            depth_fill_ms=event.get("depth_fill_ms"),
+            kv_used_cells=event.get("kv_used_cells"),
+            prompt_sha256=event.get("prompt_sha256"),
+            prompt_n_tokens=event.get("prompt_n_tokens"),
+            parse_special=event.get("parse_special"),
         )
         if kind == "cold":
             m.load_ms = child.loaded.get("load_ms") if child.loaded else None
@@ -261,6 +265,8 @@ def _store_child(session: Session, run: Run, child: ChildResult, *, is_main: boo
         run.build_id = get_or_create_build(session, child.hello).id
     if is_main and child.loaded is not None:
         run.effective_json = json.dumps(child.loaded.get("effective"), sort_keys=True)
+        effective = child.loaded.get("effective") or {}
+        run.kv_cache_mib = effective.get("kv_cache_mib")  # as llama.cpp reported it (issue 10)
     if child.peak_rss_mb is not None:
         run.peak_rss_mb = max(run.peak_rss_mb or 0.0, child.peak_rss_mb)
 
@@ -275,6 +281,13 @@ def execute_spec(
     between_reps: Callable[[dict[str, Any]], float] | None = None,
 ) -> Run:
     """Run a spec's children (first: cold + warm-up + steady; then extra cold starts) and store them."""
+    if spec.params.runner != "llama-cpp":  # issue 14: another runner executes and stores this spec
+        from edgeprof.runners import registry
+
+        run_other: Callable[..., Run] = registry.executor(spec.params.runner)
+        return run_other(
+            session, run, spec, on_event=on_event, env=env, heartbeat=heartbeat, between_reps=between_reps
+        )
     run.t_start_mono = time.monotonic()
     statuses: list[tuple[str, str | None, int | None, str | None, str]] = []
     for cold_rep in range(spec.repeat.cold):
@@ -522,6 +535,17 @@ def _run_plan_held(
                         type_k=spec.params.type_k,
                         type_v=spec.params.type_v,
                         use_mmap=spec.params.use_mmap,
+                        depth=spec.params.depth,
+                        swa_full=spec.params.swa_full,
+                        kv_unified=spec.params.kv_unified,
+                        offload_kqv=spec.params.offload_kqv,
+                        op_offload=spec.params.op_offload,
+                        poll=spec.params.poll,
+                        n_seq_max=spec.params.n_seq_max,
+                        ignore_eos=spec.workload.ignore_eos,
+                        runner=spec.params.runner,
+                        concurrency=spec.params.concurrency,
+                        request_rate=spec.params.request_rate,
                         status="running",
                         started_at=utcnow(),
                     )
@@ -573,15 +597,23 @@ def _run_plan_held(
                     def cool(event: dict[str, Any], _run: Run = run, _pace: Any = pace) -> float:
                         return float(_pace(session, _run, event)) if _pace is not None else 0.0
 
-                    execute_spec(
-                        session,
-                        run,
-                        spec,
-                        on_event=relay,
-                        env=env,
-                        heartbeat=heartbeat,
-                        between_reps=cool if pace is not None else None,
-                    )
+                    if spec.workload.quality is not None:  # issue 9: KLD/PPL vs the reference
+                        from edgeprof.quality import execute_quality_spec
+
+                        execute_quality_spec(
+                            session, run, spec, plan, on_event=relay, env=env, heartbeat=heartbeat,
+                            say=progress.line,
+                        )
+                    else:
+                        execute_spec(
+                            session,
+                            run,
+                            spec,
+                            on_event=relay,
+                            env=env,
+                            heartbeat=heartbeat,
+                            between_reps=cool if pace is not None else None,
+                        )
                     if hooks is not None:
                         _guarded(session, progress, "analysing the run", hooks.after_run, session, run, spec)
                     outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1
@@ -628,6 +660,10 @@ def _guarded(session: Session, progress: Progress, what: str, step: Callable[...
 def _describe(session: Session, run: Run) -> str:
     if run.status != "ok":
         return f"{run.status.upper()}: {run.reason}"
+    if '"kind": "quality"' in (run.workload_json or ""):  # issue 9
+        from edgeprof.quality import describe
+
+        return describe(session, run) or "ok"
     steady = [m for m in run.measurements if m.kind == "steady"]
     from edgeprof.stats import median
 

@@ -512,6 +512,14 @@ _V12_SERVING = (
 
 # Issue 9 (part B): memory predicted before a config runs (and what the device had), the bytes a decode step
 # reads, achieved bandwidth per decode rep, and the sweep's bandwidth probe / datasheet figure.
+# issue 15: which metrics a run's energy came from (agent/energy.py precedence), whether they cover the
+# whole board, and the full list where it outgrows run.power_source.
+_V13_ENERGY_SOURCE = (
+    "ALTER TABLE run ADD COLUMN energy_basis VARCHAR(32)",
+    "ALTER TABLE run ADD COLUMN energy_whole_board BOOLEAN",
+    "ALTER TABLE run ADD COLUMN energy_sources TEXT",
+)
+
 _V14_MEMORY_BANDWIDTH = (
     "ALTER TABLE run ADD COLUMN mem_predicted_mb DOUBLE PRECISION",
     "ALTER TABLE run ADD COLUMN mem_available_mb DOUBLE PRECISION",
@@ -566,6 +574,27 @@ _V8_QUALITY = (
     "CREATE INDEX ix_quality_result_run_id ON quality_result (run_id)",
 )
 
+# Issue 10: workloads as users run them: llama.cpp parity knobs and context depth per run; per request the
+# first EOS, the depth and its fill, KV occupancy, and the prompt as tokenized (hash, size, specials parsed).
+_V9_WORKLOADS = (
+    "ALTER TABLE run ADD COLUMN depth INTEGER",
+    "ALTER TABLE run ADD COLUMN swa_full BOOLEAN",
+    "ALTER TABLE run ADD COLUMN kv_unified BOOLEAN",
+    "ALTER TABLE run ADD COLUMN offload_kqv BOOLEAN",
+    "ALTER TABLE run ADD COLUMN op_offload BOOLEAN",
+    "ALTER TABLE run ADD COLUMN poll INTEGER",
+    "ALTER TABLE run ADD COLUMN n_seq_max INTEGER",
+    "ALTER TABLE run ADD COLUMN ignore_eos BOOLEAN",
+    "ALTER TABLE run ADD COLUMN kv_cache_mib DOUBLE PRECISION",
+    "ALTER TABLE measurement ADD COLUMN first_eos_index INTEGER",
+    "ALTER TABLE measurement ADD COLUMN depth INTEGER",
+    "ALTER TABLE measurement ADD COLUMN depth_fill_ms DOUBLE PRECISION",
+    "ALTER TABLE measurement ADD COLUMN kv_used_cells INTEGER",
+    "ALTER TABLE measurement ADD COLUMN prompt_sha256 VARCHAR(64)",
+    "ALTER TABLE measurement ADD COLUMN prompt_n_tokens INTEGER",
+    "ALTER TABLE measurement ADD COLUMN parse_special BOOLEAN",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -577,11 +606,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         7, "global identity (uid) on every pushed table; fleet indexes", _V7_GLOBAL_IDENTITY, _backfill_v7
     ),
     Migration(8, "quality: KL divergence and perplexity per run vs the reference (issue 9)", _V8_QUALITY),
+    Migration(9, "workloads: parity knobs, depth, first EOS, KV occupancy, prompt (issue 10)", _V9_WORKLOADS),
     Migration(10, "sweep lease: one writer per sweep (owner, heartbeat)", _V10_SWEEP_LEASE),
     Migration(
         11, "compact telemetry: sample blocks, old sample rows re-encoded", _V11_SAMPLE_BLOCKS, _convert_v11
     ),
     Migration(12, "serving path: runner per run and build, serving levels and requests", _V12_SERVING),
+    Migration(13, "energy source per run: basis, whole-board coverage, metrics summed", _V13_ENERGY_SOURCE),
     Migration(14, "memory prediction, bytes per token, bandwidth, bandwidth probe", _V14_MEMORY_BANDWIDTH),
 )
 

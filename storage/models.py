@@ -36,7 +36,9 @@ class Device(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     # Global identity (issue 13): unique across devices, what push/export/import match rows by.
-    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("device", "fingerprint"))
+    uid: Mapped[str] = mapped_column(
+        String(36), unique=True, index=True, default=content_default("device", "fingerprint")
+    )
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     hostname: Mapped[str] = mapped_column(String(255))
     machine_id: Mapped[str | None] = mapped_column(String(64))
@@ -58,7 +60,9 @@ class Build(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     # Global identity (issue 13): unique across devices, what push/export/import match rows by.
-    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("build", "fingerprint"))
+    uid: Mapped[str] = mapped_column(
+        String(36), unique=True, index=True, default=content_default("build", "fingerprint")
+    )
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     llama_cpp_python_version: Mapped[str] = mapped_column(String(32))
     backend: Mapped[str] = mapped_column(String(32))
@@ -77,7 +81,9 @@ class ModelFile(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     # Global identity (issue 13): unique across devices, what push/export/import match rows by.
-    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=content_default("model_file", "path", "sha256"))
+    uid: Mapped[str] = mapped_column(
+        String(36), unique=True, index=True, default=content_default("model_file", "path", "sha256")
+    )
     path: Mapped[str] = mapped_column(Text)
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     size_bytes: Mapped[int] = mapped_column(BigInteger)
@@ -168,6 +174,10 @@ class Run(Base):
     cooldown_reason: Mapped[str | None] = mapped_column(String(32))
     idle_power_mw: Mapped[float | None] = mapped_column(Float)
     power_source: Mapped[str | None] = mapped_column(String(96))
+    # issue 15 (migration 13): agent/energy.py's precedence step, whole-board coverage, every metric summed
+    energy_basis: Mapped[str | None] = mapped_column(String(32))
+    energy_whole_board: Mapped[bool | None] = mapped_column(Boolean)
+    energy_sources: Mapped[str | None] = mapped_column(Text)
     device_state_json: Mapped[str | None] = mapped_column(Text)
     device_state_changed: Mapped[bool | None] = mapped_column(Boolean)
     peak_shared_mb: Mapped[float | None] = mapped_column(Float)
@@ -184,6 +194,17 @@ class Run(Base):
     mem_prediction_json: Mapped[str | None] = mapped_column(Text)
     weights_read_bytes_per_token: Mapped[int | None] = mapped_column(BigInteger)
     kv_read_bytes_per_position: Mapped[float | None] = mapped_column(Double)
+    # issue 10: llama.cpp parity knobs in effect (llama-bench's values unless the plan moved them), the
+    # context depth of every request, whether EOS was ignored, and the KV cache size llama.cpp reported
+    depth: Mapped[int | None] = mapped_column(Integer)
+    swa_full: Mapped[bool | None] = mapped_column(Boolean)
+    kv_unified: Mapped[bool | None] = mapped_column(Boolean)
+    offload_kqv: Mapped[bool | None] = mapped_column(Boolean)
+    op_offload: Mapped[bool | None] = mapped_column(Boolean)
+    poll: Mapped[int | None] = mapped_column(Integer)
+    n_seq_max: Mapped[int | None] = mapped_column(Integer)
+    ignore_eos: Mapped[bool | None] = mapped_column(Boolean)
+    kv_cache_mib: Mapped[float | None] = mapped_column(Double)
 
     sweep: Mapped[Sweep] = relationship(back_populates="runs")
     model_file: Mapped[ModelFile | None] = relationship()
@@ -233,6 +254,16 @@ class Measurement(Base):
     temp_max_c: Mapped[float | None] = mapped_column(Float)
     # issue 9: bytes read per decode token x tg_tps (agent/bandwidth.py); NULL when not computable
     bw_gbps: Mapped[float | None] = mapped_column(Double)
+    # issue 10: index of the first EOS in the output (even when ignored), the depth the request ran at and
+    # the untimed fill that reached it (NULL when restored from the saved state), KV cells in use after the
+    # request, and the prompt as tokenized: hash of the (rendered) text, token count, specials parsed
+    first_eos_index: Mapped[int | None] = mapped_column(Integer)
+    depth: Mapped[int | None] = mapped_column(Integer)
+    depth_fill_ms: Mapped[float | None] = mapped_column(Double)
+    kv_used_cells: Mapped[int | None] = mapped_column(Integer)
+    prompt_sha256: Mapped[str | None] = mapped_column(String(64))
+    prompt_n_tokens: Mapped[int | None] = mapped_column(Integer)
+    parse_special: Mapped[bool | None] = mapped_column(Boolean)
 
     run: Mapped[Run] = relationship(back_populates="measurements")
 

@@ -1,0 +1,481 @@
+"""The serving runner: llama.cpp's ``llama-server`` started per config on 127.0.0.1, driven by the async
+client in ``loadgen``, stopped cleanly; every ending (never ready, died mid-level, hung) is a result with a
+status and a reason, like the in-process runner's ``ChildResult``. This module never touches storage.
+
+Why llama-server and not llama-cpp-python's server: the latter serializes requests behind one lock (a second
+request interrupts the first stream), so it cannot measure concurrency at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgeprof.runners import loadgen
+from edgeprof.runners.procfs import vm_hwm_mb
+
+SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
+# Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
+# once the measured level has started; never set it in production.
+SERVER_FAULT_ENV = "EDGEPROF_TEST_SERVER_FAULT"
+LOG_TAIL_BYTES = 4000
+
+
+def find_server(env: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """(path or None, where it came from): $EDGEPROF_LLAMA_SERVER, else the venv's (scripts/setup.sh builds
+    it there from the wheel's llama.cpp), else the PATH."""
+    override = (os.environ if env is None else env).get(SERVER_ENV)
+    if override:
+        path = Path(override).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path), f"${SERVER_ENV}"
+        return None, f"${SERVER_ENV}={override} is not an executable file"
+    venv_bin = Path(sys.prefix) / "bin" / "llama-server"
+    if venv_bin.is_file() and os.access(venv_bin, os.X_OK):
+        return str(venv_bin), "built by scripts/setup.sh"
+    found = shutil.which("llama-server")
+    if found:
+        return found, "PATH"
+    return None, "not built (run scripts/setup.sh) and not on the PATH; or set $" + SERVER_ENV
+
+
+def setup_record() -> dict[str, Any] | None:
+    """What scripts/setup.sh recorded about the llama-server it built (version, flags, key)."""
+    try:
+        value = json.loads((Path(sys.prefix) / "share" / "edgeprof" / "llama-server.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def probe_server(path: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    """The binary's build facts: ``--version`` (llama.cpp build number/commit, compiler) and
+    ``--list-devices`` (the backends it can offload to; none = CPU only)."""
+    info: dict[str, Any] = {"path": path, "runtime": "llama-server"}
+    try:
+        out = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        text = (out.stdout + out.stderr).strip()
+        info["version_text"] = text[-1000:]
+        m = re.search(r"version:\s*(\d+)\s*\(([0-9a-fA-F]+|unknown)\)", text)
+        if m:
+            info["build_number"], info["commit"] = m.group(1), m.group(2)
+    except (OSError, subprocess.SubprocessError) as exc:
+        info["error"] = f"--version failed: {exc}"
+        return info
+    try:
+        out = subprocess.run(
+            [path, "--list-devices"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+        devices = parse_devices(out.stdout + out.stderr)
+        info["devices"] = devices
+        info["gpu_offload"] = bool(devices)
+    except (OSError, subprocess.SubprocessError) as exc:
+        info["devices_error"] = str(exc)
+    rec = setup_record()
+    if rec is not None and Path(path) == Path(sys.prefix) / "bin" / "llama-server":
+        info["setup"] = rec
+    return info
+
+
+def parse_devices(text: str) -> list[str]:
+    """Device lines after ``Available devices:`` (e.g. ``  CUDA0: Orin (7620 MiB, 6000 MiB free)``)."""
+    lines = text.splitlines()
+    out: list[str] = []
+    started = False
+    for line in lines:
+        if line.strip().lower().startswith("available devices"):
+            started = True
+            continue
+        if started and re.match(r"^\s+\S+:\s", line):
+            out.append(line.strip())
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_args(params: dict[str, Any], serving: dict[str, Any], model_path: str, port: int) -> list[str]:
+    """The command line for one config. Non-unified KV with ``-c = ctx × slots`` so every slot gets the plan's
+    ctx (llama.cpp splits -c between slots); ``--fit off`` so the server never silently shrinks ctx or the
+    offload to fit (a config that does not fit must fail visibly); the host-RAM prompt cache off so repeated
+    prompts never measure the prefix cache unless the plan turns caching on."""
+    slots = int(serving["slots"])
+    args = [
+        "-m", model_path,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "-c", str(int(params["n_ctx"]) * slots),
+        "-np", str(slots),
+        "--no-kv-unified",
+        "-ngl", str(params["n_gpu_layers"]),
+        "-t", str(params["n_threads"]),
+        "-b", str(params["n_batch"]),
+        "-ub", str(params["n_ubatch"]),
+        "-fa", str(params["flash_attn"]),
+        "-ctk", str(params["type_k"]),
+        "-ctv", str(params["type_v"]),
+        "--metrics",
+        "--no-slots",  # /slots would show every other user's prompt
+        "--no-webui",
+        "--fit", "off",
+    ]  # fmt: skip
+    if not params.get("use_mmap", True):
+        args.append("--no-mmap")
+    if not serving.get("cache_prompt", False):
+        args += ["--cache-ram", "0"]
+    return args
+
+
+@dataclass
+class ServingResult:
+    """Everything one server process gave before it was stopped, and how it ended."""
+
+    status: str  # ok | load_failed | error | crashed | timeout | interrupted
+    reason: str | None
+    t_spawn: float
+    t_ready: float | None = None
+    t_exit: float | None = None
+    exit_code: int | None = None
+    signal_name: str | None = None
+    pid: int | None = None
+    peak_rss_mb: float | None = None
+    build: dict[str, Any] | None = None
+    props: dict[str, Any] | None = None
+    command: list[str] = field(default_factory=list)
+    records: list[loadgen.RequestRecord] = field(default_factory=list)
+    level_t_start: float | None = None
+    level_t_end: float | None = None
+    metrics_before: dict[str, float] | None = None
+    metrics_after: dict[str, float] | None = None
+    metrics_samples: list[dict[str, float]] = field(default_factory=list)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    log_tail: str = ""
+    system_info: str | None = None
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - LOG_TAIL_BYTES))
+            return fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _system_info(log_path: Path) -> str | None:
+    try:
+        with log_path.open("r", errors="replace") as fh:
+            for i, line in enumerate(fh):
+                if "system_info:" in line:
+                    return line.split("system_info:", 1)[1].strip()[:2000]
+                if i > 2000:
+                    break
+    except OSError:
+        return None
+    return None
+
+
+def _last_error_line(text: str) -> str | None:
+    for line in reversed(text.splitlines()):
+        low = line.lower()
+        if "error" in low or "failed" in low or "assert" in low or "exception" in low:
+            return line.strip()[:300]
+    return None
+
+
+def token_prompt(n_tokens: int, vocab_size: int | None, nonce: int) -> list[int]:
+    """A prompt of exactly ``n_tokens`` token ids, different per request (``nonce``) so that no two requests
+    share a prefix the server could reuse; ids stay well inside the vocabulary (and away from the special
+    tokens at its start)."""
+    span = max(16, min(vocab_size or 32000, 32000) - 300)
+    return [300 + (nonce * 7919 + i * 104729) % span for i in range(n_tokens)]
+
+
+def payload_for(job: dict[str, Any], idx: int) -> dict[str, Any]:
+    """The ``/completion`` body of request ``idx``: the workload greedy by default, streamed."""
+    wl = job["workload"]
+    serving = job["serving"]
+    if wl.get("prompt_tokens"):
+        prompt: Any = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), idx)
+    else:
+        # A per-request prefix (its index) keeps text prompts unique too, so repeats do not share a prefix.
+        prompt = wl["prompt"] if serving.get("cache_prompt") else f"[{idx}] {wl['prompt']}"
+    return {
+        "prompt": prompt,
+        "n_predict": int(wl["n_predict"]),
+        "ignore_eos": bool(wl.get("ignore_eos", True)),
+        "temperature": float(wl.get("temperature", 0.0)),
+        "top_k": int(wl.get("top_k", 40)),
+        "top_p": float(wl.get("top_p", 0.95)),
+        "seed": int(wl.get("seed", 42)),
+        "cache_prompt": bool(serving.get("cache_prompt", False)),
+        "stream": True,
+    }
+
+
+async def _get_json(base: str, path: str, timeout_s: float = 5.0) -> tuple[int | None, Any]:
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as c:
+            r = await c.get(base + path)
+            try:
+                return r.status_code, r.json()
+            except ValueError:
+                return r.status_code, r.text
+    except (httpx.HTTPError, OSError):
+        return None, None
+
+
+async def scrape_metrics(base: str, timeout_s: float = 5.0) -> dict[str, float] | None:
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as c:
+            r = await c.get(base + "/metrics")
+            if r.status_code != 200:
+                return None
+            return loadgen.parse_prometheus(r.text)
+    except (httpx.HTTPError, OSError):
+        return None
+
+
+class _Server:
+    def __init__(self, cmd: list[str], env: dict[str, str] | None) -> None:
+        log = tempfile.NamedTemporaryFile(prefix="edgeprof-server-", suffix=".log", delete=False)  # noqa: SIM115
+        self.log_path = Path(log.name)
+        self.t_spawn = time.monotonic()
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the agent, which stops the server itself
+            env=dict(os.environ if env is None else env),
+            close_fds=True,
+        )
+        log.close()
+        self.peak_mb: float | None = None
+
+    def poll_peak(self) -> None:
+        now = vm_hwm_mb(self.proc.pid)
+        if now is not None and (self.peak_mb is None or now > self.peak_mb):
+            self.peak_mb = now
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+def _ending(res: ServingResult, srv: _Server, stopped_by_us: bool) -> None:
+    code = srv.proc.returncode
+    res.t_exit = time.monotonic()
+    if code is not None and code < 0:
+        try:
+            res.signal_name = signal.Signals(-code).name
+        except ValueError:
+            res.signal_name = f"SIG{-code}"
+        if stopped_by_us and res.signal_name in ("SIGTERM", "SIGKILL"):
+            res.signal_name = None  # our own clean stop, not a crash
+    elif code is not None:
+        res.exit_code = code
+
+
+def run_serving(
+    job: dict[str, Any],
+    timeout_s: float,
+    *,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    env: dict[str, str] | None = None,
+    heartbeat: Callable[[], None] | None = None,
+) -> ServingResult:
+    """One serving config: spawn → ready → cold request → warm-ups → the measured level → clean stop."""
+    env_map = os.environ if env is None else env
+    path, where = find_server(dict(env_map))
+    res = ServingResult(status="error", reason=None, t_spawn=time.monotonic())
+    if path is None:
+        res.reason = f"no llama-server: {where}"
+        return res
+    res.build = probe_server(path)
+    res.build["source"] = where
+    port = free_port()
+    serving = job["serving"]
+    cmd = [path, *server_args(job["params"], serving, job["model_path"], port)]
+    res.command = cmd
+    srv = _Server(cmd, dict(env_map))
+    res.t_spawn, res.pid = srv.t_spawn, srv.proc.pid
+    if on_event is not None:
+        on_event({"event": "start", "pid": srv.proc.pid, "runner": "llama-server"})
+    base = f"http://127.0.0.1:{port}"
+    deadline = srv.t_spawn + timeout_s
+    stopped_by_us = False
+    try:
+        asyncio.run(_drive(job, res, srv, base, deadline, on_event, heartbeat, dict(env_map)))
+    except KeyboardInterrupt:
+        res.status, res.reason = "interrupted", "stopped by the user (Ctrl-C / SIGTERM) during this run"
+    finally:
+        srv.poll_peak()
+        died = not srv.alive()
+        stopped_by_us = not died
+        srv.stop()
+        _ending(res, srv, stopped_by_us)
+        res.peak_rss_mb = srv.peak_mb
+        res.log_tail = _tail(srv.log_path)
+        res.system_info = _system_info(srv.log_path)
+        with contextlib.suppress(OSError):
+            srv.log_path.unlink()
+    if res.status not in ("ok", "interrupted", "timeout") and res.signal_name and not stopped_by_us:
+        res.status = "crashed"
+        res.reason = f"llama-server killed by {res.signal_name}" + (f" ({res.reason})" if res.reason else "")
+    hint = _last_error_line(res.log_tail) if res.reason and res.status != "ok" else None
+    if res.reason and hint and hint not in res.reason:
+        res.reason = f"{res.reason} — {hint}"
+    return res
+
+
+async def _drive(
+    job: dict[str, Any],
+    res: ServingResult,
+    srv: _Server,
+    base: str,
+    deadline: float,
+    on_event: Callable[[dict[str, Any]], None] | None,
+    heartbeat: Callable[[], None] | None,
+    env: dict[str, str],
+) -> None:
+    serving = job["serving"]
+
+    def phase(name: str, t0: float, t1: float, kind: str | None = None) -> None:
+        ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
+        res.phases.append(ev)
+        if on_event is not None:
+            on_event(ev)
+
+    # 1. ready: /health answers 200 once the model is loaded (503 while loading)
+    ready_timeout = min(float(serving.get("ready_timeout_s", 120.0)), max(0.0, deadline - time.monotonic()))
+    t_ready_limit = time.monotonic() + ready_timeout
+    while True:
+        if heartbeat is not None:
+            heartbeat()
+        srv.poll_peak()
+        if not srv.alive():
+            res.status = "load_failed"
+            res.reason = f"llama-server exited (code {srv.proc.returncode}) before it was ready"
+            return
+        code, _body = await _get_json(base, "/health", timeout_s=2.0)
+        if code == 200:
+            res.t_ready = time.monotonic()
+            break
+        if time.monotonic() > t_ready_limit:
+            res.status = "load_failed"
+            res.reason = f"llama-server not ready within {ready_timeout:g} s (/health never answered 200)"
+            return
+        await asyncio.sleep(0.1)
+    phase("load", srv.t_spawn, res.t_ready, "cold")
+    _code, props = await _get_json(base, "/props")
+    res.props = props if isinstance(props, dict) else None
+    res.metrics_before = await scrape_metrics(base)
+
+    req_timeout = float(serving.get("request_timeout_s", 60.0))
+    conc = int(job["params"].get("concurrency") or 1)
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
+    async def level(kind: str, n: int | None, duration: float | None, first_idx: int, c: int) -> bool:
+        if left() <= 0:
+            res.status, res.reason = "timeout", f"config ran past its {job['timeout_s']:g} s timeout"
+            return False
+        load = loadgen.LoadSpec(
+            concurrency=c,
+            n_requests=n,
+            duration_s=duration,
+            request_rate=job["params"].get("request_rate") if kind == "measured" else None,
+            timeout_s=min(req_timeout, max(1.0, left())),
+            seed=int(job["workload"].get("seed", 0)),
+        )
+        fault = env.get(SERVER_FAULT_ENV, "")
+
+        async def scrape() -> dict[str, float] | None:
+            srv.poll_peak()
+            if heartbeat is not None:
+                heartbeat()
+            got = await scrape_metrics(base, timeout_s=2.0)
+            if fault == "kill@level" and kind == "measured" and srv.alive():
+                os.kill(srv.proc.pid, signal.SIGKILL)
+            return got
+
+        try:
+            out = await asyncio.wait_for(
+                loadgen.run_level(
+                    base, lambda i: payload_for(job, i), load, kind=kind, first_idx=first_idx, scrape=scrape
+                ),
+                timeout=max(1.0, left()),
+            )
+        except asyncio.TimeoutError:
+            res.status, res.reason = "timeout", f"config ran past its {job['timeout_s']:g} s timeout"
+            return False
+        res.records.extend(out.records)
+        if kind == "measured":
+            res.level_t_start, res.level_t_end = out.t_start, out.t_end
+            res.metrics_samples = out.metrics_samples
+        phase(f"level_c{c}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
+        return True
+
+    # 2. cold: the first request of a fresh server (its first token closes the cold start)
+    if not await level("cold", 1, None, 0, 1):
+        return
+    # 3. warm-up requests (excluded), at the level's concurrency so every slot has run once
+    n_warm = int(serving.get("warmup_requests", conc))
+    if n_warm and not await level("warmup", n_warm, None, 1, conc):
+        return
+    # 4. the measured load
+    n_req = serving.get("requests")
+    dur = serving.get("duration_s")
+    ok = await level("measured", int(n_req) if n_req is not None else None, dur, 1 + n_warm, conc)
+    if not ok:
+        return
+    res.metrics_after = await scrape_metrics(base)
+    if not srv.alive():
+        res.status = "crashed"
+        res.reason = f"llama-server died during the measured level (exit {srv.proc.poll()})"
+        return
+    measured = [r for r in res.records if r.kind == "measured"]
+    if measured and all(r.status != "ok" for r in measured):
+        if all(r.status == "timeout" for r in measured):
+            res.status = "timeout"
+            res.reason = f"every measured request timed out (request_timeout_s = {req_timeout:g})"
+        else:
+            res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
+        return
+    res.status, res.reason = "ok", None

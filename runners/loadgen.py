@@ -1,0 +1,389 @@
+"""The serving runner's load generator: an async streaming (SSE) client for llama-server's ``/completion``,
+closed-loop (N clients, each sends its next request when its previous one ends) and open-loop (Poisson
+arrivals under a concurrency cap), and the per-request / per-level metrics computed from the raw timestamps.
+
+One definition per metric (README "Serving metrics"); every time is ``time.monotonic()`` in seconds, the clock
+the telemetry samples use. Output tokens come from the server's own count (``tokens_predicted`` /
+``timings.predicted_n``), never from the number of SSE chunks: a chunk is not a token (merged multi-byte
+pieces, held-back stop strings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from edgeprof.stats import median, nearest_rank
+
+PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
+
+
+@dataclass
+class RequestRecord:
+    """One request as the client saw it, beside what the server said about it."""
+
+    idx: int
+    kind: str  # cold | warmup | measured
+    client: int = 0
+    status: str = "pending"  # ok | error | timeout | rejected | interrupted
+    error: str | None = None
+    http_status: int | None = None
+    t_send: float = 0.0
+    t_first: float | None = None  # first chunk carrying generated text
+    t_end: float | None = None
+    chunk_times: list[float] = field(default_factory=list)  # arrival of every chunk carrying text
+    output_tokens: int | None = None  # the server's count
+    prompt_tokens: int | None = None
+    server_prompt_ms: float | None = None
+    server_predicted_ms: float | None = None
+    server_cache_n: int | None = None
+    finish_reason: str | None = None
+    client_overhead_ms: float = 0.0  # our own parsing/bookkeeping time inside the stream loop
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return (self.t_first - self.t_send) * 1000.0 if self.t_first is not None else None
+
+    @property
+    def e2el_ms(self) -> float | None:
+        return (self.t_end - self.t_send) * 1000.0 if self.t_end is not None and self.status == "ok" else None
+
+    @property
+    def itl_ms(self) -> list[float]:
+        """Every gap between two successive text-carrying chunks (vLLM's ITL; one token per chunk here)."""
+        t = self.chunk_times
+        return [(b - a) * 1000.0 for a, b in itertools.pairwise(t)]
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """vLLM / AIPerf: (E2EL − TTFT) / (n − 1), decode only; undefined for n <= 1."""
+        e2el, ttft, n = self.e2el_ms, self.ttft_ms, self.output_tokens
+        if e2el is None or ttft is None or n is None or n <= 1:
+            return None
+        return (e2el - ttft) / (n - 1)
+
+    @property
+    def tpot_e2e_ms(self) -> float | None:
+        """GuideLLM's TPOT: E2EL / n, TTFT included (larger than ``tpot_ms`` whenever TTFT > one TPOT)."""
+        e2el, n = self.e2el_ms, self.output_tokens
+        if e2el is None or not n:
+            return None
+        return e2el / n
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.update(
+            ttft_ms=self.ttft_ms, e2el_ms=self.e2el_ms, tpot_ms=self.tpot_ms, tpot_e2e_ms=self.tpot_e2e_ms
+        )
+        return out
+
+
+def parse_sse_line(line: str) -> dict[str, Any] | None:
+    """The JSON of one ``data: {...}`` line; None for comments, blank lines, other fields and ``[DONE]``."""
+    if not line.startswith("data:"):
+        return None
+    body = line[5:].strip()
+    if not body or body == "[DONE]":
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def apply_chunk(rec: RequestRecord, data: dict[str, Any], t_arrival: float) -> bool:
+    """Fold one streamed chunk into the record; True when it was the last one (``stop``)."""
+    content = data.get("content")
+    if isinstance(content, str) and content:
+        if rec.t_first is None:
+            rec.t_first = t_arrival
+        rec.chunk_times.append(t_arrival)
+    if not data.get("stop"):
+        return False
+    timings = data.get("timings") or {}
+    predicted = data.get("tokens_predicted", timings.get("predicted_n"))
+    rec.output_tokens = int(predicted) if predicted is not None else None
+    prompt_n = data.get("tokens_evaluated", timings.get("prompt_n"))
+    rec.prompt_tokens = int(prompt_n) if prompt_n is not None else None
+    rec.server_prompt_ms = _float(timings.get("prompt_ms"))
+    rec.server_predicted_ms = _float(timings.get("predicted_ms"))
+    cache_n = timings.get("cache_n")
+    rec.server_cache_n = int(cache_n) if cache_n is not None else None
+    rec.finish_reason = str(data.get("stop_type") or "") or None
+    if rec.t_first is None and rec.output_tokens:
+        # Every token arrived in the final chunk (or as empty pieces): the first text is here.
+        rec.t_first = t_arrival
+    return True
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+async def stream_request(
+    client: Any, url: str, payload: dict[str, Any], rec: RequestRecord, timeout_s: float
+) -> RequestRecord:
+    """POST one streaming completion and time it; every ending is a status, never an exception."""
+    import httpx
+
+    rec.t_send = time.monotonic()
+
+    async def go() -> None:
+        async with client.stream("POST", url, json=payload) as resp:
+            rec.http_status = resp.status_code
+            if resp.status_code != 200:
+                body = (await resp.aread()).decode("utf-8", "replace")[:200]
+                rec.status = "rejected" if resp.status_code in (429, 503) else "error"
+                rec.error = f"HTTP {resp.status_code}: {body.strip()}"
+                return
+            async for line in resp.aiter_lines():
+                t_arrival = time.monotonic()
+                data = parse_sse_line(line)
+                last = False
+                if data is not None:
+                    if "error" in data and "content" not in data:
+                        rec.status, rec.error = "error", str(data.get("error"))[:200]
+                        return
+                    last = apply_chunk(rec, data, t_arrival)
+                rec.client_overhead_ms += (time.monotonic() - t_arrival) * 1000.0
+                if last:
+                    rec.t_end = t_arrival
+                    rec.status = "ok"
+                    return
+            rec.status, rec.error = "error", "stream ended without a final chunk"
+
+    try:
+        await asyncio.wait_for(go(), timeout=timeout_s)
+    except asyncio.TimeoutError:
+        rec.status, rec.error = "timeout", f"no complete response within {timeout_s:g} s"
+    except httpx.HTTPError as exc:
+        rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
+    except OSError as exc:
+        rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"[:200]
+    if rec.t_end is None:
+        rec.t_end = time.monotonic()
+    return rec
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load level: closed loop at ``concurrency``, or open loop at ``request_rate`` under that cap."""
+
+    concurrency: int
+    n_requests: int | None  # a fixed number of requests, or
+    duration_s: float | None  # as many as fit in this time (no new request is sent after it)
+    request_rate: float | None = None  # requests/s, Poisson arrivals (open loop)
+    timeout_s: float = 60.0
+    seed: int = 0
+
+
+@dataclass
+class LevelResult:
+    records: list[RequestRecord]
+    t_start: float
+    t_end: float
+    metrics_samples: list[dict[str, float]] = field(default_factory=list)  # /metrics polled during the level
+
+
+async def run_level(
+    base_url: str,
+    payload_for: Callable[[int], dict[str, Any]],
+    load: LoadSpec,
+    *,
+    kind: str = "measured",
+    first_idx: int = 0,
+    scrape: Callable[[], Any] | None = None,
+    scrape_interval_s: float = 0.5,
+) -> LevelResult:
+    """Run one level and return every request's record (finished, failed or timed out)."""
+    import httpx
+
+    n_conn = load.concurrency + 2
+    limits = httpx.Limits(max_connections=n_conn, max_keepalive_connections=n_conn)
+    timeout = httpx.Timeout(load.timeout_s, connect=min(10.0, load.timeout_s))
+    records: list[RequestRecord] = []
+    samples: list[dict[str, float]] = []
+    url = base_url.rstrip("/") + "/completion"
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+        t_start = time.monotonic()
+        t_stop = t_start + load.duration_s if load.duration_s is not None else math.inf
+        counter = {"next": 0}
+
+        def take() -> int | None:
+            i = counter["next"]
+            if load.n_requests is not None and i >= load.n_requests:
+                return None
+            if time.monotonic() >= t_stop:
+                return None
+            counter["next"] = i + 1
+            return i
+
+        async def one(i: int, worker: int) -> None:
+            rec = RequestRecord(idx=first_idx + i, kind=kind, client=worker)
+            records.append(rec)
+            await stream_request(client, url, payload_for(first_idx + i), rec, load.timeout_s)
+
+        stop_scrape = asyncio.Event()
+
+        async def scraper() -> None:
+            while scrape is not None and not stop_scrape.is_set():
+                got = await scrape()
+                if got:
+                    samples.append(got)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop_scrape.wait(), timeout=scrape_interval_s)
+
+        scrape_task = asyncio.create_task(scraper()) if scrape is not None else None
+        if load.request_rate is None:
+
+            async def closed(worker: int) -> None:
+                while (i := take()) is not None:
+                    await one(i, worker)
+
+            await asyncio.gather(*(closed(w) for w in range(load.concurrency)))
+        else:
+            rng = random.Random(load.seed)
+            cap = asyncio.Semaphore(load.concurrency)
+            tasks: list[asyncio.Task[None]] = []
+
+            async def capped(i: int) -> None:
+                async with cap:
+                    await one(i, 0)
+
+            while (i := take()) is not None:
+                tasks.append(asyncio.create_task(capped(i)))
+                await asyncio.sleep(rng.expovariate(load.request_rate))
+            await asyncio.gather(*tasks)
+        t_end = time.monotonic()
+        stop_scrape.set()
+        if scrape_task is not None:
+            await scrape_task
+    records.sort(key=lambda r: r.idx)
+    return LevelResult(records=records, t_start=t_start, t_end=t_end, metrics_samples=samples)
+
+
+# -- per-level metrics --------------------------------------------------------------------------------------
+def distribution(values: list[float]) -> dict[str, float | int | None]:
+    """min / median / max and nearest-rank p50/p90/p95/p99, with n."""
+    xs = [v for v in values if v is not None]
+    out: dict[str, float | int | None] = {
+        "n": len(xs),
+        "min": min(xs) if xs else None,
+        "median": median(xs),
+        "max": max(xs) if xs else None,
+    }
+    for name, q in PERCENTILES:
+        out[name] = nearest_rank(xs, q)
+    return out
+
+
+def meets_slo(rec: RequestRecord, slo: dict[str, float]) -> bool:
+    """All SLOs must hold (vLLM / DistServe goodput); a TPOT that is undefined (n <= 1) passes its SLO."""
+    if rec.status != "ok":
+        return False
+    checks = {"ttft_ms": rec.ttft_ms, "tpot_ms": rec.tpot_ms, "e2el_ms": rec.e2el_ms}
+    for key, limit in slo.items():
+        value = checks.get(key)
+        if value is None:
+            if key == "tpot_ms":
+                continue
+            return False
+        if value > limit:
+            return False
+    return True
+
+
+def summarize(records: list[RequestRecord], duration_s: float, slo: dict[str, float]) -> dict[str, Any]:
+    """The per-level figures from the measured requests of a level (``duration_s``: first send → last end)."""
+    measured = [r for r in records if r.kind == "measured"]
+    ok = [r for r in measured if r.status == "ok"]
+    n = len(measured)
+    out_tokens = [r.output_tokens for r in ok if r.output_tokens is not None]
+    in_tokens = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
+    dur = duration_s if duration_s > 0 else None
+    itl = [g for r in ok for g in r.itl_ms]
+    chunk_mismatch = sum(
+        1 for r in ok if r.output_tokens is not None and len(r.chunk_times) != r.output_tokens
+    )
+    good = [r for r in ok if meets_slo(r, slo)] if slo else None
+    return {
+        "n_requests": n,
+        "n_ok": len(ok),
+        "n_errors": sum(1 for r in measured if r.status == "error"),
+        "n_timeouts": sum(1 for r in measured if r.status == "timeout"),
+        "n_rejected": sum(1 for r in measured if r.status == "rejected"),
+        "error_rate": (n - len(ok)) / n if n else None,
+        "duration_s": duration_s,
+        "request_throughput_rps": len(ok) / dur if dur else None,
+        "output_tps": sum(out_tokens) / dur if dur and out_tokens else None,
+        "total_tps": (sum(out_tokens) + sum(in_tokens)) / dur if dur and out_tokens else None,
+        "goodput_rps": len(good) / dur if dur and good is not None else None,
+        "n_good": len(good) if good is not None else None,
+        "slo": slo or None,
+        "ttft_ms": distribution([v for r in ok if (v := r.ttft_ms) is not None]),
+        "tpot_ms": distribution([v for r in ok if (v := r.tpot_ms) is not None]),
+        "tpot_e2e_ms": distribution([v for r in ok if (v := r.tpot_e2e_ms) is not None]),
+        "itl_ms": distribution(itl),
+        "e2el_ms": distribution([v for r in ok if (v := r.e2el_ms) is not None]),
+        "output_tokens": distribution([float(v) for v in out_tokens]),
+        "server_prompt_ms": distribution([v for r in ok if (v := r.server_prompt_ms) is not None]),
+        "server_predicted_ms": distribution([v for r in ok if (v := r.server_predicted_ms) is not None]),
+        "server_ms_per_token": distribution(
+            [
+                r.server_predicted_ms / (r.output_tokens - 1)
+                for r in ok
+                if r.server_predicted_ms is not None and r.output_tokens and r.output_tokens > 1
+            ]
+        ),
+        # client minus server: HTTP, queueing and our own client; a few ms on loopback at concurrency 1
+        "ttft_minus_server_prompt_ms": distribution(
+            [
+                v - r.server_prompt_ms
+                for r in ok
+                if (v := r.ttft_ms) is not None and r.server_prompt_ms is not None
+            ]
+        ),
+        "e2el_minus_server_ms": distribution(
+            [
+                v - (r.server_prompt_ms + r.server_predicted_ms)
+                for r in ok
+                if (v := r.e2el_ms) is not None
+                and r.server_prompt_ms is not None
+                and r.server_predicted_ms is not None
+            ]
+        ),
+        "client_overhead_ms": distribution([r.client_overhead_ms for r in measured]),
+        "n_chunk_token_mismatch": chunk_mismatch,
+    }
+
+
+# -- Prometheus /metrics ------------------------------------------------------------------------------------
+def parse_prometheus(text: str) -> dict[str, float]:
+    """``name value`` lines of a Prometheus text exposition (labels kept in the name); comments skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.rsplit(None, 1)
+        if len(parts) != 2:
+            continue
+        try:
+            out[parts[0]] = float(parts[1])
+        except ValueError:
+            continue
+    return out
+
+
+def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """after − before for the counters (``*_total``) present in both."""
+    return {k: after[k] - before[k] for k in after if k.endswith("_total") and k in before}
