@@ -20,6 +20,7 @@ from typing import Any
 
 from edgeprof.gguf_info import GGUFError, GGUFInfo, read_gguf_info
 from edgeprof.plan_bounds import MAX_PLAN_BYTES, check_bounds, count_configs
+from edgeprof.recommend import QualityBudget, parse_budget
 from edgeprof.quality_plan import QualitySpec, is_quality, parse_quality, quality_params
 from edgeprof.runners.protocol import KV_CACHE_TYPES
 from edgeprof.serving_plan import Serving
@@ -251,6 +252,9 @@ class Plan:
     concurrency: tuple[int, ...] = (1,)
     request_rates: tuple[float | None, ...] = (None,)
     serving: Serving | None = None
+    # issue 9: MiB of MemAvailable the fit check keeps back; the recommendation's quality budget
+    reserve_mb: float = 0.0
+    quality_budget: QualityBudget = field(default_factory=QualityBudget)
 
     @property
     def hash(self) -> str:
@@ -342,6 +346,7 @@ AXIS_ALIASES = {
 
 TOP_KEYS = {"name", "description", "matrix", "workload", "repeat", "run", "cooldown", "collect", "schedule"}
 TOP_KEYS |= {"serving"}  # issue 14
+TOP_KEYS |= {"quality_budget"}  # issue 9: the recommendation's quality budget (agent/recommend.py)
 SERVING_AXES = ("runner", "concurrency", "request_rate")  # issue 14: not in AXES, they cross unevenly
 MATRIX_KEYS = {"models", "power_mode", *AXES, *AXIS_ALIASES, *SERVING_AXES}
 WORKLOAD_KEYS = {
@@ -363,6 +368,7 @@ WORKLOAD_KEYS = {
 }
 REPEAT_KEYS = {"cold", "warmup", "steady"}
 RUN_KEYS = {"timeout_s", "cold_cache", "allow_power_mode_change", "allow_ctx_beyond_train", "max_configs"}
+RUN_KEYS |= {"reserve_mb"}  # issue 9: memory the fit check leaves to the rest of the system
 COOLDOWN_KEYS = {"below_c", "max_wait_s", "delay_s", "slope_c_per_min", "window_s", "per_rep"}
 COLLECT_KEYS = {"interval_ms", "idle_s", "collectors"}
 SCHEDULE_KEYS = {"until"}
@@ -866,6 +872,12 @@ def parse_plan(
     run_t = chk.table(doc, "run", "run")
     chk.unknown_keys(run_t, RUN_KEYS, "run")
     timeout_s = chk.number(run_t.get("timeout_s", 600), "run.timeout_s", minimum=1) or 600.0
+    reserve_mb = chk.number(run_t.get("reserve_mb", 0), "run.reserve_mb", minimum=0) or 0.0
+    budget_problems: list[str] = []
+    quality_budget = parse_budget(doc.get("quality_budget"), budget_problems)
+    for problem in budget_problems:
+        place, _, message = problem.partition(": ")
+        chk.add(place, message)
     allow_pm = run_t.get("allow_power_mode_change", False)
     if not isinstance(allow_pm, bool):
         chk.add("run.allow_power_mode_change", f"expected true or false, got {allow_pm!r}")
@@ -997,6 +1009,8 @@ def parse_plan(
         concurrency=concurrency,
         request_rates=request_rates,
         serving=serving,
+        reserve_mb=reserve_mb,
+        quality_budget=quality_budget,
     )
 
 

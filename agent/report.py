@@ -16,10 +16,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.jetson import comparable_state
+from edgeprof.quality_report import QUALITY_FIELDS, attach_quality, fmt_quality
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run, Sweep
 
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 4  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -83,6 +84,13 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     # verdicts (agent/verdicts.py): null when the run was recorded without telemetry
     ("throttle_verdict", "string|null"),
     ("stability_verdict", "string|null"),
+    # v3, issue 9: KL divergence / same top / perplexity vs the reference (agent/quality_report.py)
+    *QUALITY_FIELDS,
+    # v4, issue 15: how the energy figures were measured (agent/energy.py precedence; null without energy)
+    # and whether other processes competed for the CPU during the steady reps (agent/interference.py)
+    ("energy_basis", "string|null"),
+    ("energy_whole_board", "boolean|null"),
+    ("interference_verdict", "string|null"),
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -186,7 +194,9 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "pp_ratio_vs_ref": None,
         "start_temp_c": run.start_temp_c,
         "temp_max_c": max(temps) if temps else None,
-        "power_source": run.power_source,
+        "power_source": run.energy_sources or run.power_source,
+        "energy_basis": run.energy_basis,
+        "energy_whole_board": run.energy_whole_board,
         "decode_power_mw_median": Summary.of(m.decode_power_mw for m in steady).median,
         "decode_j_per_token_median": Summary.of(m.decode_j_per_token for m in steady).median,
         "decode_j_per_token_net_median": Summary.of(m.decode_j_per_token_net for m in steady).median,
@@ -267,6 +277,8 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
     for row in rows:
         row.setdefault("throttle_verdict", None)
         row.setdefault("stability_verdict", None)
+        row.setdefault("interference_verdict", None)
+    attach_quality(session, rows)
     return rows
 
 
@@ -304,6 +316,7 @@ TABLE_COLUMNS = (
     "TTFT p50/p95 ms",
     "RSS MB",
     "agree vs ref",
+    "KLD / same-top",
     "tg×ref",
     "pp×ref",
     "start/max °C",
@@ -343,6 +356,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         ttft,
         fmt_value(row["peak_rss_mb"]),
         agree,
+        fmt_quality(row),
         fmt_value(row["tg_ratio_vs_ref"], 2),
         fmt_value(row["pp_ratio_vs_ref"], 2),
         f"{fmt_value(row['start_temp_c'])}/{fmt_value(row['temp_max_c'])}",
