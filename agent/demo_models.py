@@ -51,10 +51,19 @@ DEMO_SIZES: dict[str, DemoSize] = {
 }
 
 
-def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
+# ChatML's control tokens, for the test variant with a chat template (issue 10)
+CHAT_SPECIALS = ("<|im_start|>", "<|im_end|>")
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def _vocab(n_vocab: int, extra_specials: tuple[str, ...] = ()) -> tuple[list[str], list[float], list[int]]:
     """An SPM-style vocabulary: specials, 256 byte-fallback tokens, then words and letter pieces."""
-    tokens = ["<unk>", "<s>", "</s>"]
-    types = [_TOKEN_UNKNOWN, _TOKEN_CONTROL, _TOKEN_CONTROL]
+    tokens = ["<unk>", "<s>", "</s>", *extra_specials]
+    types = [_TOKEN_UNKNOWN, _TOKEN_CONTROL, _TOKEN_CONTROL] + [_TOKEN_CONTROL] * len(extra_specials)
     for b in range(256):
         tokens.append(f"<0x{b:02X}>")
         types.append(_TOKEN_BYTE)
@@ -73,18 +82,38 @@ def _vocab(n_vocab: int) -> tuple[list[str], list[float], list[int]]:
     tokens += unique[: n_vocab - len(tokens)]
     types += [_TOKEN_NORMAL] * (n_vocab - len(types))
     # SPM merges prefer higher scores; longer pieces first gives word tokens before letters.
-    scores = [0.0] * 3 + [-1000.0] * 256 + [-(float(k)) for k in range(n_vocab - 259)]
+    n_special = 3 + len(extra_specials)
+    scores = [0.0] * n_special + [-1000.0] * 256 + [-(float(k)) for k in range(n_vocab - 256 - n_special)]
     return tokens, scores, types
 
 
-def write_f16_gguf(path: Path, size: str = "tiny", seed: int = 20261129) -> Path:
-    """Write the demo model in F16 (norms in F32, as llama.cpp's converter does)."""
+def write_f16_gguf(
+    path: Path,
+    size: str = "tiny",
+    seed: int = 20261129,
+    *,
+    chat_template: str | None = None,
+    sliding_window: int | None = None,
+    eos_token_id: int = 2,
+    n_layer: int | None = None,
+) -> Path:
+    """Write the demo model in F16 (norms in F32, as llama.cpp's converter does).
+
+    Test variants (issue 10; the defaults write the demo model byte for byte as before, and the names say
+    synthetic): ``chat_template`` adds ChatML's control tokens and the template; ``sliding_window`` writes a
+    Gemma-3-style model (gemma3 architecture: every sixth layer global, the others sliding-window) whose KV
+    cache llama.cpp sizes per the window; ``eos_token_id`` makes another token EOS, so a greedy run stops
+    early at a known place.
+    """
     import gguf
 
     if size not in DEMO_SIZES:
         raise ValueError(f"unknown demo size {size!r}; choose one of {', '.join(DEMO_SIZES)}")
     cfg = DEMO_SIZES[size]
+    if n_layer is not None:
+        cfg = DemoSize(**{**cfg.__dict__, "n_layer": n_layer})
     rng = np.random.default_rng(seed)
+    arch = "gemma3" if sliding_window else "llama"
     head_dim = cfg.n_embd // cfg.n_head
     n_embd_kv = head_dim * cfg.n_head_kv
 
@@ -95,8 +124,9 @@ def write_f16_gguf(path: Path, size: str = "tiny", seed: int = 20261129) -> Path
         return np.ones(cfg.n_embd, dtype=np.float32)
 
     tmp = path.with_suffix(path.suffix + ".tmp")
-    writer = gguf.GGUFWriter(str(tmp), arch="llama")
-    writer.add_name(f"edgeprof-demo-{size}")
+    writer = gguf.GGUFWriter(str(tmp), arch=arch)
+    variant = ("-chat" if chat_template else "") + (f"-swa{sliding_window}" if sliding_window else "")
+    writer.add_name(f"edgeprof-demo-{size}" + (f"{variant}-synthetic" if variant else ""))
     writer.add_context_length(cfg.n_ctx_train)
     writer.add_embedding_length(cfg.n_embd)
     writer.add_block_count(cfg.n_layer)
@@ -107,16 +137,22 @@ def write_f16_gguf(path: Path, size: str = "tiny", seed: int = 20261129) -> Path
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(int(gguf.LlamaFileType.MOSTLY_F16))
-    tokens, scores, types = _vocab(cfg.n_vocab)
+    if sliding_window:
+        writer.add_sliding_window(sliding_window)
+        writer.add_key_length(head_dim)
+        writer.add_value_length(head_dim)
+    tokens, scores, types = _vocab(cfg.n_vocab, CHAT_SPECIALS if chat_template else ())
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
     writer.add_token_scores(scores)
     writer.add_token_types(types)
     writer.add_unk_token_id(0)
     writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    writer.add_eos_token_id(eos_token_id)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
+    if chat_template:
+        writer.add_chat_template(chat_template)
 
     std = 1.0 / np.sqrt(cfg.n_embd)
     embd = mat(cfg.n_vocab, cfg.n_embd, 1.0)
@@ -131,6 +167,11 @@ def write_f16_gguf(path: Path, size: str = "tiny", seed: int = 20261129) -> Path
         writer.add_tensor(f"blk.{i}.ffn_gate.weight", mat(cfg.n_ff, cfg.n_embd, std))
         writer.add_tensor(f"blk.{i}.ffn_up.weight", mat(cfg.n_ff, cfg.n_embd, std))
         writer.add_tensor(f"blk.{i}.ffn_down.weight", mat(cfg.n_embd, cfg.n_ff, 2.0 / np.sqrt(cfg.n_ff)))
+        if arch == "gemma3":  # Gemma's extra norms: per-head Q/K norms, post-attention and post-FFN norms
+            writer.add_tensor(f"blk.{i}.attn_q_norm.weight", np.ones(head_dim, dtype=np.float32))
+            writer.add_tensor(f"blk.{i}.attn_k_norm.weight", np.ones(head_dim, dtype=np.float32))
+            writer.add_tensor(f"blk.{i}.post_attention_norm.weight", norm())
+            writer.add_tensor(f"blk.{i}.post_ffw_norm.weight", norm())
     writer.add_tensor("output_norm.weight", norm())
     # The output matrix is the embedding with its rows permuted: the residual stream still carries the
     # current token, so greedy decoding follows a definite chain through the vocabulary that the layers

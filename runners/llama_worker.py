@@ -14,6 +14,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -25,6 +26,8 @@ from edgeprof.runners.protocol import (
     EXIT_LOAD_FAILED,
     EXIT_OK,
     EXIT_REQUEST_FAILED,
+    FAULT_ARM_ENV,
+    FAULT_ARM_VALUE,
     FAULT_ENV,
     KV_CACHE_TYPES,
     encode_event,
@@ -46,12 +49,15 @@ def emit(event_type: str, /, **fields: Any) -> None:
 
 def maybe_fault(stage: str, model_path: str) -> None:
     spec = os.environ.get(FAULT_ENV, "")
-    if not spec:
+    # Honoured only when the test suite armed it too (tests/conftest.py): a user's or a service's stray
+    # variable must never fake a crash (issue 11).
+    if not spec or os.environ.get(FAULT_ARM_ENV) != FAULT_ARM_VALUE:
         return
     action, _, rest = spec.partition("@")
     where, _, match = rest.partition(":")
     if where != stage or (match and match not in model_path):
         return
+    emit("fault_injected", spec=spec, stage=stage)  # the parent stores the outcome as injected, not real
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "segv":
@@ -76,24 +82,66 @@ class Request:
         self.vocab = vocab
         self.workload = job["workload"]
         self.n_batch = int(job["params"]["n_batch"])
-        self.n_ctx = int(self.ll.llama_n_ctx(ctx))
+        # one request sees the whole cache only when it is unified or holds one sequence (llama_n_ctx_seq)
+        self.n_ctx = int(self.ll.llama_n_ctx_seq(ctx))
+        # issue 10: a chat rendered by the agent with the model's template, the context depth (llama-bench -d)
+        self.rendered_prompt: str | None = job.get("rendered_prompt")
+        self.depth = int(job["params"].get("depth", 0))
+        self._depth_state: Any = None  # the KV cache at depth, saved once and restored before each request
+
+    def prompt_text(self) -> tuple[str | None, bool]:
+        """(the text to tokenize, parse_special): a rendered chat always parses its special tokens."""
+        if self.rendered_prompt is not None:
+            return self.rendered_prompt, True
+        return self.workload.get("prompt"), bool(self.workload.get("parse_special", False))
 
     def tokenize(self) -> list[int]:
         wl = self.workload
         if wl.get("prompt_tokens"):
             return self._exact_tokens(int(wl["prompt_tokens"]), wl.get("prompt") or "")
-        return self._tokenize(wl["prompt"], add_special=True)
+        text, parse_special = self.prompt_text()
+        return self._tokenize(text or "", add_special=True, parse_special=parse_special)
 
-    def _tokenize(self, text: str, add_special: bool) -> list[int]:
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool = False) -> list[int]:
         data = text.encode("utf-8")
         n_max = len(data) + 8
         buf = (self.ll.llama_token * n_max)()
-        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, False)
+        n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, parse_special)
         if n < 0:
             n_max = -n
             buf = (self.ll.llama_token * n_max)()
-            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, False)
+            n = self.ll.llama_tokenize(self.vocab, data, len(data), buf, n_max, add_special, parse_special)
         return list(buf[:n])
+
+    def fill_depth(self) -> float | None:
+        """Bring the KV cache to ``depth`` tokens before a request; returns the fill's wall ms (None when
+        restored or depth 0).
+
+        Like llama-bench -d: the first time the context is prefilled (deterministic filler text, not timed as
+        part of the request) and its sequence state saved; later requests restore that state, so each
+        measured request starts at exactly the same depth.
+        """
+        ll = self.ll
+        mem = ll.llama_get_memory(self.ctx)
+        ll.llama_memory_clear(mem, True)
+        if self.depth <= 0:
+            return None
+        if self._depth_state is not None:
+            buf, size = self._depth_state
+            if ll.llama_state_seq_set_data(self.ctx, buf, size, 0) == size:
+                return None
+            ll.llama_memory_clear(mem, True)  # incompatible state: fill again
+        t0 = time.monotonic()
+        tokens = self._exact_tokens(self.depth, "")
+        for start in range(0, len(tokens), self.n_batch):
+            self._decode(tokens[start : start + self.n_batch])
+        ll.llama_synchronize(self.ctx)
+        fill_ms = (time.monotonic() - t0) * 1000.0
+        size = int(ll.llama_state_seq_get_size(self.ctx, 0))
+        buf = (ctypes.c_uint8 * size)()
+        got = int(ll.llama_state_seq_get_data(self.ctx, buf, size, 0))
+        self._depth_state = (buf, got) if got > 0 else None
+        return fill_ms
 
     def _exact_tokens(self, n_tokens: int, seed_text: str) -> list[int]:
         # A fixed text, tokenized, repeated and cut to exactly n tokens (BOS first): deterministic per model.
@@ -136,6 +184,13 @@ class Request:
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc} (KV cache full or batch rejected)")
 
+    def _prompt_sha256(self, tokens: list[int]) -> str:
+        # a text or chat prompt: the hash of the text (as rendered); a synthetic one: of its token ids
+        text, _ = self.prompt_text()
+        if self.workload.get("prompt_tokens") or text is None:
+            return hashlib.sha256(json.dumps(tokens).encode()).hexdigest()
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
     def _piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
         n = self.ll.llama_token_to_piece(self.vocab, token, buf, 64, 0, False)
@@ -145,15 +200,16 @@ class Request:
         ll = self.ll
         n_predict = int(self.workload["n_predict"])
         ignore_eos = bool(self.workload.get("ignore_eos", True))
-        ll.llama_memory_clear(ll.llama_get_memory(self.ctx), True)
+        stops = [s for s in self.workload.get("stop", ()) if s]
+        depth_fill_ms = self.fill_depth()  # before the request clock starts: the context is already there
         sampler = self._sampler()
         ll.llama_perf_context_reset(self.ctx)
         try:
             t_request = time.monotonic()
             tokens = self.tokenize()
-            if len(tokens) + n_predict > self.n_ctx:
+            if self.depth + len(tokens) + n_predict > self.n_ctx:
                 raise ValueError(
-                    f"prompt ({len(tokens)} tokens) + n_predict ({n_predict}) "
+                    f"depth ({self.depth}) + prompt ({len(tokens)} tokens) + n_predict ({n_predict}) "
                     f"exceeds the context ({self.n_ctx})"
                 )
             maybe_fault("prefill", model_path)
@@ -167,14 +223,29 @@ class Request:
             t_first = time.monotonic()
             out = [token]
             finish = "length"
+            # issue 10: why generation ended is stored per request; the first EOS is noted even when it
+            # is ignored, so quality never compares text past an EOS (agent/report.py)
+            first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
+            tail = self._piece(token) if stops else b""
             maybe_fault("decode", model_path)
             while len(out) < n_predict:
                 if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
                     finish = "eos"
                     break
+                if stops and any(s.encode() in tail for s in stops):
+                    finish = "stop"
+                    break
                 self._decode([token])
                 token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
                 out.append(token)
+                if first_eos is None and ll.llama_vocab_is_eog(self.vocab, token):
+                    first_eos = len(out) - 1
+                if stops:
+                    tail = (tail + self._piece(token))[-256:]
+            if finish == "length" and not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
+                finish = "eos"  # the last allowed token was EOS: the model stopped, not the limit
+            if finish == "length" and stops and any(s.encode() in tail for s in stops):
+                finish = "stop"
             ll.llama_synchronize(self.ctx)
             t_end = time.monotonic()
             p_end = self._perf()
@@ -195,7 +266,8 @@ class Request:
             "ttft_ms": ttft_ms,
             "n_gen": n_gen,
             "decode_ms": decode_ms if n_gen > 0 else None,
-            "tg_tps": n_gen / (decode_ms / 1000.0) if n_gen > 0 and decode_ms > 0 else None,
+            # over the decode steps actually run; one step is no rate (issue 10: NULL, not a number)
+            "tg_tps": n_gen / (decode_ms / 1000.0) if n_gen >= 2 and decode_ms > 0 else None,
             "e2e_ms": e2e_ms,
             "tpot_ms": (e2e_ms - ttft_ms) / (len(out) - 1) if len(out) > 1 else None,
             "tokens_out": len(out),
@@ -203,6 +275,14 @@ class Request:
             "output_hash": hashlib.sha256(json.dumps(out).encode()).hexdigest(),
             "output_text": text[:4000],
             "finish_reason": finish,
+            "first_eos_index": first_eos,
+            "depth": self.depth,
+            "depth_fill_ms": depth_fill_ms,
+            # KV occupancy after the request: depth + prompt + decoded tokens (llama_memory_seq_pos_max + 1)
+            "kv_used_cells": int(ll.llama_memory_seq_pos_max(ll.llama_get_memory(self.ctx), 0)) + 1,
+            "prompt_sha256": self._prompt_sha256(tokens),
+            "prompt_n_tokens": len(tokens),
+            "parse_special": self.prompt_text()[1] if not self.workload.get("prompt_tokens") else False,
             "t_request": t_request,
             "t_first_token": t_first,
             "t_end": t_end,
@@ -246,6 +326,19 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     _set(cparams, "type_k", KV_CACHE_TYPES[params["type_k"]])
     _set(cparams, "type_v", KV_CACHE_TYPES[params["type_v"]])
     _set(cparams, "no_perf", False)  # the default turns llama.cpp's counters off; they are the measurement
+    # issue 10: llama-bench's values unless the plan says otherwise (tools/llama-bench/llama-bench.cpp,
+    # to_llama_cparams: swa_full = false, offload_kqv = !no_kv_offload, op_offload = !no_op_offload; n_seq_max
+    # and kv_unified stay llama_context_default_params()'s). llama_context_default_params() has swa_full =
+    # true, which made a sliding-window model's KV cache several times larger than llama.cpp's tools use.
+    for name, default in PARITY_CPARAMS.items():
+        _set(cparams, name, type(default)(params.get(name, default)))
+    poll = int(params.get("poll", DEFAULT_POLL))
+    if poll != DEFAULT_POLL:
+        # without an attached threadpool ggml creates one per graph with its default poll (50)
+        raise RuntimeError(
+            f"poll {poll} needs an attached threadpool, which this worker does not create; use poll = 50"
+        )
+    KV_LOG.clear()
     ctx = ll.llama_init_from_model(model, cparams)
     if not ctx:
         ll.llama_model_free(model)
@@ -269,8 +362,70 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "load_mode": int(mparams.load_mode) if "load_mode" in fields else None,
         "model_size_bytes": int(ll.llama_model_size(model)),
         "n_params": int(ll.llama_model_n_params(model)),
+        # issue 10: the context parameters in effect (read back from llama.cpp where it can say)
+        **{name: getattr(cparams, name) for name in PARITY_CPARAMS},
+        "n_seq_max": int(ll.llama_n_seq_max(ctx)),
+        "n_ctx_seq": int(ll.llama_n_ctx_seq(ctx)),
+        "n_swa": int(ll.llama_model_n_swa(model)),
+        "poll": poll,
+        "threadpool": "ggml default (created per graph, poll 50)",
+        "depth": int(params.get("depth", 0)),
+        "split_mode": int(mparams.split_mode),
+        "main_gpu": int(mparams.main_gpu),
+        "use_extra_bufts": bool(mparams.use_extra_bufts),
+        "n_ctx_train": int(ll.llama_model_n_ctx_train(model)),
+        **kv_cache_from_log(KV_LOG),
     }
     return model, ctx, effective
+
+
+# llama-bench's context values (see _load); poll is its --poll default, also ggml's own threadpool default.
+PARITY_CPARAMS: dict[str, Any] = {
+    "swa_full": False,
+    "kv_unified": False,
+    "offload_kqv": True,
+    "op_offload": True,
+    "n_seq_max": 1,
+}
+DEFAULT_POLL = 50
+
+# llama.cpp's log lines, kept while a context is created: the KV cache sizes are only reported there.
+KV_LOG: list[str] = []
+_LOG_CALLBACK: Any = None
+
+_KV_LINE = re.compile(
+    r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)"
+)
+
+
+def kv_cache_from_log(lines: list[str]) -> dict[str, Any]:
+    """KV cache sizes as llama.cpp reports them ('llama_kv_cache: size = 36.00 MiB (2048 cells, 18 layers,
+    1/1 seqs) ...'; one line per cache: a sliding-window model has a full-size and a SWA cache)."""
+    caches = []
+    for line in lines:
+        m = _KV_LINE.search(line)
+        if m:
+            size_mib, cells, layers = float(m.group(1)), int(m.group(2)), int(m.group(3))
+            caches.append({"size_mib": size_mib, "cells": cells, "layers": layers})
+    if not caches:
+        return {"kv_caches": None, "kv_cache_mib": None}
+    return {"kv_caches": caches, "kv_cache_mib": round(sum(c["size_mib"] for c in caches), 2)}
+
+
+def install_log_capture(ll: Any) -> None:
+    """Route llama.cpp's log through us: every line still goes to stderr (the log tail the parent keeps),
+    and the KV cache lines are kept for the effective parameters."""
+    global _LOG_CALLBACK
+
+    @ll.llama_log_callback
+    def _callback(level: int, text: bytes, _user: Any) -> None:
+        if text:
+            os.write(2, text)
+            if b"llama_kv_cache" in text:
+                KV_LOG.append(text.decode("utf-8", errors="replace"))
+
+    _LOG_CALLBACK = _callback  # ctypes callbacks must outlive their registration
+    ll.llama_log_set(_callback, ctypes.c_void_p(0))
 
 
 def main(argv: list[str]) -> int:
@@ -292,6 +447,7 @@ def main(argv: list[str]) -> int:
 
     import llama_cpp as ll
 
+    install_log_capture(ll)
     ll.llama_backend_init()
     emit(
         "hello",
