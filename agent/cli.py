@@ -114,7 +114,9 @@ def _open_engine(db: str | None, *, read_only: bool = False) -> Any:
 
     try:
         return open_engine(db, read_only=read_only)
-    except (SchemaTooNewError, SchemaOutdatedError, DatabaseError) as exc:
+    except DatabaseError as exc:
+        fail(scrub(str(exc), db))
+    except (SchemaTooNewError, SchemaOutdatedError) as exc:
         fail(f"{mask_url(db)}: {scrub(str(exc), db)}")
     except (SQLAlchemyError, OSError) as exc:
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
@@ -489,9 +491,11 @@ def agent(
 
 def _register_extras() -> None:
     from edgeprof.fleet_cli import register as register_fleet
+    from edgeprof.service import register as register_service
     from edgeprof.tegrastats_import import register
 
     register(app)
+    register_service(app)
     register_fleet(app, db_app)
 
 
