@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +17,19 @@ from edgeprof import analysis, verdicts
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.sampler import Sampler, SampleRow
 from edgeprof.collectors.base import Collector
-from edgeprof.collectors.registry import build_collectors
+from edgeprof.collectors.registry import build_collectors, roles_for
+from edgeprof.energy import EnergySource, choose_energy_source, energy_j
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
 from edgeprof.storage.samples import read_samples, write_batch
 
-# Where power comes from, best first: counters integrate exactly (DESIGN §3), then board-input rails.
-POWER_COUNTERS: tuple[tuple[str, float], ...] = (
-    ("energy.psys_uj", 1e-6),
-    ("energy.package_uj", 1e-6),
-)
-POWER_GAUGES: tuple[str, ...] = ("power.vdd_in_mw", "power.pom_5v_in_mw", "power.vdd_in_total_mw")
 
-
-def choose_power_source(metrics: set[str]) -> tuple[str, str, float] | None:
-    """(metric, 'counter'|'gauge', unit_to_j) of the best power source among ``metrics``; None if none."""
-    for name, to_j in POWER_COUNTERS:
-        if name in metrics:
-            return name, "counter", to_j
-    for name in POWER_GAUGES:
-        if name in metrics:
-            return name, "gauge", 1.0
-    gauges = sorted(m for m in metrics if m.startswith("power.") and m.endswith("_mw"))
-    if gauges:
-        return gauges[0], "gauge", 1.0
-    return None
+def choose_power_source(
+    metrics: set[str] | Mapping[str, str], wraps: Mapping[str, float | None] | None = None
+) -> EnergySource | None:
+    """The energy source of a run measured with ``metrics`` (names, or name -> collector), by the roles their
+    collectors declare and ``edgeprof.energy``'s precedence; None where nothing measures power."""
+    sources = metrics if isinstance(metrics, Mapping) else None
+    return choose_energy_source(roles_for(metrics, sources), wraps)
 
 
 def hottest_c(values: dict[str, float | None]) -> float | None:
@@ -108,6 +97,8 @@ class Telemetry:
         self.sampler = Sampler(self.collectors, collect.interval_ms / 1000.0, self._write, clock=clock)
         self.trip_points = verdicts.trip_points_from(self.collectors)
         self.wraps: dict[str, float | None] = {}
+        # metric -> the collector whose readings of it are used (the first to report it)
+        self._owners: dict[str, str] = {}
         for state in self.sampler.states:
             if state.ok:
                 with contextlib.suppress(Exception):
@@ -144,7 +135,8 @@ class Telemetry:
                     with contextlib.suppress(Exception):
                         metrics = [
                             {"name": m.name, "unit": m.unit, "kind": m.kind}
-                            for m in state.collector.metrics()
+                            | ({"role": m.role.as_json()} if m.role is not None else {})
+                            for m in state.collector.declared_metrics()
                         ]
                     # Static facts a verdict needs later: thermal trip points, cpufreq governors.
                     for attr, key in (("trip_points", "trip_points"), ("governors", "governors")):
@@ -278,27 +270,27 @@ class Telemetry:
         self.sampler.set_run(None)
         self.sampler.flush_now()
         series = self._series(session, run.id)
-        power = choose_power_source(set(series))
-        run.power_source = power[0] if power else None
+        power = choose_power_source(self._owners, self.wraps)
+        # Named on every run with energy: which metrics, which precedence step, whole board or not.
+        run.power_source = power.short_name if power else None
+        run.energy_sources = power.name if power else None
+        run.energy_basis = power.basis if power else None
+        run.energy_whole_board = power.whole_board if power else None
+        roles = roles_for(series, self._owners)
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
         # Memory beside RSS: on a Jetson the GPU's buffers live in shared RAM (NvMap), on a dGPU in VRAM;
         # peaks over the run's own span (load to last token), not the idle and cooldown before it.
         if run.t_start_mono is not None and run.t_end_mono is not None:
             t0, t1 = run.t_start_mono, run.t_end_mono
             run.peak_shared_mb = _peak(series, ["mem.shared_mb"], t0, t1)
-            gpu_mem = sorted(m for m in series if m.startswith("gpu") and m.endswith(".mem_used_mb"))
+            gpu_mem = sorted(
+                m for m, r in roles.items() if r.role == "memory" and r.component == "gpu" and r.discrete
+            )
             run.peak_gpu_mem_mb = _peak(series, gpu_mem, t0, t1, total=True)
             run.peak_ram_used_mb = _peak(series, ["mem.ram_used_mb"], t0, t1)
 
         def energy(t_start: float, t_end: float) -> float | None:
-            if power is None:
-                return None
-            name, kind, to_j = power
-            if kind == "counter":
-                return analysis.energy_from_counter_j(
-                    series[name], t_start, t_end, self.wraps.get(name), to_j
-                )
-            return analysis.energy_from_power_j(series[name], t_start, t_end)
+            return energy_j(power, series, t_start, t_end)
 
         idle = next((p for p in phases if p.name == "idle"), None)
         if idle is not None and power is not None and idle.t_end_mono > idle.t_start_mono:
@@ -307,7 +299,7 @@ class Telemetry:
                 e_idle / (idle.t_end_mono - idle.t_start_mono) * 1000.0 if e_idle is not None else None
             )
         for ph in phases:
-            for agg in analysis.aggregate_phase(series, ph.t_start_mono, ph.t_end_mono):
+            for agg in analysis.aggregate_phase(series, ph.t_start_mono, ph.t_end_mono, roles=roles):
                 session.add(
                     PhaseStat(
                         run_id=run.id,
@@ -320,7 +312,8 @@ class Telemetry:
                     )
                 )
         by_key = {(p.name, p.kind, p.rep): p for p in phases}
-        temps = [m for m in series if m.startswith("temp.") and m.endswith("_c")]
+        gpu_in_use = run.n_gpu_layers != 0
+        temps = [m for m in series if verdicts.is_temperature(m, gpu_in_use, roles)]
         for m in session.scalars(select(Measurement).where(Measurement.run_id == run.id)):
             pre = by_key.get(("prefill", m.kind, m.rep))
             dec = by_key.get(("decode", m.kind, m.rep))
@@ -355,6 +348,7 @@ class Telemetry:
     def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
         out: dict[str, analysis.Series] = {}
         owner: dict[str, str] = {}
+        self._owners = owner  # this run's metrics and their collector, for the roles
         for r in read_samples(session, None, run_ids=[run_id]):
             metric, t, value, source = r.metric, r.t_mono, r.value, r.source
             # On a Jetson, tegrastats and jtop both report temp.* and power.*: one source per metric, so

@@ -30,7 +30,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -402,4 +402,5 @@ def nvml_role(metric: str) -> MetricRole | None:
     head, _, suffix = metric.partition(".")
     if not (head.startswith("gpu") and head[3:].isdigit()):
         return None
-    return _NVML_ROLES.get(suffix)
+    role = _NVML_ROLES.get(suffix)
+    return replace(role, instance=head) if role is not None else None

@@ -189,6 +189,6 @@ def rapl_role(metric: str) -> MetricRole | None:
     if zone == "psys" or zone.startswith("psys_zone"):
         return MetricRole("energy", "uJ", "board", whole_board=True, scope="board_input")
     if zone == "package" or zone.startswith("package_zone"):
-        return MetricRole("energy", "uJ", "cpu", scope="device")
+        return MetricRole("energy", "uJ", "cpu", scope="device", instance=zone)
     component = "dram" if "dram" in zone else "gpu" if "uncore" in zone else "cpu"
     return MetricRole("energy", "uJ", component)

@@ -50,6 +50,8 @@ class MetricRole:
     - ``per_core``: a single core's reading, used only where no per-cluster (cpufreq policy) clock exists.
     - ``discrete``: measured on a separate device (a dGPU): says nothing about a run that did not offload.
     - ``thermometer``: False for a sensor that reports a fixed value (Tegra PMIC-Die at 100 °C).
+    - ``instance``: which device of several the metric belongs to (``gpu0``): one figure per device is
+      summed into a run's energy, never a device's counter and its gauge together.
     - ``wrap``: the value at which an energy counter rolls over (None: never, or known only per device,
       in which case the live ``Metric.wrap`` carries it).
     """
@@ -65,6 +67,7 @@ class MetricRole:
     discrete: bool = False
     thermometer: bool = True
     wrap: float | None = None
+    instance: str | None = None
 
     @property
     def to_j(self) -> float | None:
