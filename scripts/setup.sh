@@ -38,7 +38,11 @@ elif [[ "$ARCH" == "aarch64" && ( $IS_JETSON == 1 || -n "$NVCC" ) ]]; then
   [[ -n "$NVCC" ]] || die "Jetson detected but nvcc not found; install CUDA (JetPack: sudo apt-get install nvidia-jetpack) or set EDGEPROF_CMAKE_ARGS"
   export CUDACXX="$NVCC"
   export PATH="$(dirname "$NVCC"):$PATH"
-  CMAKE_ARGS_CHOSEN="-DGGML_CUDA=on"; WHY="aarch64 with CUDA (Jetson=$IS_JETSON, nvcc=$NVCC)"
+  # One architecture, this board's own (scripts/cuda_arch.sh says how it was found, or why CUDA is too old).
+  CUDA_ARCH_LINE="$(bash "$ROOT/scripts/cuda_arch.sh" --nvcc "$NVCC")" || exit 1
+  CUDA_ARCH="${CUDA_ARCH_LINE%%$'\t'*}"
+  CMAKE_ARGS_CHOSEN="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH"
+  WHY="aarch64 with CUDA (Jetson=$IS_JETSON, nvcc=$NVCC), CUDA architecture $CUDA_ARCH from ${CUDA_ARCH_LINE#*$'\t'}"
 elif [[ "$ARCH" == "x86_64" ]]; then
   CMAKE_ARGS_CHOSEN="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
   WHY="x86_64, portable (no AMX/AVX-512)"
@@ -75,7 +79,8 @@ else
   printf '%s\n' "$RECORD_JSON" > "$BUILD_RECORD"
 fi
 
-EXTRAS="dev"
+# postgres: psycopg 3, so --db postgresql://... (a central fleet DB) works and its tests run.
+EXTRAS="dev,postgres"
 [[ $IS_JETSON == 1 ]] && EXTRAS="$EXTRAS,jetson"
 { command -v nvidia-smi >/dev/null || [[ $IS_JETSON == 1 ]]; } && EXTRAS="$EXTRAS,nvidia"
 say "installing edgeprof[$EXTRAS]"
