@@ -13,6 +13,8 @@
 #                 is stopped first (its current run is marked interrupted and redone on resume).
 #   --prefix DIR  the edgeprof checkout set up by scripts/setup.sh (default /opt/edgeprof); the executable
 #                 is DIR/.venv/bin/edgeprof, and /opt/edgeprof/ in the units is rewritten to DIR/.
+#   --exe PATH    the edgeprof executable to run (default DIR/.venv/bin/edgeprof); `edgeprof service
+#                 install` passes the one it was started from, wherever pip installed it.
 #   --dry-run     print the commands instead of running them; does not need root.
 #
 # Idempotent: run it again after `git pull` or to switch mode. It creates the system user `edgeprof`,
@@ -34,6 +36,7 @@ MODE=agent
 START=0
 DRY_RUN=0
 PREFIX="$DEFAULT_PREFIX"
+EXE_OPT=""
 
 say() { printf 'install-service: %s\n' "$*"; }
 warn() { printf 'install-service: warning: %s\n' "$*" >&2; }
@@ -55,6 +58,10 @@ while [[ $# -gt 0 ]]; do
       [[ $# -ge 2 ]] || die "--prefix needs a directory"
       PREFIX="$2"; shift ;;
     --prefix=*) PREFIX="${1#--prefix=}" ;;
+    --exe)
+      [[ $# -ge 2 ]] || die "--exe needs a path"
+      EXE_OPT="$2"; shift ;;
+    --exe=*) EXE_OPT="${1#--exe=}" ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option: $1 (see --help)" ;;
   esac
@@ -78,7 +85,11 @@ PREFIX="${PREFIX%/}"
 case "$PREFIX" in
   *[[:space:]%\"\'\\\#\&]*) die "--prefix '$PREFIX': spaces and the characters % \" ' \\ # & are not supported" ;;
 esac
-EXE="$PREFIX/.venv/bin/edgeprof"
+EXE="${EXE_OPT:-$PREFIX/.venv/bin/edgeprof}"
+[[ "$EXE" == /* ]] || die "--exe must be an absolute path, got '$EXE'"
+case "$EXE$SRC_DIR" in
+  *[[:space:]%\"\'\\\#\&]*) die "'$EXE' or '$SRC_DIR': spaces and the characters % \" ' \\ # & are not supported" ;;
+esac
 [[ -x "$EXE" ]] || problem "$EXE not found or not executable: set up the checkout first (cd $PREFIX && bash scripts/setup.sh) or give --prefix DIR"
 for unit in "$AGENT_UNIT" "$SWEEP_UNIT" "$TIMER_UNIT"; do
   [[ -f "$SRC_DIR/$unit" ]] || die "missing unit file $SRC_DIR/$unit"
@@ -148,6 +159,8 @@ fi
 # Rendered with sed (checkout prefix, the groups that exist), written to a temporary file in the unit
 # directory and renamed over the old copy, so systemd never reads a half-written unit.
 sed_args=(-e "s#^SupplementaryGroups=.*#SupplementaryGroups=${SUPP_GROUPS[*]:-}#")
+# The executable and the README as installed (a wheel puts both under site-packages, not under a prefix).
+sed_args+=(-e "s#$DEFAULT_PREFIX/.venv/bin/edgeprof#$EXE#g" -e "s#file:$DEFAULT_PREFIX/systemd/#file:$SRC_DIR/#g")
 if [[ "$PREFIX" != "$DEFAULT_PREFIX" ]]; then
   sed_args+=(-e "s#$DEFAULT_PREFIX/#$PREFIX/#g")
 fi
@@ -163,8 +176,8 @@ for unit in "$AGENT_UNIT" "$SWEEP_UNIT" "$TIMER_UNIT"; do
   changed_units+=("$unit")
   tmp="$UNIT_DIR/.$unit.new"
   # (the expressions hold no single quote: --prefix rejects them and group names have none)
-  printf "+ sed -e '%s'" "${sed_args[1]}"
-  if [[ ${#sed_args[@]} -gt 2 ]]; then printf " -e '%s'" "${sed_args[3]}"; fi
+  printf "+ sed"
+  for ((i = 1; i < ${#sed_args[@]}; i += 2)); do printf " -e '%s'" "${sed_args[$i]}"; done
   printf ' %q > %q\n' "$src" "$tmp"
   if [[ $DRY_RUN == 0 ]]; then
     printf '%s\n' "$rendered" > "$tmp"
