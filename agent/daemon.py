@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.plan import Plan, PlanError, load_plan
 from edgeprof.sweep import run_plan, utcnow
-from edgeprof.storage.models import AgentState, Run, Sweep
+from edgeprof.storage.models import AgentState
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -98,20 +98,20 @@ def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime)
 
 
 def recover_interrupted(session: Session) -> int:
-    """Mark what a dead agent left running as interrupted; returns how many runs were marked."""
-    n = 0
-    for run in session.scalars(select(Run).where(Run.status == "running")):
-        run.status = "interrupted"
-        run.reason = (
-            "the agent stopped during this run (killed, crashed or power lost); it is redone on resume"
-        )
-        run.ended_at = run.ended_at or utcnow()
-        n += 1
-    for sweep in session.scalars(select(Sweep).where(Sweep.status == "running")):
-        sweep.status = "interrupted"
+    """Mark what a dead owner left running as interrupted; returns how many sweeps were marked.
+
+    Only sweeps whose lease owner is gone (dead pid, reused pid, stale heartbeat on another host): another
+    agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
+    Sweeps without a lease (written by an older edgeprof) are reconciled when their plan runs again.
+    """
+    from edgeprof.lease import pid_alive, reconcile_dead_owners
+
+    n = len(reconcile_dead_owners(session))
+    here = socket.gethostname()
     for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
-        state.stopped_at = state.heartbeat_at
-        state.state = "died"
+        if state.hostname == here and state.pid != os.getpid() and not pid_alive(state.pid):
+            state.stopped_at = state.heartbeat_at
+            state.state = "died"
     session.commit()
     return n
 

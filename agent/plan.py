@@ -20,8 +20,8 @@ from typing import Any
 
 from edgeprof.gguf_info import GGUFError, GGUFInfo, read_gguf_info
 from edgeprof.plan_bounds import MAX_PLAN_BYTES, check_bounds, count_configs
-from edgeprof.recommend import QualityBudget, parse_budget
 from edgeprof.quality_plan import QualitySpec, is_quality, parse_quality, quality_params
+from edgeprof.recommend import QualityBudget, parse_budget
 from edgeprof.runners.protocol import KV_CACHE_TYPES
 from edgeprof.serving_plan import Serving
 from edgeprof.serving_plan import check_serving as _check_serving

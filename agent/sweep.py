@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import __version__
 from edgeprof.device import collect_device_facts, device_fingerprint
+from edgeprof.fit import SKIPPED_MEMORY, FitChecker, record_sweep_bandwidth
 from edgeprof.gguf_info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
 from edgeprof.jetson import comparable_state, jetson_state, switch_power_mode
 from edgeprof.lease import Lease, lease_key, mark_interrupted, reconcile_plan
@@ -37,7 +38,7 @@ from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase
 
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
 # an interrupted run is always redone. Failures are kept unless the user asks to retry them.
-FINISHED_STATUSES = ("ok", "load_failed", "error", "crashed", "timeout")
+FINISHED_STATUSES = ("ok", "load_failed", "error", "crashed", "timeout", "skipped_memory")
 
 
 def utcnow() -> datetime:
@@ -432,8 +433,12 @@ def _run_plan_held(
     heartbeat: Callable[[], None] | None = None,
     should_start: Callable[[], str | None] | None = None,
     power_switcher: Callable[[str], str | None] | None = None,
+    bandwidth_probe: Callable[[], Any] | None = None,
 ) -> SweepOutcome:
-    """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
+    """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status.
+
+    ``bandwidth_probe`` (issue 9; the CLI and the agent pass edgeprof.bandwidth.probe_bandwidth) measures
+    the memory bandwidth once per sweep; without it the sweep's bw_probe_gbps stays NULL."""
     from edgeprof.storage.db import new_session
 
     out = out or sys.stdout
@@ -488,6 +493,13 @@ def _run_plan_held(
         todo = [s for s in specs if s.spec_id not in done_ids]
         outcome = SweepOutcome(sweep_id=sweep.id, n_specs=len(specs), n_skipped=len(specs) - len(todo))
         progress = Progress(len(specs), out)
+        # issue 9: predicted memory before each config (agent/fit.py), bandwidth once per sweep
+        fitter = FitChecker(device_root, plan.reserve_mb)
+        if todo:
+            record_sweep_bandwidth(
+                sweep, json.loads(device.facts_json), start_state, bandwidth_probe, progress.line
+            )
+            session.commit()
         if outcome.n_skipped:
             progress.line(
                 f"sweep {sweep.id}: {outcome.n_skipped} of {len(specs)} configs already measured, skipped"
@@ -582,6 +594,17 @@ def _run_plan_held(
                             index, f"run {run.id} {label}", f"ERROR: {run.reason}", 0.0, len(specs) - index
                         )
                         continue
+                    fit = fitter.assess(run, spec)
+                    session.commit()
+                    if fit is not None and fit.fits is False:  # not started: it would be OOM-killed
+                        run.status, run.reason = SKIPPED_MEMORY, f"predicted not to fit: {fit.message()}"
+                        run.ended_at = utcnow()
+                        session.commit()
+                        outcome.counts[SKIPPED_MEMORY] = outcome.counts.get(SKIPPED_MEMORY, 0) + 1
+                        progress.finish(
+                            index, f"run {run.id} {label}", f"SKIPPED: {run.reason}", 0.0, len(specs) - index
+                        )
+                        continue
                     progress.start(index, label)
                     t0 = time.monotonic()
                     if hooks is not None:
@@ -614,6 +637,8 @@ def _run_plan_held(
                             heartbeat=heartbeat,
                             between_reps=cool if pace is not None else None,
                         )
+                    _guarded(session, progress, "computing bandwidth", fitter.annotate_bandwidth, run, spec)
+                    session.commit()
                     if hooks is not None:
                         _guarded(session, progress, "analysing the run", hooks.after_run, session, run, spec)
                     outcome.counts[run.status] = outcome.counts.get(run.status, 0) + 1

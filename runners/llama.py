@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgeprof.runners.child_guard import BOOTSTRAP, PARENT_PID_ENV
 from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
 
@@ -56,10 +57,12 @@ class ChildResult:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     phases: list[dict[str, Any]] = field(default_factory=list)
     log_tail: str = ""
+    injected_fault: str | None = None  # EDGEPROF_TEST_FAULT spec the worker acted on (tests only)
 
 
 def worker_command() -> list[str]:
-    return [sys.executable, "-m", "edgeprof.runners.llama_worker"]
+    # Not ``-m``: that puts the working directory first on sys.path (see runners/child_guard.py).
+    return [sys.executable, "-c", BOOTSTRAP]
 
 
 def _tail(path: Path) -> str:
@@ -101,6 +104,7 @@ def run_child(
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH", "")) if p
     )
+    child_env[PARENT_PID_ENV] = str(os.getpid())  # the child dies with us (PR_SET_PDEATHSIG + this check)
     t_spawn = time.monotonic()
     proc = subprocess.Popen(
         [*(command or worker_command()), "--event-fd", str(write_fd)],
@@ -170,6 +174,8 @@ def run_child(
             error_event = event
         elif kind == "done":
             done = True
+        elif kind == "fault_injected":
+            result.injected_fault = str(event.get("spec"))
         elif kind == "await" and paced and between_reps is not None:
             # The child waits while the device cools down; that time is not the run's, so the timeout moves.
             waited = between_reps(event)
@@ -257,6 +263,9 @@ def run_child(
         what = known.get(result.exit_code or -1, f"exited with code {result.exit_code}")
         hint = _last_error_line(result.log_tail)
         result.reason = f"worker {what} before finishing" + (f" — {hint}" if hint else "")
+    if result.injected_fault is not None and result.status != "ok":
+        # Never stored as a real crash, OOM kill or hang: the reason says the test suite caused it.
+        result.reason = f"injected by the test suite ({result.injected_fault}): {result.reason}"
     if interrupted:
         raise RunInterrupted(result)
     return result

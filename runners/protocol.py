@@ -9,6 +9,10 @@ from typing import Any
 # action in kill|segv|abort|hang|exit|raise, stage in start|load|prefill|decode. Used by the fault-injection
 # tests to prove that every kind of child death leaves a stored row; never set it in production.
 FAULT_ENV = "EDGEPROF_TEST_FAULT"
+# ... and only when this second variable holds this value, which only tests/conftest.py sets: a stray
+# EDGEPROF_TEST_FAULT in a user's shell or a unit file has no effect (issue 11).
+FAULT_ARM_ENV = "EDGEPROF_TEST_FAULT_ARMED_BY"
+FAULT_ARM_VALUE = "edgeprof-test-suite"
 
 # Exit codes a worker uses to say why it stopped without a signal.
 EXIT_OK = 0

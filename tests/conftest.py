@@ -12,6 +12,13 @@ from pathlib import Path
 import pytest
 from edgeprof.demo_models import build_demo_models
 
+# The worker's fault injection (EDGEPROF_TEST_FAULT) works only when armed; only the test suite arms it.
+import os as _os
+
+from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
+
+_os.environ[FAULT_ARM_ENV] = FAULT_ARM_VALUE
+
 # PostgreSQL fixtures (pg_server_url, pg_db_url, any_db): storage tests run on both backends.
 from pg_server import any_db, pg_db_url, pg_server_url  # noqa: F401
 
