@@ -311,17 +311,29 @@ def _pad(n: int, to: int = 256) -> int:
     return (n + to - 1) // to * to
 
 
-def kv_cells(shape: ModelShape, il: int, n_ctx: int, n_ubatch: int) -> int:
-    """Cells layer ``il`` holds: the context, or for a sliding-window layer (swa_full = false) the window
-    plus one ubatch, as llama.cpp sizes its SWA cache."""
-    if shape.n_swa > 0 and il < len(shape.swa_layers) and shape.swa_layers[il]:
-        return min(n_ctx, _pad(shape.n_swa + n_ubatch))
+def kv_cells(
+    shape: ModelShape, il: int, n_ctx: int, n_ubatch: int, swa_full: bool = False, n_seq_max: int = 1
+) -> int:
+    """Cells layer ``il`` holds: the context, or for a sliding-window layer (unless swa_full) the window per
+    sequence plus one ubatch, as llama.cpp sizes its SWA cache."""
+    if not swa_full and shape.n_swa > 0 and il < len(shape.swa_layers) and shape.swa_layers[il]:
+        return min(n_ctx, _pad(shape.n_swa * max(1, n_seq_max) + n_ubatch))
     return n_ctx
 
 
-def kv_bytes(shape: ModelShape, n_ctx: int, n_ubatch: int, type_k: str, type_v: str, layers: range) -> float:
+def kv_bytes(
+    shape: ModelShape,
+    n_ctx: int,
+    n_ubatch: int,
+    type_k: str,
+    type_v: str,
+    layers: range,
+    swa_full: bool = False,
+    n_seq_max: int = 1,
+) -> float:
     return sum(
-        kv_bytes_per_cell(shape, type_k, type_v, range(il, il + 1)) * kv_cells(shape, il, n_ctx, n_ubatch)
+        kv_bytes_per_cell(shape, type_k, type_v, range(il, il + 1))
+        * kv_cells(shape, il, n_ctx, n_ubatch, swa_full, n_seq_max)
         for il in layers
     )
 
@@ -380,8 +392,12 @@ def predict_memory(
     n_predict: int,
     gpu_offload: bool = False,
     unified: bool = False,
+    swa_full: bool = False,
+    n_seq_max: int = 1,
+    n_outputs: int = 1,
 ) -> MemoryPrediction:
-    """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl)."""
+    """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl);
+    ``n_outputs``: positions whose logits a request keeps (1 for generation, every one for scoring)."""
     notes: list[str] = []
     ngl = max(0, min(n_gpu_layers, shape.n_layer + 1)) if gpu_offload else 0
     i_gpu_start = shape.n_layer - min(ngl, shape.n_layer)
@@ -407,15 +423,18 @@ def predict_memory(
     w_cpu += repack
     gpu_layers = range(i_gpu_start, shape.n_layer) if ngl > 0 else range(0)
     cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
-    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers)
-    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers)
+    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
+    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
     fa = flash_attn == "on"
     n_ub = max(1, min(n_ubatch, n_batch))
     # The CPU working set: the depth and batch a request of this workload actually reaches.
     depth = min(n_ctx, prompt_tokens + n_predict)
     n_kv_touched = min(n_ctx, _pad(max(depth, 1)))
     touched_tokens = max(1, min(n_ub, prompt_tokens))
-    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, 1)
+    # The graph's logits for one ubatch, plus llama.cpp's output buffer holding every kept position.
+    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, min(n_outputs, touched_tokens))
+    if n_outputs > 1:
+        compute_cpu += n_outputs * shape.n_vocab * 4.0
     compute_gpu = 0.0
     if ngl > 0:
         # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).

@@ -1,0 +1,168 @@
+"""The sweep's side of issue 9 part B: the fit check before a config starts, the bandwidth figures after.
+
+Kept out of agent/sweep.py (which calls in here at three points) so the sweep loop stays readable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from edgeprof.bandwidth import (
+    ProbeResult,
+    achieved_gbps,
+    datasheet_bandwidth,
+    decode_mean_depth,
+    kv_read_per_token,
+    weights_read_per_token,
+)
+from edgeprof.gguf_info import GGUFError
+from edgeprof.memory_model import (
+    FitCheck,
+    ModelShape,
+    check_fit,
+    is_unified_memory,
+    mem_available_mb,
+    predict_memory,
+    read_model_shape,
+)
+from edgeprof.plan import RunSpec, estimate_prompt_tokens
+from edgeprof.storage.models import Run, Sweep
+
+SKIPPED_MEMORY = "skipped_memory"
+
+_OFFLOAD_FLAGS = re.compile(r"GGML_(CUDA|VULKAN|METAL|HIP|SYCL|MUSA|OPENCL)=(ON|1|TRUE)", re.IGNORECASE)
+
+
+def build_can_offload() -> bool:
+    """Whether the installed llama.cpp build offloads at all (scripts/setup.sh records its CMake flags in
+    the venv); a CPU build ignores -ngl, so its weights are predicted on the CPU. Read without importing
+    llama_cpp into the agent, which would cost the agent its libraries' memory for the whole sweep."""
+    path = Path(sys.prefix) / "share" / "edgeprof" / "llama-build.json"
+    try:
+        return bool(_OFFLOAD_FLAGS.search(path.read_text()))
+    except OSError:
+        return False
+
+
+class FitChecker:
+    """Predicts each spec's memory (the model's GGUF read once) and compares it with MemAvailable."""
+
+    def __init__(
+        self, root: Path | str = "/", reserve_mb: float = 0.0, gpu_offload: bool | None = None
+    ) -> None:
+        self.root = root
+        self.reserve_mb = reserve_mb
+        self.unified = is_unified_memory(root)
+        self.gpu_offload = build_can_offload() if gpu_offload is None else gpu_offload
+        self._shapes: dict[str, ModelShape | None] = {}
+        self.errors: dict[str, str] = {}
+
+    def shape(self, path: str) -> ModelShape | None:
+        if path not in self._shapes:
+            try:
+                self._shapes[path] = read_model_shape(path)
+            except GGUFError as exc:
+                self._shapes[path] = None
+                self.errors[path] = str(exc)
+        return self._shapes[path]
+
+    def assess(self, run: Run, spec: RunSpec) -> FitCheck | None:
+        """Store the prediction on ``run``; the check's outcome, or None where no prediction is possible."""
+        shape = self.shape(spec.model.path)
+        if shape is None:
+            return None
+        p = spec.params
+        wl = spec.workload
+        quality = getattr(wl, "quality", None)
+        if quality is not None:
+            # A quality run evaluates whole chunks of ctx tokens and keeps every position's logits.
+            prompt_tokens, n_predict, n_outputs = p.n_ctx, 0, p.n_ctx
+        else:
+            try:
+                prompt_tokens = estimate_prompt_tokens(wl)
+            except Exception:  # noqa: BLE001 - an unusual workload: predict for a full context instead
+                prompt_tokens = p.n_ctx
+            n_predict, n_outputs = int(getattr(wl, "n_predict", 0) or 0), 1
+        try:
+            pred = predict_memory(
+                shape,
+                n_ctx=p.n_ctx,
+                n_gpu_layers=p.n_gpu_layers,
+                n_batch=p.n_batch,
+                n_ubatch=p.n_ubatch,
+                type_k=p.type_k,
+                type_v=p.type_v,
+                flash_attn=p.flash_attn,
+                use_mmap=p.use_mmap,
+                prompt_tokens=int(getattr(p, "depth", 0) or 0) + prompt_tokens,
+                n_predict=n_predict,
+                gpu_offload=self.gpu_offload,
+                unified=self.unified,
+                swa_full=bool(getattr(p, "swa_full", False)),
+                n_seq_max=int(getattr(p, "n_seq_max", 1) or 1),
+                n_outputs=n_outputs,
+            )
+        except ValueError:
+            return None
+        available = mem_available_mb(self.root)
+        fit = check_fit(pred, available, self.reserve_mb)
+        run.mem_predicted_mb = round(pred.total_mb, 1)
+        run.mem_available_mb = round(available, 1) if available is not None else None
+        detail = pred.to_json()
+        detail["reserve_mb"] = self.reserve_mb
+        run.mem_prediction_json = json.dumps(detail, sort_keys=True)
+        run.weights_read_bytes_per_token = weights_read_per_token(shape)
+        run.kv_read_bytes_per_position = kv_read_per_token(shape, 1, p.n_ctx, p.n_ubatch, p.type_k, p.type_v)
+        return fit
+
+    def annotate_bandwidth(self, run: Run, spec: RunSpec) -> None:
+        """Achieved GB/s of every rep that decoded: (weights + KV at the rep's mean depth) × tg_tps."""
+        shape = self.shape(spec.model.path)
+        if shape is None or run.weights_read_bytes_per_token is None:
+            return
+        p = spec.params
+        depth_before = int(getattr(p, "depth", 0) or 0)
+        for m in run.measurements:
+            if m.tg_tps is None or m.n_gen is None or m.n_prompt is None:
+                continue
+            depth = decode_mean_depth(m.n_prompt, m.n_gen, depth_before)
+            kv = kv_read_per_token(shape, depth, p.n_ctx, p.n_ubatch, p.type_k, p.type_v)
+            bw = achieved_gbps(run.weights_read_bytes_per_token + kv, m.tg_tps)
+            m.bw_gbps = round(bw, 4) if bw is not None else None
+
+
+def record_sweep_bandwidth(
+    sweep: Sweep,
+    facts: dict[str, Any],
+    state: dict[str, Any] | None,
+    probe: Callable[[], ProbeResult | None] | None,
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """Once per sweep: the probe's figure (skipped on resume when stored) and the board's datasheet one."""
+    if sweep.bw_datasheet_gbps is None:
+        power_mode = (state or {}).get("power_mode") if isinstance(state, dict) else None
+        entry = datasheet_bandwidth(facts.get("board_model"), facts.get("ram_total_mb"), power_mode)
+        if entry is not None:
+            sweep.bw_datasheet_gbps, sweep.bw_datasheet_source = entry.gbps, entry.source
+    if probe is None or sweep.bw_probe_gbps is not None:
+        return
+    try:
+        result = probe()
+    except (MemoryError, OSError, RuntimeError) as exc:
+        if say is not None:
+            say(f"warning: bandwidth probe failed: {type(exc).__name__}: {exc} (bw_pct will be empty)")
+        return
+    if result is None:
+        return
+    sweep.bw_probe_gbps = round(result.gbps, 3)
+    sweep.bw_probe_json = json.dumps(result.to_json(), sort_keys=True)
+    if say is not None:
+        say(
+            f"memory bandwidth probe: {result.gbps:.1f} GB/s (read {result.read_gbps:.1f}, copy "
+            f"{result.copy_gbps:.1f}; {result.method})"
+        )
