@@ -165,6 +165,9 @@ def run(
         raise typer.Exit(EXIT_BAD_INPUT) from None
     if check:
         typer.echo(f"plan {parsed.name!r} is valid: {parsed.n_specs()} configs")
+        # issue 10: per-model workloads make the count differ per model; say so, model by model
+        for label, n in parsed.specs_per_model().items():
+            typer.echo(f"  {label}: {n} configs")
         return
     engine = _open_engine(db)
     _run_plan(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry, wait=wait)
@@ -445,6 +448,15 @@ def agent(
     no_telemetry: Annotated[
         bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")
     ] = False,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")
+    ] = False,
+    allow_power_mode_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-power-mode-change", help="Let queued plans switch nvpmodel modes (plans cannot)."
+        ),
+    ] = False,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     import logging
@@ -483,10 +495,18 @@ def agent(
             once=once,
             poll_s=poll_s,
             telemetry=not no_telemetry,
+            wait=wait,
+            allow_power_mode_change=allow_power_mode_change,
         ),
     )
     runner.install_signals()
-    raise typer.Exit(runner.run())
+    from edgeprof.safefs import QueueLocked
+
+    try:
+        code = runner.run()
+    except QueueLocked as exc:
+        fail(f"{exc}; wait for it with --wait, or stop it")
+    raise typer.Exit(code)
 
 
 def _register_extras() -> None:

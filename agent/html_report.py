@@ -18,9 +18,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.depth_plot import depth_png
 from edgeprof.plots import comparison_png, timeline_png
 from edgeprof.report import build_rows, fmt_agreement, fmt_spread, fmt_value
 from edgeprof.verdicts import attach_verdicts, verdicts_by_run
+from edgeprof.workload_report import depth_curves
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
 
 CSS = """
@@ -317,6 +319,11 @@ def render_html(
                 lambda p: timeline_png(session, sweep_id, p, trip_points),
             ),
             ("Configs compared", lambda p: comparison_png(rows, p)),
+            *(
+                [("tg t/s and TTFT against depth", lambda p: depth_png(rows, p))]
+                if depth_curves(rows)  # issue 10: only for sweeps with a depth axis
+                else []
+            ),
         ):
             target = Path(tmp) / f"{len(figures)}.png"
             try:

@@ -19,8 +19,17 @@ from edgeprof.jetson import comparable_state
 from edgeprof.quality_report import QUALITY_FIELDS, attach_quality, fmt_quality
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run, Sweep
+from edgeprof.workload_report import (
+    PARAM_KEYS_EXTRA,
+    WORKLOAD_FIELDS,
+    fmt_tokens_out,
+    output_until_eos,
+    render_depth_lines,
+    workload_fields,
+)
 
-REPORT_SCHEMA_VERSION = 4  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
+REPORT_SCHEMA_VERSION = 5  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
+# v5 (issue 10): depth, tokens out / EOS, prompt as tokenized, llama.cpp parity parameters in effect
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -91,10 +100,14 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     ("energy_basis", "string|null"),
     ("energy_whole_board", "boolean|null"),
     ("interference_verdict", "string|null"),
+    # v5, issue 10: depth, tokens out and EOS, prompt as tokenized, parameters in effect
+    # (agent/workload_report.py)
+    *WORKLOAD_FIELDS,
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
-_PARAM_KEYS = ("ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "mmap")
+_BASE_PARAM_KEYS = ("ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "mmap")
+_PARAM_KEYS = (*_BASE_PARAM_KEYS, *PARAM_KEYS_EXTRA)
 
 
 class ReportError(Exception):
@@ -131,7 +144,8 @@ def _tokens(run: Run) -> list[int] | None:
         if m.output_tokens_json:
             value = json.loads(m.output_tokens_json)
             if isinstance(value, list):
-                return [int(t) for t in value]
+                # issue 10: never compare what was generated past an (ignored) EOS
+                return output_until_eos([int(t) for t in value], m.first_eos_index)
     return None
 
 
@@ -205,6 +219,7 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "power_mode": state.get("power_mode"),
         "clocks_locked": state.get("clocks_locked"),
         "device_state_changed": run.device_state_changed,
+        **workload_fields(run, steady),
     }
 
 
@@ -305,9 +320,11 @@ TABLE_COLUMNS = (
     "model",
     "quant",
     "ctx",
+    "depth",
     "ngl",
     "thr",
     "workload",
+    "tok out/n_pred",
     "status",
     "load ms",
     "cold ms",
@@ -345,9 +362,11 @@ def _cells(row: dict[str, Any]) -> list[str]:
         row["model_label"],
         fmt_value(row["quant"]),
         str(row["ctx"]),
+        fmt_value(row.get("depth")),
         str(row["ngl"]),
         str(row["threads"]),
         row["workload"],
+        fmt_tokens_out(row),
         status,
         fmt_value(row["cold_load_ms"]),
         fmt_value(row["cold_start_ms"]),
@@ -399,6 +418,10 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     fails = _failures(rows)
     if fails:
         lines += ["", f"{len(fails)} note(s): failed configs and device changes:"] + [f"  {f}" for f in fails]
+    depth_lines = render_depth_lines(rows)
+    if depth_lines:
+        lines += ["", "tg t/s and TTFT against context depth (steady reps):"]
+        lines += [f"  {x}" for x in depth_lines]
     lines += ["", "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."]
     return "\n".join(lines)
 
