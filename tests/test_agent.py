@@ -48,7 +48,9 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def start_agent(args: list[str], db: Path, environ: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_agent(
+    args: list[str], db: Path | str, environ: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "edgeprof", "agent", "--db", str(db), *args],
         env=environ or env(),
@@ -198,6 +200,37 @@ def test_queue_bad_plans_corrupt_models_and_a_concurrent_reader(tmp_path: Path, 
     assert "malformed TOML" in next((queue / "failed").glob("3-*.error.txt")).read_text()
     assert query(db, "SELECT DISTINCT status FROM run") == [("ok",)]
     assert any(s["agent"] and s["agent"]["alive"] for s in status_runs)
+
+
+def test_the_agent_runs_a_plan_into_either_backend(tmp_path: Path, tiny_models, any_db: str) -> None:
+    """SQLite and PostgreSQL (issue 13): the agent writes a sweep, `status` and `report` read it back."""
+    from sqlalchemy import create_engine, text
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=4))
+    proc = start_agent(["--plan", str(plan), "--once", "--no-telemetry"], any_db)
+    try:
+        _out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    engine = create_engine(any_db if "://" in any_db else f"sqlite:///{any_db}")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT DISTINCT status FROM run")).all() == [("ok",)]
+        assert conn.execute(text("SELECT count(*) FROM run")).scalar() == 4
+    engine.dispose()
+    for args in (["status", "--json"], ["report", "--format", "json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "edgeprof", *args, "--db", any_db],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env(),
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)
 
 
 def test_disk_guard_pauses_and_says_why(tmp_path: Path, tiny_models) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -197,8 +196,8 @@ def add_sweep(
     return sweep.id
 
 
-def test_compare_sweeps_from_the_database(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "c.db")
+def test_compare_sweeps_from_the_database(any_db: str) -> None:
+    engine = open_engine(any_db)  # SQLite and PostgreSQL (issue 13)
     with new_session(engine) as s:
         a = add_sweep(
             s,

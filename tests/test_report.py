@@ -114,7 +114,7 @@ def _steady(rep: int, tg: float, pp: float, ttft: float, tokens: list[int]) -> M
     )
 
 
-def build_sweep(db: Path) -> Built:
+def build_sweep(db: Path | str) -> Built:
     engine = open_engine(db)
     with new_session(engine) as s:
         device = Device(fingerprint="f" * 64, hostname="box", arch="x86_64", facts_json="{}", first_seen=NOW)
@@ -185,8 +185,9 @@ def build_sweep(db: Path) -> Built:
 
 
 @pytest.fixture
-def built(tmp_path: Path) -> Built:
-    return build_sweep(tmp_path / "r.db")
+def built(any_db: str) -> Built:
+    # Every report test runs on SQLite and on PostgreSQL (issue 13).
+    return build_sweep(any_db)
 
 
 @pytest.fixture

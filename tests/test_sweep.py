@@ -66,8 +66,10 @@ def runs_by_label(engine, sweep_id: int) -> dict[str, Run]:
         return {r.model_label: r for r in runs}
 
 
-def test_sweep_stores_cold_and_steady_apart_and_resume_adds_nothing(tmp_path: Path, tiny_models) -> None:
-    engine = open_engine(tmp_path / "e2e.db")
+def test_sweep_stores_cold_and_steady_apart_and_resume_adds_nothing(
+    tmp_path: Path, tiny_models, any_db: str
+) -> None:
+    engine = open_engine(any_db)  # SQLite and PostgreSQL (issue 13)
     plan = make_plan(tmp_path, tiny_models)
     out = io.StringIO()
     first = run_plan(engine, plan, out=out, env=env_with(None))
