@@ -93,7 +93,9 @@ def reference_entry(plan: Plan, model: ModelEntry, spec: QualitySpec) -> ModelEn
 
 def _sha256_of(session: Session, path: str) -> str:
     known = session.scalars(
-        select(ModelFile.sha256).where(ModelFile.path == str(Path(path).resolve())).order_by(ModelFile.id.desc())
+        select(ModelFile.sha256)
+        .where(ModelFile.path == str(Path(path).resolve()))
+        .order_by(ModelFile.id.desc())
     ).first()
     return known or sha256_file(path)
 
@@ -238,7 +240,8 @@ def execute_quality_spec(
         _store_child(session, run, child, own=True)
         if child.status != "ok" or "quality" not in events:
             return _fail(session, run, child)
-        summary = {k: v for k, v in events["quality"].items() if k not in ("event", "n_chunks", "peak_rss_mb")}
+        extra = ("event", "n_chunks", "peak_rss_mb")
+        summary = {k: v for k, v in events["quality"].items() if k not in extra}
         run.status, run.reason = "ok", None
     session.add(
         QualityResult(

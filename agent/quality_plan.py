@@ -69,11 +69,13 @@ class QualitySpec:
 
 
 def default_text() -> str:
-    data = resources.files("edgeprof").joinpath("data", DEFAULT_TEXT_NAME).read_bytes()
+    data = resources.files("edgeprof").joinpath("data").joinpath(DEFAULT_TEXT_NAME).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != DEFAULT_TEXT_SHA256:
         # A packaging slip (line-end conversion, truncation) must not pass as the documented text.
-        raise RuntimeError(f"edgeprof's default quality text has sha256 {digest}, expected {DEFAULT_TEXT_SHA256}")
+        raise RuntimeError(
+            f"edgeprof's default quality text has sha256 {digest}, expected {DEFAULT_TEXT_SHA256}"
+        )
     return data.decode("utf-8")
 
 

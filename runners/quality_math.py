@@ -57,7 +57,7 @@ def padded_vocab(n_vocab: int) -> int:
 
 
 def n_scored(ctx: int) -> int:
-    """Tokens scored per chunk: positions ctx/2 .. ctx-2 predict tokens ctx/2+1 .. ctx-1 (llama-perplexity)."""
+    """Tokens scored per chunk: positions ctx/2 .. ctx-2 predict tokens ctx/2+1 .. ctx-1."""
     return ctx - 1 - ctx // 2
 
 

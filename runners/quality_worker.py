@@ -44,6 +44,8 @@ from edgeprof.runners.quality_math import (
     summarize,
 )
 
+# Test use only: pretend the cache folder's disk has this many bytes free (never set it in production).
+FAKE_FREE_ENV = "EDGEPROF_TEST_DISK_FREE_BYTES"
 # Room left on the disk beyond the cache itself: a full disk breaks the database and the logs too.
 DISK_MARGIN_BYTES = 64 << 20
 
@@ -61,7 +63,9 @@ def tokenize(ll: Any, vocab: Any, text: str) -> list[int]:
     return list(buf[:n])
 
 
-def eval_chunk(ll: Any, ctx: Any, tokens: list[int], n_batch: int, bos: int | None, n_vocab: int) -> np.ndarray:
+def eval_chunk(
+    ll: Any, ctx: Any, tokens: list[int], n_batch: int, bos: int | None, n_vocab: int
+) -> np.ndarray:
     """Logits (float32, n_scored x n_vocab) at positions ctx/2 .. ctx-2 of one chunk, KV cache cleared."""
     n_ctx = len(tokens)
     first = n_ctx // 2
@@ -114,6 +118,8 @@ def _base(ll: Any, ctx: Any, vocab: Any, job: dict[str, Any], n_vocab: int, bos:
     size = predicted_size(header)
     path.parent.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(path.parent).free
+    if os.environ.get(FAKE_FREE_ENV):  # test use only, like the fault injection: a full disk on demand
+        free = int(os.environ[FAKE_FREE_ENV])
     emit("cache_plan", path=str(path), bytes=size, free_bytes=free, n_chunks=n_chunks, n_vocab=n_vocab)
     if free < size + DISK_MARGIN_BYTES:
         raise OSError(
