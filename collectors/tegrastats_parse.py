@@ -97,11 +97,14 @@ class GpuEntry:
 
 @dataclass(frozen=True)
 class Rail:
-    """A power rail reading; values printed without a unit (older L4T) are milliwatts too."""
+    """A power rail reading; values printed without a unit (older L4T) are milliwatts too. JetPack 7.2
+    prints a third value (``cur/avg/x``) that NVIDIA's tool does not name: kept as ``third_mw``, never
+    read as anything."""
 
     name: str
     cur_mw: int
     avg_mw: int
+    third_mw: int | None = None
 
 
 def _empty_str_map() -> Mapping[str, str]:
@@ -128,6 +131,8 @@ class TegrastatsRecord:
     emc: EmcInfo | None = None
     gpu: tuple[GpuEntry, ...] = ()
     temps_c: Mapping[str, float | None] = field(default_factory=_empty_temp_map)
+    # JetPack 7's ``name@a/bC``: ``b`` per zone, under the zone's name (its meaning is not documented)
+    temps_second_c: Mapping[str, float | None] = field(default_factory=_empty_temp_map)
     rails: tuple[Rail, ...] = ()
     engines: Mapping[str, str] = field(default_factory=_empty_str_map)
     unknown: tuple[str, ...] = ()
@@ -155,8 +160,9 @@ _EMC_RE = re.compile(rf"(EMC(?:_FREQ)?)\s+(?:({_NUM})%(?:@{_FREQ})?|@{_FREQ}){_E
 _GPU_RE = re.compile(rf"((?:GR3D|GPC)\d{{0,3}}(?:_FREQ)?)\s+(?:({_NUM})%(?:@{_FREQ})?|@{_FREQ}){_END}")
 # Denver cores' 'MTS fg x% bg y%' (Xavier, TX2): no better home than a raw engine entry.
 _MTS_RE = re.compile(rf"(MTS)\s+(fg\s+{_NUM}%\s+bg\s+{_NUM}%){_END}")
-_RAIL_RE = re.compile(rf"({_NAME})\s+({_INT})(?:mW)?/({_INT})(?:mW)?{_END}")
-_TEMP_RE = re.compile(rf"({_NAME})@(-?{_NUM})C{_END}")
+_RAIL_RE = re.compile(rf"({_NAME})\s+({_INT})(?:mW)?/({_INT})(?:mW)?(?:/({_INT})(?:mW)?)?{_END}")
+# ``name@x.yC``, or JetPack 7's ``name@x.yC/u.vC``
+_TEMP_RE = re.compile(rf"({_NAME})@(-?{_NUM})C(?:/(-?{_NUM})C)?{_END}")
 # Excludes the names of structured fields so that an odd value for them is reported as unknown rather
 # than silently filed as an engine.
 _ENGINE_RE = re.compile(
@@ -227,6 +233,7 @@ class _Builder:
         self.emc: EmcInfo | None = None
         self.gpu: list[GpuEntry] = []
         self.temps: dict[str, float | None] = {}
+        self.temps_second: dict[str, float | None] = {}
         self.rails: list[Rail] = []
         self.engines: dict[str, str] = {}
         self.unknown: list[str] = []
@@ -245,6 +252,7 @@ class _Builder:
             emc=self.emc,
             gpu=tuple(self.gpu),
             temps_c=MappingProxyType(self.temps),
+            temps_second_c=MappingProxyType(self.temps_second),
             rails=tuple(self.rails),
             engines=MappingProxyType(self.engines),
             unknown=tuple(self.unknown),
@@ -304,15 +312,18 @@ def _take_field(b: _Builder, line: str, pos: int) -> int | None:
         else:
             b.engines[name] = value
     elif (m := _RAIL_RE.match(line, pos)) is not None:
-        name, cur, avg = m.groups()
-        b.rails.append(Rail(name, int(cur), int(avg)))
+        name, cur, avg, third = m.groups()
+        b.rails.append(Rail(name, int(cur), int(avg), int(third) if third is not None else None))
     elif (m := _TEMP_RE.match(line, pos)) is not None:
-        name, value = m.groups()
+        name, value, second = m.groups()
         if name in b.temps:
             b.reject(f"duplicate:{name}@", m.group(0))
         else:
             celsius = float(value)
             b.temps[name] = None if celsius <= OFFLINE_TEMP_C else celsius
+            if second is not None:
+                other = float(second)
+                b.temps_second[name] = None if other <= OFFLINE_TEMP_C else other
     else:
         return None
     return m.end()
@@ -373,7 +384,13 @@ def record_to_json(rec: TegrastatsRecord) -> dict[str, Any]:
         "emc": None if emc is None else {"load_pct": emc.load_pct, "freq_mhz": emc.freq_mhz},
         "gpu": [{"name": g.name, "load_pct": g.load_pct, "freq_mhz": list(g.freq_mhz)} for g in rec.gpu],
         "temps_c": dict(rec.temps_c),
-        "rails_mw": [{"name": r.name, "cur": r.cur_mw, "avg": r.avg_mw} for r in rec.rails],
+        "temps_second_c": dict(rec.temps_second_c),
+        # ``third`` only where the line has one (JetPack 7.2), so older lines keep their exact shape
+        "rails_mw": [
+            {"name": r.name, "cur": r.cur_mw, "avg": r.avg_mw}
+            | ({"third": r.third_mw} if r.third_mw is not None else {})
+            for r in rec.rails
+        ],
         "engines": dict(rec.engines),
         "unknown": list(rec.unknown),
     }
@@ -396,6 +413,7 @@ TEGRASTATS_METRIC_UNITS: tuple[MetricUnit, ...] = (
     MetricUnit("emc.", "_mhz", "MHz", "memory controller clock"),
     MetricUnit("gpu.", "_pct", "pct", "first GR3D entry's load"),
     MetricUnit("gpu.", "_mhz", "MHz", "first GR3D entry's first GPC clock"),
+    MetricUnit("temp.", SECOND_TEMP_SUFFIX + "_c", "C", "JetPack 7 second value of a zone (undocumented)"),
     MetricUnit("temp.", "_c", "C", "one thermal zone, name lower-cased; None when the sensor is off"),
     MetricUnit("power.", "_mw", "mW", "one rail's current draw, name lower-cased; repeats get _2, _3, ..."),
 )
@@ -430,8 +448,10 @@ def record_to_metrics(rec: TegrastatsRecord) -> dict[str, float | None]:
     out["gpu.util_pct"] = gpu.load_pct if gpu else None
     out["gpu.freq_mhz"] = gpu.freq_mhz[0] if gpu and gpu.freq_mhz else None
     temp_keys = numbered_names([name.lower() for name in rec.temps_c])
-    for key, celsius in zip(temp_keys, rec.temps_c.values(), strict=True):
+    for key, (name, celsius) in zip(temp_keys, rec.temps_c.items(), strict=True):
         out[f"temp.{key}_c"] = celsius
+        if name in rec.temps_second_c:
+            out[f"temp.{key}{SECOND_TEMP_SUFFIX}_c"] = rec.temps_second_c[name]
     for key, rail in zip(numbered_names([r.name.lower() for r in rec.rails]), rec.rails, strict=True):
         out[f"power.{key}_mw"] = rail.cur_mw
     return out

@@ -75,7 +75,8 @@ def fake_sys(root: Path, temp_milli_c: int) -> Path:
 def test_choose_power_source_follows_the_documented_precedence() -> None:
     # board input rail first, whatever else exists
     src = choose_power_source({"power.vdd_cpu_mw", "power.vdd_in_mw", "energy.package_uj"})
-    assert src is not None and (src.name, src.basis, src.whole_board) == ("power.vdd_in_mw", "board_input", True)
+    assert src is not None
+    assert (src.name, src.basis, src.whole_board) == ("power.vdd_in_mw", "board_input", True)
     # NVML's counter beats its own gauge, and the CPU package is added to it
     src = choose_power_source({"gpu0.power_mw", "gpu0.energy_mj", "energy.package_uj"})
     assert src is not None and (src.name, src.basis) == ("gpu0.energy_mj+energy.package_uj", "gpu+cpu")
