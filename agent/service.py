@@ -19,11 +19,16 @@ import typer
 service_app = typer.Typer(help="Run edgeprof as a systemd service (always-on agent or nightly timer).")
 
 
-def packaged_file(package: str, name: str) -> Path:
-    path = Path(str(resources.files(package).joinpath(name)))
-    if not path.is_file():
-        raise FileNotFoundError(f"{name} is missing from the installed package ({package})")
-    return path
+def packaged_file(folder: str, name: str) -> Path:
+    """``folder/name`` from an installed wheel (``edgeprof/<folder>/``) or a checkout (``<repo>/<folder>/``).
+
+    Found by path rather than imported: the data folders hold no Python, and an editable install maps
+    only importable packages."""
+    package_dir = Path(str(resources.files("edgeprof")))
+    for candidate in (package_dir / folder / name, package_dir.parent / folder / name):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"{folder}/{name} is missing from this edgeprof installation ({package_dir})")
 
 
 def installed_executable() -> Path | None:
@@ -36,7 +41,7 @@ def installed_executable() -> Path | None:
 
 
 def install_command(*, timer: bool, start: bool, dry_run: bool) -> list[str]:
-    script = packaged_file("edgeprof.scripts", "install-service.sh")
+    script = packaged_file("scripts", "install-service.sh")
     exe = installed_executable()
     if exe is None:
         raise FileNotFoundError(

@@ -19,6 +19,8 @@ from edgeprof.cli import app
 pytestmark = pytest.mark.timeout(120)
 
 EDGEPROF = [sys.executable, "-m", "edgeprof"]
+# Completion is keyed on the program's name: the console script, as a user types it.
+SCRIPT = str(Path(sys.executable).parent / "edgeprof")
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,14 +66,14 @@ def test_an_example_is_shown_by_help() -> None:
 
 def test_bash_completion_installs_and_completes_commands(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path), "SHELL": "/bin/bash"}
-    proc = _run("--install-completion", "bash", env=env)
+    proc = subprocess.run([SCRIPT, "--install-completion", "bash"], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     script = tmp_path / ".bash_completions" / "edgeprof.sh"
     assert script.is_file()
     assert "edgeprof.sh" in (tmp_path / ".bashrc").read_text()
     # What the installed script asks the program for, when the user types `edgeprof re<TAB>`:
     complete = subprocess.run(
-        EDGEPROF,
+        [SCRIPT],
         capture_output=True,
         text=True,
         timeout=60,
