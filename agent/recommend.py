@@ -198,7 +198,8 @@ def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = 
         cands: list[Candidate] = []
         for row in members:
             kld, top = _quality_of(row, rows)
-            is_ref = row.get("reference_label") is not None and row["model_label"] == row["reference_label"]
+            ref_label = row.get("quality_reference_label") or row.get("reference_label")
+            is_ref = ref_label is not None and row["model_label"] == ref_label
             cands.append(Candidate(row, kld, top, is_ref))
         quality_known = any(c.kld_mean is not None for c in cands)
         excluded: list[str] = []

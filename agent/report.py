@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.fit_report import FIT_FIELDS, attach_fit, fmt_bandwidth, fmt_memory, recommendation_lines
 from edgeprof.jetson import comparable_state
 from edgeprof.quality_report import QUALITY_FIELDS, attach_quality, fmt_quality
 from edgeprof.stats import Summary
@@ -28,8 +29,9 @@ from edgeprof.workload_report import (
     workload_fields,
 )
 
-REPORT_SCHEMA_VERSION = 5  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
+REPORT_SCHEMA_VERSION = 6  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
 # v5 (issue 10): depth, tokens out / EOS, prompt as tokenized, llama.cpp parity parameters in effect
+# v6 (issue 9 part B): predicted memory, achieved bandwidth and its share, the recommendation
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -103,6 +105,8 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     # v5, issue 10: depth, tokens out and EOS, prompt as tokenized, parameters in effect
     # (agent/workload_report.py)
     *WORKLOAD_FIELDS,
+    # v6, issue 9 part B: memory predicted before the run, bandwidth, recommendation (agent/fit_report.py)
+    *FIT_FIELDS,
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -294,6 +298,7 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
         row.setdefault("stability_verdict", None)
         row.setdefault("interference_verdict", None)
     attach_quality(session, rows)
+    attach_fit(session, rows)  # after the quality fields: the recommendation weighs them
     return rows
 
 
@@ -332,6 +337,8 @@ TABLE_COLUMNS = (
     "tg t/s med [min–max]",
     "TTFT p50/p95 ms",
     "RSS MB",
+    "mem pred/peak MB",
+    "BW GB/s (%)",
     "agree vs ref",
     "KLD / same-top",
     "tg×ref",
@@ -374,6 +381,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
         fmt_spread(row, "tg_tps"),
         ttft,
         fmt_value(row["peak_rss_mb"]),
+        fmt_memory(row),
+        fmt_bandwidth(row),
         agree,
         fmt_quality(row),
         fmt_value(row["tg_ratio_vs_ref"], 2),
@@ -415,6 +424,11 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    recs = recommendation_lines(rows)  # issue 9: the report opens with the answer
+    if recs:
+        lines = [*recs, "", *lines]
+    if rows and rows[0].get("_bw_note"):
+        lines += ["", str(rows[0]["_bw_note"])]
     fails = _failures(rows)
     if fails:
         lines += ["", f"{len(fails)} note(s): failed configs and device changes:"] + [f"  {f}" for f in fails]
@@ -431,6 +445,9 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
         return text.replace("|", "\\|")
 
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    recs = recommendation_lines(rows)  # issue 9: the report opens with the answer
+    if recs:
+        lines = [*(f"- {esc(x.strip())}" for x in recs), "", *lines]
     lines += ["| " + " | ".join(esc(c) for c in _cells(r)) + " |" for r in rows]
     fails = _failures(rows)
     if fails:
