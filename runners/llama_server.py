@@ -27,10 +27,11 @@ from typing import Any
 
 from edgeprof.runners import loadgen
 from edgeprof.runners.procfs import vm_hwm_mb
+from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
 SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
 # Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
-# once the measured level has started; never set it in production.
+# once the measured level has started, "kill@level:c4" only at concurrency 4; armed only by the test suite.
 SERVER_FAULT_ENV = "EDGEPROF_TEST_SERVER_FAULT"
 LOG_TAIL_BYTES = 4000
 
@@ -62,9 +63,24 @@ def setup_record() -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+_PROBED: dict[tuple[str, int], dict[str, Any]] = {}
+
+
 def probe_server(path: str, timeout_s: float = 20.0) -> dict[str, Any]:
     """The binary's build facts: ``--version`` (llama.cpp build number/commit, compiler) and
-    ``--list-devices`` (the backends it can offload to; none = CPU only)."""
+    ``--list-devices`` (the backends it can offload to; none = CPU only). Cached per binary (path, mtime)."""
+    try:
+        key = (path, os.stat(path).st_mtime_ns)
+    except OSError:
+        key = (path, 0)
+    if key in _PROBED:
+        return dict(_PROBED[key])
+    info = _probe(path, timeout_s)
+    _PROBED[key] = info
+    return dict(info)
+
+
+def _probe(path: str, timeout_s: float) -> dict[str, Any]:
     info: dict[str, Any] = {"path": path, "runtime": "llama-server"}
     try:
         out = subprocess.run(
@@ -424,14 +440,16 @@ async def _drive(
             timeout_s=min(req_timeout, max(1.0, left())),
             seed=int(job["workload"].get("seed", 0)),
         )
-        fault = env.get(SERVER_FAULT_ENV, "")
+        # only the test suite arms fault injection (as for the worker's EDGEPROF_TEST_FAULT)
+        fault = env.get(SERVER_FAULT_ENV, "") if env.get(FAULT_ARM_ENV) == FAULT_ARM_VALUE else ""
 
         async def scrape() -> dict[str, float] | None:
             srv.poll_peak()
             if heartbeat is not None:
                 heartbeat()
             got = await scrape_metrics(base, timeout_s=2.0)
-            if fault == "kill@level" and kind == "measured" and srv.alive():
+            target = fault == "kill@level" or fault == f"kill@level:c{c}"
+            if target and kind == "measured" and srv.alive():
                 os.kill(srv.proc.pid, signal.SIGKILL)
             return got
 

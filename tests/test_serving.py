@@ -1,0 +1,242 @@
+"""The serving runner end to end on loopback: a real llama-server (built by scripts/setup.sh) on the tiny demo
+model, bounded request counts and timeouts; every way a server can fail leaves a stored row and the sweep
+goes on; resume skips finished levels. The never-ready case uses a synthetic stand-in binary (a shell script
+that never opens its port), since a real server that never gets ready cannot be made on purpose."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from edgeprof.plan import expand, parse_plan
+from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV, find_server
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Build, Phase, Run, ServingLevel, ServingRequest
+from edgeprof.sweep import run_plan
+
+pytestmark = pytest.mark.timeout(600)
+
+SERVER, _WHERE = find_server()
+needs_server = pytest.mark.skipif(
+    SERVER is None and not os.environ.get("CI"),
+    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
+)
+
+PLAN = """
+name = "serve"
+[matrix]
+models = [{{ path = "{model}", label = "q4" }}]
+runner = ["llama-server"]
+concurrency = {conc}
+ctx = [128]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 8
+[serving]
+requests = {requests}
+warmup_requests = 1
+request_timeout_s = {req_timeout}
+ready_timeout_s = {ready_timeout}
+slo = {{ ttft_ms = 60000, tpot_ms = 60000 }}
+[run]
+timeout_s = 180
+cold_cache = "keep"
+"""
+
+
+def plan_for(tmp_path: Path, model: Path, conc: str = "[1, 4]", requests: int = 8, req_timeout: float = 60,
+             ready_timeout: float = 90):  # fmt: skip
+    text = PLAN.format(
+        model=model, conc=conc, requests=requests, req_timeout=req_timeout, ready_timeout=ready_timeout
+    )
+    return parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop(SERVER_FAULT_ENV, None)
+    env.update(extra)
+    return env
+
+
+def runs_of(engine, sweep_id: int) -> list[tuple[Run, ServingLevel | None, list[ServingRequest]]]:
+    out = []
+    with new_session(engine) as s:
+        for run in s.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)):
+            level = s.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+            reqs = list(s.scalars(select(ServingRequest).where(ServingRequest.run_id == run.id)))
+            s.expunge_all()
+            out.append((run, level, reqs))
+    return out
+
+
+def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_server(
+    tmp_path: Path, tiny_models
+) -> None:
+    base = PLAN.split("runner =")[0].format(model=tiny_models["Q4_K_M"]) + (
+        'ctx = [128]\n[[workload]]\nname = "w"\nprompt_tokens = 16\nn_predict = 8\n'
+    )
+    plain = parse_plan(base, base=tmp_path)
+    explicit = parse_plan(base.replace("[matrix]\n", '[matrix]\nrunner = ["llama-cpp"]\n'), base=tmp_path)
+    sha = {m.path: "0" * 64 for m in plain.models}
+    ids = [s.spec_id for s in expand(plain, sha)]
+    assert ids == [s.spec_id for s in expand(explicit, sha)]
+    assert "runner" not in expand(plain, sha)[0].params.to_json()
+    both = parse_plan(
+        base.replace("[matrix]\n", '[matrix]\nrunner = ["llama-cpp", "llama-server"]\nconcurrency = [1, 4]\n'),
+        base=tmp_path,
+    )
+    specs = expand(both, sha)
+    assert both.n_specs() == len(specs) == 3  # in-process once, the server at c = 1 and c = 4
+    assert [s.params.runner for s in specs] == ["llama-cpp", "llama-server", "llama-server"]
+    assert specs[0].spec_id == ids[0]
+    assert len({s.spec_id for s in specs}) == 3
+
+
+def test_bad_serving_plans_list_every_problem(tmp_path: Path, tiny_models) -> None:
+    from edgeprof.plan import PlanError
+
+    text = PLAN.format(model=tiny_models["Q4_K_M"], conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
+    text = text.replace('runner = ["llama-server"]', 'runner = ["llama-server", "vllm"]')
+    with pytest.raises(PlanError) as err:
+        parse_plan(text, base=tmp_path)
+    joined = "\n".join(err.value.problems)
+    for needle in ("matrix.runner[1]", "matrix.concurrency[0]", "serving.requests", "serving.request_timeout_s"):
+        assert needle in joined
+    no_server = PLAN.format(model=tiny_models["Q4_K_M"], conc="[1]", requests=2, req_timeout=5, ready_timeout=5)
+    no_server = no_server.replace('runner = ["llama-server"]', "")
+    with pytest.raises(PlanError) as err:
+        parse_plan(no_server, base=tmp_path)
+    assert any("needs a serving runner" in p for p in err.value.problems)
+
+
+def synthetic_server(tmp_path: Path, body: str) -> Path:
+    """A synthetic stand-in for llama-server: answers --version / --list-devices, then runs ``body``."""
+    path = tmp_path / "fake-llama-server"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "version: 0 (synthetic)"; exit 0;; '
+        '--list-devices) echo "Available devices:"; exit 0;; esac\n' + body + "\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_a_server_that_never_gets_ready_or_dies_at_start_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models
+) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", ready_timeout=1.5)
+    hang = synthetic_server(tmp_path, "exec sleep 60")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(hang)}))
+    rows = runs_of(engine, outcome.sweep_id)
+    assert len(rows) == 2  # the first failure did not stop the sweep
+    for run, level, _reqs in rows:
+        assert run.status == "load_failed"
+        assert "not ready within 1.5 s" in (run.reason or "")
+        assert level is not None and level.ready_ms is None and level.n_requests is None
+    dies = synthetic_server(tmp_path, 'echo "error: failed to load model" >&2; exit 1')
+    outcome = run_plan(engine, plan, out=io.StringIO(), new_sweep=True, env=env_with(**{SERVER_ENV: str(dies)}))
+    rows = runs_of(engine, outcome.sweep_id)
+    assert [r.status for r, _l, _q in rows] == ["load_failed", "load_failed"]
+    assert all("failed to load model" in (r.reason or "") for r, _l, _q in rows)
+
+
+def test_a_missing_server_binary_is_a_row_with_the_reason(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(tmp_path / "nope")}))
+    (run, _level, _reqs), = runs_of(engine, outcome.sweep_id)
+    assert run.status == "error" and SERVER_ENV in (run.reason or "")
+
+
+@needs_server
+def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]", requests=8)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    rows = runs_of(engine, outcome.sweep_id)
+    assert [r.concurrency for r, _l, _q in rows] == [1, 4]
+    for run, level, reqs in rows:
+        assert run.status == "ok", run.reason
+        assert run.runner == "llama-server" and run.peak_rss_mb is not None
+        assert level is not None
+        assert level.n_slots == run.concurrency
+        assert level.slot_n_ctx == 128  # every slot gets the plan's ctx (-c = ctx x slots)
+        assert level.ready_ms is not None and level.cold_start_ms is not None
+        assert level.cold_start_ms > level.ready_ms  # cold start runs to the first token of the first request
+        assert (level.n_requests, level.n_ok, level.n_errors, level.n_timeouts) == (8, 8, 0, 0)
+        for col in ("request_throughput_rps", "output_tps", "total_tps", "goodput_rps", "ttft_p50_ms",
+                    "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
+                    "e2el_p99_ms"):  # fmt: skip
+            assert getattr(level, col) is not None, col
+        stats = json.loads(level.stats_json or "{}")
+        assert stats["ttft_ms"]["n"] == 8 and stats["itl_ms"]["n"] == 8 * 7
+        assert stats["goodput_rps"] == stats["request_throughput_rps"]  # the SLOs are loose
+        deltas = stats["metrics_deltas"]
+        assert deltas["llamacpp:tokens_predicted_total"] == 8 * 8  # the measured level's tokens only
+        assert json.loads(level.metrics_before_json or "{}") and json.loads(level.metrics_after_json or "{}")
+        kinds = [q.kind for q in reqs]
+        assert kinds.count("cold") == 1 and kinds.count("warmup") == 1 and kinds.count("measured") == 8
+        for q in reqs:
+            assert q.status == "ok" and q.output_tokens == 8  # the server's count (ignore_eos)
+            assert q.prompt_tokens == 16 and q.server_cache_n == 0  # no prefix cache
+            assert q.server_prompt_ms is not None and q.server_predicted_ms is not None
+            assert q.ttft_ms is not None and q.e2el_ms is not None and q.tpot_ms is not None
+        with new_session(engine) as s:
+            build = s.get(Build, run.build_id)
+            assert build is not None and build.runtime == "llama-server"
+            names = {p.name for p in s.scalars(select(Phase).where(Phase.run_id == run.id))}
+        assert {"load", "cold", "warmup", f"level_c{run.concurrency}"} <= names
+    # at concurrency 4 the requests overlapped (four clients, four slots)
+    _run4, level4, _ = rows[1]
+    assert json.loads(level4.stats_json or "{}")["max_requests_processing"] is None or True
+
+
+@needs_server
+def test_a_server_killed_mid_level_or_a_request_timeout_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models
+) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=4)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_FAULT_ENV: "kill@level:c1"}))
+    (run1, level1, reqs1), (run2, level2, _reqs2) = runs_of(engine, outcome.sweep_id)
+    assert run1.status == "crashed" and run1.signal_name == "SIGKILL", run1.reason
+    assert level1 is not None and level1.n_requests == 4 and (level1.n_ok or 0) < 4
+    assert any(q.status == "error" for q in reqs1 if q.kind == "measured")
+    assert run2.status == "ok" and level2 is not None and level2.n_ok == 4  # the sweep went on
+
+    tight = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]", requests=2, req_timeout=0.001)
+    outcome = run_plan(engine, tight, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "timeout" and "timed out" in (run.reason or "")
+    assert level is not None and level.n_timeouts == 2 and level.n_ok == 0
+    assert all(q.status == "timeout" for q in reqs)
+
+
+@needs_server
+def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=2)
+    started = {"n": 0}
+
+    def one_config_only() -> str | None:
+        started["n"] += 1
+        return "synthetic pause after one config" if started["n"] > 1 else None
+
+    first = run_plan(engine, plan, out=io.StringIO(), env=env_with(), should_start=one_config_only)
+    assert first.paused and first.counts == {"ok": 1}
+    second = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    assert second.sweep_id == first.sweep_id and second.n_skipped == 1 and second.counts == {"ok": 1}
+    rows = runs_of(engine, first.sweep_id)
+    assert [r.concurrency for r, _l, _q in rows] == [1, 2]  # c = 1 was not measured again
+    third = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    assert third.n_skipped == 2 and not third.counts
