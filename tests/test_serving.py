@@ -91,7 +91,9 @@ def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_ser
     assert ids == [s.spec_id for s in expand(explicit, sha)]
     assert "runner" not in expand(plain, sha)[0].params.to_json()
     both = parse_plan(
-        base.replace("[matrix]\n", '[matrix]\nrunner = ["llama-cpp", "llama-server"]\nconcurrency = [1, 4]\n'),
+        base.replace(
+            "[matrix]\n", '[matrix]\nrunner = ["llama-cpp", "llama-server"]\nconcurrency = [1, 4]\n'
+        ),
         base=tmp_path,
     )
     specs = expand(both, sha)
@@ -104,14 +106,16 @@ def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_ser
 def test_bad_serving_plans_list_every_problem(tmp_path: Path, tiny_models) -> None:
     from edgeprof.plan import PlanError
 
-    text = PLAN.format(model=tiny_models["Q4_K_M"], conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
+    model = tiny_models["Q4_K_M"]
+    text = PLAN.format(model=model, conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
     text = text.replace('runner = ["llama-server"]', 'runner = ["llama-server", "vllm"]')
     with pytest.raises(PlanError) as err:
         parse_plan(text, base=tmp_path)
     joined = "\n".join(err.value.problems)
-    for needle in ("matrix.runner[1]", "matrix.concurrency[0]", "serving.requests", "serving.request_timeout_s"):
+    needles = ("matrix.runner[1]", "matrix.concurrency[0]", "serving.requests", "serving.request_timeout_s")
+    for needle in needles:
         assert needle in joined
-    no_server = PLAN.format(model=tiny_models["Q4_K_M"], conc="[1]", requests=2, req_timeout=5, ready_timeout=5)
+    no_server = PLAN.format(model=model, conc="[1]", requests=2, req_timeout=5, ready_timeout=5)
     no_server = no_server.replace('runner = ["llama-server"]', "")
     with pytest.raises(PlanError) as err:
         parse_plan(no_server, base=tmp_path)
@@ -144,7 +148,8 @@ def test_a_server_that_never_gets_ready_or_dies_at_start_is_a_row_and_the_sweep_
         assert "not ready within 1.5 s" in (run.reason or "")
         assert level is not None and level.ready_ms is None and level.n_requests is None
     dies = synthetic_server(tmp_path, 'echo "error: failed to load model" >&2; exit 1')
-    outcome = run_plan(engine, plan, out=io.StringIO(), new_sweep=True, env=env_with(**{SERVER_ENV: str(dies)}))
+    env = env_with(**{SERVER_ENV: str(dies)})
+    outcome = run_plan(engine, plan, out=io.StringIO(), new_sweep=True, env=env)
     rows = runs_of(engine, outcome.sweep_id)
     assert [r.status for r, _l, _q in rows] == ["load_failed", "load_failed"]
     assert all("failed to load model" in (r.reason or "") for r, _l, _q in rows)
@@ -196,9 +201,9 @@ def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) ->
             assert build is not None and build.runtime == "llama-server"
             names = {p.name for p in s.scalars(select(Phase).where(Phase.run_id == run.id))}
         assert {"load", "cold", "warmup", f"level_c{run.concurrency}"} <= names
-    # at concurrency 4 the requests overlapped (four clients, four slots)
+    # at concurrency 4 the requests overlapped: the server saw more than one in flight at some poll
     _run4, level4, _ = rows[1]
-    assert json.loads(level4.stats_json or "{}")["max_requests_processing"] is None or True
+    assert level4 is not None and level4.max_deferred == 0  # one slot per client: nobody queued
 
 
 @needs_server

@@ -101,7 +101,9 @@ def test_output_tokens_come_from_the_server_not_the_chunk_count() -> None:
             "tokens_predicted": 2,  # one chunk carried two tokens
             "tokens_evaluated": 5,
             "stop_type": "limit",
-            "timings": {"prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 2, "predicted_ms": 20.0, "cache_n": 0},
+            "timings": {
+                "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 2, "predicted_ms": 20.0, "cache_n": 0
+            },  # fmt: skip
         },
         0.2,
     )
