@@ -103,7 +103,7 @@ def test_output_tokens_come_from_the_server_not_the_chunk_count() -> None:
             "stop_type": "limit",
             "timings": {
                 "prompt_n": 5, "prompt_ms": 12.5, "predicted_n": 2, "predicted_ms": 20.0, "cache_n": 0
-            },  # fmt: skip
+            },
         },
         0.2,
     )
