@@ -105,6 +105,20 @@ def quiet_native_stderr() -> Iterator[Path]:
         log.close()
 
 
+def _guard_write(db: str | None) -> None:
+    """Before a command writes: refuse a non-edgeprof, damaged or unwritable SQLite file (issue 11)."""
+    from edgeprof.storage.db import default_db_path
+    from edgeprof.storage.guard import StorageGuardError, check_before_write, sqlite_path_of
+
+    path = sqlite_path_of(db, default_db_path())
+    if path is None:
+        return
+    try:
+        check_before_write(path)
+    except StorageGuardError as exc:
+        fail(str(exc))
+
+
 def _open_engine(db: str | None, *, read_only: bool = False) -> Any:
     """Writers migrate to the head; readers (read_only) never migrate or write (issue 13)."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -169,6 +183,7 @@ def run(
         for label, n in parsed.specs_per_model().items():
             typer.echo(f"  {label}: {n} configs")
         return
+    _guard_write(db)
     engine = _open_engine(db)
     _run_plan(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry, wait=wait)
 
@@ -176,6 +191,7 @@ def run(
 def _run_plan(
     engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True, wait: bool = False
 ) -> int:
+    from edgeprof.bandwidth import probe_bandwidth
     from edgeprof.lease import LeaseHeld
     from edgeprof.sweep import SweepAborted, run_plan
     from edgeprof.telemetry import Telemetry
@@ -193,6 +209,7 @@ def _run_plan(
             telemetry=make_telemetry if telemetry else None,
             wait=wait,
             on_wait=lambda holder: typer.echo(f"edgeprof: waiting: plan held by {holder}", err=True),
+            bandwidth_probe=probe_bandwidth,  # issue 9: once per sweep, for the report's BW %
         )
     except LeaseHeld as exc:
         fail(f"plan {parsed.source}: {exc} (wait for it with --wait, or stop it)")
@@ -234,11 +251,15 @@ def report(
 
                 sweep_id = sweep if sweep is not None else latest_sweep_id(session)
                 assert sweep_id is not None  # build_rows raised otherwise
-                write_html(session, sweep_id, html)
+                from edgeprof.storage.db import default_db_path
+                from edgeprof.storage.guard import sqlite_path_of
+
+                db_file = sqlite_path_of(db, default_db_path())
+                write_html(session, sweep_id, html, protect=(db_file,) if db_file else ())
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
-            fail(f"cannot write {html}: {exc.strerror}")
+            fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
     typer.echo(RENDERERS[fmt.value](rows))
@@ -345,6 +366,14 @@ threads = [{threads}]
 name = "explain-edge"
 prompt_tokens = 128
 n_predict = 64
+
+# KL divergence and same top token vs the reference (Q8_0, the most bits per weight here) over edgeprof's
+# default text; a small ctx and 4 chunks keep the demo about a minute on 2 cores (a real check: ctx 512).
+[[workload]]
+name = "kld"
+kind = "quality"
+ctx = 128
+chunks = 4
 
 [repeat]
 cold = 1
@@ -476,6 +505,7 @@ def agent(
     except ValueError as exc:
         fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
+    _guard_write(db)
     engine = _open_engine(db)
     url = db_url(db)
     db_path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
@@ -524,11 +554,19 @@ _register_extras()
 
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
+    from sqlalchemy.exc import DBAPIError
+
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("edgeprof: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except DBAPIError as exc:
+        # A damaged, full or read-only database found mid-command: one line and what to do, no traceback.
+        from edgeprof.storage.guard import describe_sqlite_error
+
+        typer.echo(f"edgeprof: error: {describe_sqlite_error(str(exc.orig or exc))}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
 
 
 if __name__ == "__main__":

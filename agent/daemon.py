@@ -32,7 +32,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from edgeprof.plan import Plan, PlanError, load_plan
+from edgeprof.bandwidth import probe_bandwidth
+from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.sweep import run_plan, utcnow
 from edgeprof.storage.models import AgentState
 
@@ -125,6 +126,9 @@ class AgentConfig:
     once: bool = False
     poll_s: float = 10.0
     telemetry: bool = True
+    wait: bool = False  # another agent holds the queue / another process runs the plan: wait, not exit 2
+    # Power-mode switching is the machine owner's decision: the agent's own flag, never a dropped plan's.
+    allow_power_mode_change: bool = False
 
 
 class Agent:
@@ -151,6 +155,7 @@ class Agent:
         self._current_plan: str | None = None
         self.exit_code = 0
         self._last_state: tuple[str, str | None] | None = None
+        self._queue_lock: Any = None
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -232,22 +237,35 @@ class Agent:
             return self.config.plan
         assert self.config.queue is not None
         try:
-            plans = [p for p in self.config.queue.glob("*.toml") if p.is_file()]
+            plans = [p for p in self.config.queue.glob("*.toml") if p.is_file() or p.is_symlink()]
         except OSError:
             return None
-        plans.sort(key=lambda p: (p.stat().st_mtime, p.name))
+
+        def age(p: Path) -> tuple[float, str]:
+            try:
+                return (p.lstat().st_mtime, p.name)
+            except OSError:  # removed since the listing: sorted last, skipped when read
+                return (float("inf"), p.name)
+
+        plans.sort(key=age)
         return plans[0] if plans else None
 
-    def _move(self, plan: Path, folder: str, error: str | None = None) -> None:
+    def _move(self, plan: Path, folder: str, error: str | None = None, data: bytes | None = None) -> None:
+        """Archive the text that ran (read once, before the sweep: a plan edited or removed meanwhile does
+        not change what is archived) and remove the queue entry; nothing here follows a symlink."""
         if self.config.queue is None or plan.parent != self.config.queue:
             return
-        target_dir = self.config.queue / folder
-        target_dir.mkdir(parents=True, exist_ok=True)
+        from edgeprof.safefs import archive, remove_entry
+
         stamp = self.now().strftime("%Y%m%d-%H%M%S")
-        target = target_dir / f"{plan.stem}-{stamp}{plan.suffix}"
-        shutil.move(str(plan), target)
-        if error:
-            target.with_suffix(".error.txt").write_text(error + "\n")
+        try:
+            target = archive(
+                self.config.queue, folder, f"{plan.stem}-{stamp}{plan.suffix}", data or b"", error
+            )
+        except OSError as exc:
+            log.error("cannot archive plan %s into %s/: %s", plan.name, folder, exc)
+            return
+        remove_entry(plan)
         log.info("plan %s moved to %s", plan.name, target)
 
     def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
@@ -262,10 +280,27 @@ class Agent:
 
     # -- main loop --------------------------------------------------------------------------------------
     def run(self) -> int:
+        """Serve the queue; raises QueueLocked when another agent serves it (``wait``: wait for it)."""
+        if self.config.queue is not None and self._queue_lock is None:
+            from edgeprof.safefs import lock_queue
+
+            self._queue_lock = lock_queue(
+                self.config.queue,
+                wait=self.config.wait,
+                on_wait=lambda holder: log.info("waiting: queue held by %s", holder),
+            )
+        try:
+            return self._serve()
+        finally:
+            if self._queue_lock is not None:
+                self._queue_lock.release()
+                self._queue_lock = None
+
+    def _serve(self) -> int:
         with Session(self.engine) as session:
             n = recover_interrupted(session)
         if n:
-            log.warning("marked %d run(s) left running by a previous agent as interrupted", n)
+            log.warning("marked %d sweep(s) left running by a dead owner as interrupted", n)
         interval = self.notifier.watchdog_interval_s()
         if interval:
             threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
@@ -313,7 +348,7 @@ class Agent:
                 continue
             tried_single = True
             self._run_one(plan_path)
-        return 0
+        return self.exit_code
 
     def _idle(self) -> None:
         self.wake.clear()
@@ -322,19 +357,56 @@ class Agent:
             self.beat()
             self.wake.wait(min(1.0, end - time.monotonic()))
 
+    def _read_plan(self, plan_path: Path) -> tuple[bytes, Plan]:
+        """The plan's bytes, read once without following a link (a symlinked plan could make the agent,
+        often root, quote another file into ``.error.txt``), then validated; raises PlanError."""
+        from edgeprof.plan_bounds import MAX_PLAN_BYTES
+        from edgeprof.safefs import read_nofollow
+
+        source = str(plan_path)
+        try:
+            data = read_nofollow(plan_path, MAX_PLAN_BYTES)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise PlanError(source, [exc.strerror or str(exc)]) from None
+        if len(data) > MAX_PLAN_BYTES:
+            raise PlanError(source, [f"more than {MAX_PLAN_BYTES} bytes; a plan is a page of TOML"])
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PlanError(source, ["not UTF-8 text"]) from None
+        plan = parse_plan(text, source=source, base=plan_path.resolve().parent)
+        if plan.power_modes and not self.config.allow_power_mode_change:
+            raise PlanError(
+                source,
+                [
+                    "matrix.power_mode: the agent was not started with --allow-power-mode-change; a "
+                    "dropped plan cannot grant itself that permission"
+                ],
+            )
+        return data, plan
+
     def _run_one(self, plan_path: Path) -> None:
         self._current_plan = str(plan_path)
+        data = b""
         try:
-            plan = load_plan(plan_path)
+            data, plan = self._read_plan(plan_path)
+        except FileNotFoundError:
+            log.warning("plan %s was removed before it could be read; skipped", plan_path.name)
+            return
         except PlanError as exc:
             message = "\n".join(exc.lines())
             log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
             self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
-            self._move(plan_path, "failed", message)
+            self._move(plan_path, "failed", message, data)
             if self.config.plan is not None:
                 self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
             return
         self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
+        from edgeprof.lease import LeaseHeld
+        from edgeprof.sweep import SweepAborted
+
         try:
             outcome = run_plan(
                 self.engine,
@@ -342,13 +414,30 @@ class Agent:
                 telemetry=self._telemetry_factory(plan),
                 heartbeat=self.beat,
                 should_start=self.should_start,
+                wait=self.config.wait,
+                bandwidth_probe=probe_bandwidth,  # issue 9: once per sweep, for the report's BW %
             )
         except KeyboardInterrupt:
             raise
+        except LeaseHeld as exc:
+            # Someone else (``edgeprof run``, another agent on another queue) runs this plan: not a bad plan.
+            self.set_state("waiting", f"plan {plan_path.name}: {exc}")
+            if self.config.plan is not None:
+                self.exit_code = 2
+            else:
+                self._idle()
+            return
+        except SweepAborted as exc:
+            # Storage failed (disk full, damaged or read-only DB): the plan is fine and stays queued.
+            log.error("%s", exc)
+            self.set_state("error", str(exc)[:300])
+            self.exit_code = 2
+            self.stop_requested.set()
+            return
         except Exception as exc:
             log.exception("sweep of %s failed unexpectedly", plan_path.name)
             self.set_state("error", f"plan {plan_path.name}: {type(exc).__name__}: {exc}")
-            self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}")
+            self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}", data)
             return
         self._current_sweep = outcome.sweep_id
         summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
@@ -359,4 +448,4 @@ class Agent:
             return
         log.info("sweep %d of %s finished: %s", outcome.sweep_id, plan_path.name, summary)
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
-        self._move(plan_path, "done")
+        self._move(plan_path, "done", None, data)
