@@ -930,9 +930,9 @@ def parse_plan(
         if ref is not None and models and ref not in {m.label for m in models}:
             chk.add(f"workload '{wl.name}'.reference", f"no model labelled {ref!r}")
     rendered = _render_chats(chk, models, workloads)
-    depths = axes.get("depth", (0,))
+    depths = axes.get("depth") or (0,)
     # llama.cpp splits a non-unified cache between the sequences: one request sees n_ctx / n_seq_max
-    seq_split = max(axes.get("n_seq_max", (1,))) if False in axes.get("kv_unified", (False,)) else 1
+    seq_split = max(axes.get("n_seq_max") or (1,)) if False in axes.get("kv_unified", (False,)) else 1
     ctx_problems: dict[str, None] = {}  # ordered, one line per (depth, ctx) even across models
     for wl in workloads:
         # with no valid model (already a problem) the prompt itself is still checked against ctx
