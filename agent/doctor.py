@@ -53,10 +53,23 @@ def collectors_info(root: Path) -> list[dict[str, Any]]:
     return describe(root)
 
 
+def llama_server_info() -> dict[str, Any]:
+    """issue 14: the llama-server the serving runner would use, where it came from, whether it can offload."""
+    from edgeprof.runners.llama_server import find_server, probe_server
+
+    path, where = find_server()
+    if path is None:
+        return {"ok": False, "reason": where}
+    info = probe_server(path)
+    info.update(ok="error" not in info, source=where)
+    return info
+
+
 def gather(root: Path | str = "/") -> dict[str, Any]:
     return {
         "device": collect_device_facts(root),
         "llama_cpp": llama_build_info(),
+        "llama_server": llama_server_info(),
         "collectors": collectors_info(Path(root)),
     }
 
@@ -93,6 +106,21 @@ def render(info: dict[str, Any]) -> str:
         lines.append(
             f"  build flags      {ll['build_flags'] or 'unknown (not installed by scripts/setup.sh)'}"
         )
+    srv = info.get("llama_server")
+    if srv is not None:
+        lines.append("llama-server (serving runner)")
+        if not srv.get("ok"):
+            lines.append(f"  unavailable: {srv.get('reason') or srv.get('error')}")
+        else:
+            lines.append(f"  path             {srv['path']} ({srv['source']})")
+            version = srv.get("build_number") or "?"
+            lines.append(f"  llama.cpp        build {version}, commit {srv.get('commit') or 'unknown'}")
+            devices = srv.get("devices") or []
+            offload = f"yes: {'; '.join(devices)}" if devices else "no (CPU-only build: -ngl has no effect)"
+            lines.append(f"  GPU offload      {offload}")
+            setup = srv.get("setup")
+            if setup:
+                lines.append(f"  build flags      {setup.get('cmake_args') or '(llama.cpp defaults)'}")
     lines.append("collectors")
     for c in info["collectors"]:
         state = "available" if c["ok"] else "unavailable"

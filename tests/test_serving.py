@@ -245,3 +245,26 @@ def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
     assert [r.concurrency for r, _l, _q in rows] == [1, 2]  # c = 1 was not measured again
     third = run_plan(engine, plan, out=io.StringIO(), env=env_with())
     assert third.n_skipped == 2 and not third.counts
+
+
+def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, monkeypatch) -> None:
+    from edgeprof.doctor import llama_server_info, render
+
+    fake = tmp_path / "fake-cuda-llama-server"  # synthetic: prints what a CUDA build prints
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "version: 7001 (abc1234)"; exit 0;; '
+        '--list-devices) printf "Available devices:\\n  CUDA0: Orin (7620 MiB, 6000 MiB free)\\n"; '
+        "exit 0;; esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(fake))
+    info = llama_server_info()
+    assert info["ok"] and info["source"] == f"${SERVER_ENV}" and info["gpu_offload"] is True
+    assert (info["build_number"], info["commit"]) == ("7001", "abc1234")
+    none_ll = {"ok": False, "reason": "x"}
+    text = render({"device": {}, "llama_cpp": none_ll, "llama_server": info, "collectors": []})
+    assert str(fake) in text and "CUDA0: Orin" in text
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "missing"))
+    missing = {"device": {}, "llama_cpp": none_ll, "llama_server": llama_server_info(), "collectors": []}
+    assert "not an executable file" in render(missing)
