@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from edgeprof.report import build_rows
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement
+from edgeprof.tables import drop_constant_columns, render_grid
 
 MATCH_KEYS = (
     "model_label",
@@ -46,7 +47,29 @@ COMPARE_FIELDS: tuple[str, ...] = (
     "a_status",
     "b_status",
     *(f"{m}_{suffix}" for m in METRICS for suffix in ("a", "b", "ratio", "within_noise")),
+    "a_caveat",
+    "b_caveat",
 )
+
+# Verdict values that make one side's figure a poor base for a ratio: the report's own judgement of the run
+# (agent/verdicts.py). A ratio between a quiet sweep and a busy one measures the machine, not the change.
+CAVEAT_VERDICTS: dict[str, tuple[str, ...]] = {
+    "stability_verdict": ("unstable",),
+    "contention_verdict": ("contended",),
+    "throttle_verdict": ("throttled",),
+}
+
+
+def caveat_of(row: Mapping[str, Any] | None) -> str | None:
+    """'unstable', 'contended', 'throttled' (joined with '+') when the row's verdicts say so, else None."""
+    if row is None:
+        return None
+    found = [
+        str(row.get(field))
+        for field, bad in CAVEAT_VERDICTS.items()
+        if row.get(field) in bad
+    ]
+    return "+".join(found) or None
 
 
 def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -116,6 +139,7 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
     row["b_run_id"] = b.get("run_id") if b is not None else None
     row["a_status"] = a.get("status") if a is not None else None
     row["b_status"] = b.get("status") if b is not None else None
+    row["a_caveat"], row["b_caveat"] = caveat_of(a), caveat_of(b)
     for metric, (med, lo, hi) in METRICS.items():
         va = a.get(med) if a is not None else None
         vb = b.get(med) if b is not None else None
@@ -160,10 +184,13 @@ def _metric_cell(row: Mapping[str, Any], metric: str, digits: int = 1) -> str:
     if row["match"] != "both":
         return "—"
     if a is None or b is None:
-        return f"{'—' if a is None else f'{a:.{digits}f}'} -> {'—' if b is None else f'{b:.{digits}f}'}"
+        return f"{'—' if a is None else f'{a:.{digits}f}'}→{'—' if b is None else f'{b:.{digits}f}'}"
     tag = " (noise)" if noise else "" if noise is False else " (?)"
-    ratio_text = f"×{r:.3f}" if r is not None else "×—"
-    return f"{a:.{digits}f} -> {b:.{digits}f} {ratio_text}{tag}"
+    caveats = [f"{s} {row[f'{s.lower()}_caveat']}" for s in ("A", "B") if row.get(f"{s.lower()}_caveat")]
+    if caveats:  # say why the ratio cannot be trusted instead of printing it as a finding
+        tag += " (" + ", ".join(caveats) + ")"
+    ratio_text = f"×{r:.2f}" if r is not None else "×—"
+    return f"{a:.{digits}f}→{b:.{digits}f} {ratio_text}{tag}"
 
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
@@ -198,8 +225,9 @@ def _unmatched(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 LEGEND = (
-    "a -> b ×ratio (B/A; >1 is faster for t/s, slower for TTFT); (noise): the min–max ranges of the steady "
-    "reps overlap, so the difference is within noise; (?): a range is unknown"
+    "a→b ×ratio (B/A; >1 is faster for t/s, slower for TTFT); (noise): the min–max ranges of the steady "
+    "reps overlap, so the difference is within noise; (?): a range is unknown; (A unstable), (B contended), "
+    "(… throttled): that side's verdict says its figure is not a fair base for a ratio"
 )
 
 
@@ -221,10 +249,11 @@ def render_compare(rows: Sequence[Mapping[str, Any]], fmt: str = "table") -> str
         return "\n".join(lines)
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; use table, md or json")
-    grid = [list(_HEADERS), *cells]
-    widths = [max(len(r[i]) for r in grid) for i in range(len(_HEADERS))]
-    lines = ["  ".join(r[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for r in grid]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    headers, cells, common = drop_constant_columns(list(_HEADERS), cells, keep=("model", "tg t/s"))
+    lines = []
+    if common:
+        lines += ["every row: " + "  ".join(f"{h}={v}" for h, v in common), ""]
+    lines += render_grid(headers, cells)
     if not matched:
         lines.append("(no config appears in both sweeps)")
     lines += ["", LEGEND]

@@ -118,7 +118,7 @@ def test_a_failed_side_has_no_ratio() -> None:
     out = compare_rows([row(**tg(10, 9, 11))], [row(status="oom")])
     assert out[0]["match"] == "both" and out[0]["b_status"] == "oom"
     assert out[0]["tg_tps_ratio"] is None and out[0]["tg_tps_within_noise"] is None
-    assert "10.0 -> —" in render_compare(out, "table")
+    assert "10.0→—" in render_compare(out, "table")
 
 
 def test_renderings() -> None:
@@ -127,15 +127,23 @@ def test_renderings() -> None:
         [row(**tg(12, 11.8, 12.2), ttft_ms_p50=40.0, ttft_ms_min=39.0, ttft_ms_max=41.0)],
     )
     table = render_compare(out, "table")
-    assert "10.0 -> 12.0 ×1.200" in table and "(noise)" not in table.splitlines()[2]
-    assert "50.00 -> 40.00 ×0.800" in table
+    assert "10.0→12.0 ×1.20" in table and "(noise)" not in table.splitlines()[2]
+    assert "50.00→40.00 ×0.80" in table
     md = render_compare(out, "md")
-    assert md.splitlines()[0].startswith("| model | quant |") and "| 10.0 -> 12.0 ×1.200 |" in md
+    assert md.splitlines()[0].startswith("| model | quant |") and "| 10.0→12.0 ×1.20 |" in md
     data = json.loads(render_compare(out, "json"))
     assert list(data[0]) == list(COMPARE_FIELDS)
     assert data[0]["tg_tps_ratio"] == 1.2 and data[0]["tg_tps_within_noise"] is False
     noisy = compare_rows([row(**tg(10, 9, 11))], [row(**tg(10.5, 10, 11))])
-    assert "×1.050 (noise)" in render_compare(noisy, "table")
+    assert "×1.05 (noise)" in render_compare(noisy, "table")
+    # A ratio between a busy or noisy side and a quiet one says so instead of reading as a finding.
+    busy = compare_rows([row(**tg(10, 9.5, 10.5))], [row(**tg(22, 21, 23), stability_verdict="unstable")])
+    assert busy[0]["b_caveat"] == "unstable" and busy[0]["a_caveat"] is None
+    assert "×2.20 (B unstable)" in render_compare(busy, "table")
+    contended = compare_rows(
+        [row(**tg(10, 9.5, 10.5), contention_verdict="contended")], [row(**tg(22, 21, 23))]
+    )
+    assert "(A contended)" in render_compare(contended, "table")
     with pytest.raises(ValueError, match="unknown format"):
         render_compare(out, "xml")
     assert "(no config appears in both sweeps)" in render_compare([], "table")
