@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any
 
+from edgeprof.runners import threadpool
 from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import (
     EXIT_BAD_SPEC,
@@ -36,6 +37,7 @@ from edgeprof.runners.protocol import (
 T_PROCESS_START = time.monotonic()
 
 _EVENT_FD = -1
+_POOL: threadpool.Threadpool | None = None  # the context's CPU threadpool, freed after the context
 
 
 def emit(event_type: str, /, **fields: Any) -> None:
@@ -333,11 +335,6 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     for name, default in PARITY_CPARAMS.items():
         _set(cparams, name, type(default)(params.get(name, default)))
     poll = int(params.get("poll", DEFAULT_POLL))
-    if poll != DEFAULT_POLL:
-        # without an attached threadpool ggml creates one per graph with its default poll (50)
-        raise RuntimeError(
-            f"poll {poll} needs an attached threadpool, which this worker does not create; use poll = 50"
-        )
     KV_LOG.clear()
     ctx = ll.llama_init_from_model(model, cparams)
     if not ctx:
@@ -345,6 +342,15 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         raise RuntimeError(
             "llama.cpp could not create the context (out of memory, or unsupported parameters)"
         )
+    # issue 12: one persistent CPU threadpool per context, as llama-bench/llama-server create; without it
+    # ggml starts and joins n_threads-1 OS threads inside every llama_decode, a fixed cost per decoded token
+    # (runners/threadpool.py, benchmarks/diag_decode_timeline.py).
+    global _POOL
+    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll)
+    if _POOL is None and poll != DEFAULT_POLL:
+        ll.llama_free(ctx)
+        ll.llama_model_free(model)
+        raise RuntimeError(f"poll {poll} needs an attached threadpool: {pool_why}")
     effective = {
         "n_ctx": int(ll.llama_n_ctx(ctx)),
         "n_batch": int(ll.llama_n_batch(ctx)),
@@ -368,7 +374,11 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "n_ctx_seq": int(ll.llama_n_ctx_seq(ctx)),
         "n_swa": int(ll.llama_model_n_swa(model)),
         "poll": poll,
-        "threadpool": "ggml default (created per graph, poll 50)",
+        "threadpool": (
+            f"attached (n_threads {_POOL.n_threads}, poll {_POOL.poll})"
+            if _POOL is not None
+            else f"ggml default (created per graph, poll 50): {pool_why}"
+        ),
         "depth": int(params.get("depth", 0)),
         "split_mode": int(mparams.split_mode),
         "main_gpu": int(mparams.main_gpu),
@@ -505,6 +515,8 @@ def main(argv: list[str]) -> int:
         return EXIT_REQUEST_FAILED
     finally:
         ll.llama_free(ctx)
+        if _POOL is not None:  # after the context that used it
+            _POOL.free()
         ll.llama_model_free(model)
     emit("done", t=time.monotonic())
     return EXIT_OK
