@@ -23,7 +23,7 @@ NOW = datetime(2026, 1, 2, 3, 4, 5)
 # Synthetic figures. (label, quant, bytes, steady tg t/s, KLD, same-top %, status)
 # F16 is the reference; Q4_K_M is fastest but outside the default budget (KLD 0.08 > 0.05); Q3_K_S would be
 # faster still but was predicted not to fit. Expected: Q5_K_M best, Q8_0 runner-up.
-VARIANTS = (
+VARIANTS: tuple[tuple[str, str, int, list[float], float, float, str], ...] = (
     ("demo-f16", "F16", 4_000_000, [10.0, 10.5, 9.5], 0.0, 100.0, "ok"),
     ("demo-q8_0", "Q8_0", 2_125_000, [18.0, 18.5, 17.5], 0.0012, 99.1, "ok"),
     ("demo-q5_k_m", "Q5_K_M", 1_375_000, [22.0, 22.4, 21.6], 0.011, 96.8, "ok"),
