@@ -120,40 +120,52 @@ def encode_block(ticks: Sequence[Tick]) -> tuple[bytes, int]:
             if name not in seen:
                 seen.add(name)
                 names.append(name)
-    parts: list[bytes] = [
-        _xor_f64(np.fromiter((tk.t_mono for tk in ticks), np.float64, n)),
-        _xor_f64(np.fromiter((tk.t_wall for tk in ticks), np.float64, n)),
-    ]
-    cols: list[list[Any]] = []
-    n_values = 0
+    cols: list[tuple[str, np.ndarray, np.ndarray]] = []
     for name in names:
-        states = bytearray(n)
+        states = np.zeros(n, dtype=np.uint8)
         vals: list[float] = []
         for i, tk in enumerate(ticks):
-            if name not in tk.values:
-                states[i] = _ST_ABSENT
-                continue
-            n_values += 1
-            v = tk.values[name]
+            v = tk.values.get(name, _ABSENT)
             if v is None:
                 states[i] = _ST_NULL
+            elif v is _ABSENT:
+                states[i] = _ST_ABSENT
             else:
-                vals.append(float(v))
-        has_states = any(states)
+                vals.append(float(v))  # type: ignore[arg-type]
+        cols.append((name, states, np.asarray(vals, dtype=np.float64)))
+    t_mono = np.fromiter((tk.t_mono for tk in ticks), np.float64, n)
+    t_wall = np.fromiter((tk.t_wall for tk in ticks), np.float64, n)
+    return encode_arrays(t_mono, t_wall, cols)
+
+
+_ABSENT = object()
+
+
+def encode_arrays(
+    t_mono: np.ndarray, t_wall: np.ndarray, cols: Sequence[tuple[str, np.ndarray, np.ndarray]]
+) -> tuple[bytes, int]:
+    """The columnar encoder: per metric (name, state per tick [0 value, 1 NULL, 2 absent], the values of
+    the state-0 ticks in order). Returns (payload, number of readings = ticks not absent)."""
+    n = len(t_mono)
+    parts: list[bytes] = [_xor_f64(t_mono), _xor_f64(t_wall)]
+    header_cols: list[list[Any]] = []
+    n_values = 0
+    for name, states, arr in cols:
+        n_values += int(np.count_nonzero(states != _ST_ABSENT))
+        has_states = bool(states.any())
         if has_states:
-            parts.append(bytes(states))
-        arr = np.asarray(vals, dtype=np.float64)
+            parts.append(np.ascontiguousarray(states, dtype=np.uint8).tobytes())
         k = _decimal_scale(arr) if len(arr) else 0
         if k is None:
             parts.append(_xor_f64(arr))
-            cols.append([name, int(has_states), len(arr), -1])
+            header_cols.append([name, int(has_states), len(arr), -1])
         else:
             ints = np.rint(arr * 10.0**k).astype(np.int64)
             d = ints.copy()
             d[1:] -= ints[:-1]
             parts.append(_shuffle(_zigzag(d)))
-            cols.append([name, int(has_states), len(arr), k])
-    header = json.dumps({"n": n, "cols": cols}, separators=(",", ":")).encode()
+            header_cols.append([name, int(has_states), len(arr), k])
+    header = json.dumps({"n": n, "cols": header_cols}, separators=(",", ":")).encode()
     raw = struct.pack("<I", len(header)) + header + b"".join(parts)
     return zlib.compress(raw, 6), n_values
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Connection, create_engine, func, inspect, select, text
+from sqlalchemy.orm import Session
+
 from edgeprof.sampler import SampleRow
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.migrations import upgrade
@@ -26,38 +30,35 @@ from edgeprof.storage.samples import (
     write_batch,
     write_ticks,
 )
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.orm import Session
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _seed_sweep(conn_or_session: Session, sweep_id: int = 1, runs: tuple[int, ...] = (1, 2)) -> None:
-    conn_or_session.execute(
-        text(
-            "INSERT INTO device (id, fingerprint, hostname, arch, facts_json, first_seen) "
-            "VALUES (1, 'fp', 'synthetic', 'x86_64', '{}', '2026-01-01 00:00:00')"
-        )
-    )
-    conn_or_session.execute(
-        text(
-            "INSERT INTO sweep (id, name, plan_text, plan_hash, device_id, edgeprof_version, started_at,"
-            " status, n_specs) "
-            "VALUES (:s, 'synthetic', 'x', 'h', 1, '0', '2026-01-01 00:00:00', 'completed', 1)"
-        ),
-        {"s": sweep_id},
-    )
+def _insert(conn: Session | Connection, table: str, row: dict[str, object]) -> None:
+    # the schema may carry issue 13's global-identity column (uid, unique): give every row its own
+    if "uid" in {c["name"] for c in inspect(conn.connection() if isinstance(conn, Session) else conn)
+                 .get_columns(table)}:  # fmt: skip
+        row = {**row, "uid": str(uuid.uuid4())}
+    names = ", ".join(row)
+    marks = ", ".join(f":{k}" for k in row)
+    conn.execute(text(f"INSERT INTO {table} ({names}) VALUES ({marks})"), row)
+
+
+def _seed_sweep(conn: Session | Connection, sweep_id: int = 1, runs: tuple[int, ...] = (1, 2)) -> None:
+    when = "2026-01-01 00:00:00"
+    _insert(conn, "device", {"id": 1, "fingerprint": "fp", "hostname": "synthetic", "arch": "x86_64",
+                             "facts_json": "{}", "first_seen": when})  # fmt: skip
+    _insert(conn, "sweep", {"id": sweep_id, "name": "synthetic", "plan_text": "x", "plan_hash": "h",
+                            "device_id": 1, "edgeprof_version": "0", "started_at": when,
+                            "status": "completed", "n_specs": 1})  # fmt: skip
     for r in runs:
-        conn_or_session.execute(
-            text(
-                "INSERT INTO run (id, sweep_id, spec_id, seq, model_label, model_group, model_path,"
-                " workload_name, workload_hash, workload_json, params_json, repeat_json, n_ctx, n_gpu_layers,"
-                " n_threads, n_batch, n_ubatch, flash_attn, type_k, type_v, use_mmap, status, started_at)"
-                " VALUES (:r, :s, :spec, :r, 'm', 'g', 'p', 'w', 'h', '{}', '{}', '{}', 256, 0, 2, 512, 512,"
-                " 'off', 'f16', 'f16', 1, 'ok', '2026-01-01 00:00:00')"
-            ),
-            {"r": r, "s": sweep_id, "spec": f"spec{r}"},
-        )
+        _insert(conn, "run", {"id": r, "sweep_id": sweep_id, "spec_id": f"spec{r}", "seq": r,
+                              "model_label": "m", "model_group": "g", "model_path": "p", "workload_name": "w",
+                              "workload_hash": "h", "workload_json": "{}", "params_json": "{}",
+                              "repeat_json": "{}", "n_ctx": 256, "n_gpu_layers": 0, "n_threads": 2,
+                              "n_batch": 512, "n_ubatch": 512, "flash_attn": "off", "type_k": "f16",
+                              "type_v": "f16", "use_mmap": True, "status": "ok",
+                              "started_at": when})  # fmt: skip
 
 
 def _rows(run_id: int, n_ticks: int, t0: float = 100.0) -> list[SampleRow]:
@@ -198,25 +199,11 @@ def test_a_db_in_the_old_format_is_migrated_in_place(tmp_path: Path) -> None:
     rows = _rows(1, 300) + _rows(2, 40, t0=400.0)
     rows.append(SampleRow(999.0, 1.7e9, "nosweep", "temp.x_c", 50.0, None))
     with old.begin() as conn:
-        _seed_sweep(conn)  # type: ignore[arg-type]
-        conn.execute(
-            text(
-                "INSERT INTO sample (sweep_id, run_id, t_mono, t_wall, source, metric, value) "
-                "VALUES (:sw, :r, :t, :tw, :src, :m, :v)"
-            ),
-            [
-                {
-                    "sw": None if r.run_id is None else 1,
-                    "r": r.run_id,
-                    "t": r.t_mono,
-                    "tw": r.t_wall,
-                    "src": r.source,
-                    "m": r.metric,
-                    "v": r.value,
-                }
-                for r in rows
-            ],
-        )
+        _seed_sweep(conn)
+        for r in rows:
+            _insert(conn, "sample", {"sweep_id": None if r.run_id is None else 1, "run_id": r.run_id,
+                                     "t_mono": r.t_mono, "t_wall": r.t_wall, "source": r.source,
+                                     "metric": r.metric, "value": r.value})  # fmt: skip
     old.dispose()
 
     engine = open_engine(path)  # what every edgeprof command does on start
