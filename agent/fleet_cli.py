@@ -104,6 +104,162 @@ def db_upgrade(db: DbOption = None) -> None:
     typer.echo(f"{mask_url(db)}: schema version {version} ({what})")
 
 
+def sweeps(
+    db: DbOption = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")] = None,
+) -> None:
+    """List sweeps with their device (hostname, board, L4T), build, plan, time and status."""
+    from edgeprof.fleet import list_sweeps, render_sweeps
+    from edgeprof.storage.db import new_session
+
+    engine = _engine(db, read_only=True)
+    with new_session(engine) as session:
+        rows = list_sweeps(session, device=device, limit=limit)
+    if device and not rows:
+        _fail(f"no sweeps of a device called {device!r} in this database")
+    typer.echo(json.dumps(rows, indent=2) if as_json else render_sweeps(rows))
+
+
+def _parse_since(since: str | None) -> Any:
+    if since is None:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(since)
+    except ValueError:
+        _fail(f"--since {since!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
+
+
+SweepIds = Annotated[list[int] | None, typer.Option("--sweep", help="Sweep id (repeatable).")]
+Since = Annotated[str | None, typer.Option("--since", help="Sweeps started on or after this date (UTC).")]
+All = Annotated[bool, typer.Option("--all", help="Every sweep in the database.")]
+
+
+def push(
+    to: Annotated[str, typer.Option("--to", help="The central database URL (or path).")],
+    db: DbOption = None,
+    sweep: SweepIds = None,
+    since: Since = None,
+    everything: All = False,
+    recheck: Annotated[
+        bool, typer.Option("--recheck", help="Compare every row even of sweeps already there and finished.")
+    ] = False,
+) -> None:
+    """Copy this device's sweeps (runs, measurements, telemetry, verdicts) into a central database.
+
+    One transaction per sweep: pushing again adds nothing, and a push cut off midway is resumed by pushing
+    again.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeprof.fleet import FleetError, push_sweeps, select_sweeps
+    from edgeprof.storage.db import mask_url, new_session, scrub
+
+    source = _engine(db, read_only=True)
+    with new_session(source) as session:
+        try:
+            ids = select_sweeps(session, sweep, _parse_since(since), everything)
+        except FleetError as exc:
+            _fail(str(exc))
+    target = _engine(to)
+    sent: list[int] = []
+
+    def report(sweep_id: int, counts: Any) -> None:
+        if counts is None:
+            typer.echo(f"sweep {sweep_id}: already there")
+        else:
+            sent.append(sweep_id)
+            typer.echo(f"sweep {sweep_id}: {counts.summary()}")
+
+    try:
+        result = push_sweeps(source, target, ids, recheck=recheck, on_sweep=report)
+    except (SQLAlchemyError, OSError, LookupError) as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        _fail(
+            f"push to {mask_url(to)} stopped after {len(sent)} sweep(s): {scrub(first[0], to)}; "
+            "push again to resume (nothing is sent twice)"
+        )
+    typer.echo(
+        f"pushed to {mask_url(to)}: {len(result.sent)} sweep(s) sent, {len(result.skipped)} already there, "
+        f"{result.n_added} rows added"
+    )
+
+
+def export(
+    db: DbOption = None,
+    sweep: SweepIds = None,
+    since: Since = None,
+    everything: All = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (gzip if it ends .gz); default stdout.")
+    ] = None,
+) -> None:
+    """Write sweeps as JSON lines, for a device with no network to the central DB (then `edgeprof import`)."""
+    import gzip
+    import sys
+
+    from edgeprof.fleet import FleetError, export_sweeps, select_sweeps
+    from edgeprof.storage.db import new_session
+
+    source = _engine(db, read_only=True)
+    with new_session(source) as session:
+        try:
+            ids = select_sweeps(session, sweep, _parse_since(since), everything)
+        except FleetError as exc:
+            _fail(str(exc))
+    try:
+        if output is None:
+            n = export_sweeps(source, ids, sys.stdout)
+        elif output.name.endswith(".gz"):
+            with gzip.open(output, "wt", encoding="utf-8") as out:
+                n = export_sweeps(source, ids, out)
+        else:
+            with output.open("w", encoding="utf-8") as out:
+                n = export_sweeps(source, ids, out)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror}")
+    typer.echo(f"exported {len(ids)} sweep(s), {n} lines", err=True)
+
+
+def import_(
+    path: Annotated[str, typer.Argument(help="An `edgeprof export` file (.jsonl, .jsonl.gz, - = stdin).")],
+    db: DbOption = None,
+) -> None:
+    """Add the sweeps of an export file to a database (same identity rules as push: nothing twice)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeprof.fleet import FleetError, import_export, open_export
+    from edgeprof.storage.db import mask_url, scrub
+
+    try:
+        stream = open_export(path)
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror}")
+    target = _engine(db)
+
+    def report(uid: str, counts: Any) -> None:
+        typer.echo(f"sweep {uid}: {counts.summary()}")
+
+    try:
+        with stream:
+            total = import_export(stream, path, target, on_sweep=report)
+    except FleetError as exc:
+        _fail(str(exc))
+    except (SQLAlchemyError, OSError, EOFError) as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        _fail(f"import into {mask_url(db)} stopped: {scrub(first[0], db)}; import again to resume")
+    typer.echo(f"imported into {mask_url(db)}: {total.n_added} rows added")
+
+
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     db_app.command("version")(db_version)
     db_app.command("upgrade")(db_upgrade)
+    app.command(epilog="Example: edgeprof sweeps --device orin-nano-1")(sweeps)
+    app.command(epilog="Example: edgeprof push --to postgresql://edgeprof@central/fleet --all")(push)
+    app.command(epilog="Example: edgeprof export --sweep 3 -o sweep3.jsonl.gz")(export)
+    app.command("import", epilog="Example: edgeprof import sweep3.jsonl.gz --db postgresql://...")(import_)

@@ -16,8 +16,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.fit_report import FIT_FIELDS, attach_fit, fmt_bandwidth, fmt_memory, recommendation_lines
+from edgeprof.fleet_report import FLEET_FIELDS, attach_fleet
 from edgeprof.jetson import comparable_state
 from edgeprof.quality_report import QUALITY_FIELDS, attach_quality, fmt_quality
+from edgeprof.serving_report import (
+    SERVING_FIELDS,
+    inprocess_defaults,
+    is_serving,
+    render_serving,
+    serving_rows,
+)
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run, Sweep
 from edgeprof.workload_report import (
@@ -29,9 +37,11 @@ from edgeprof.workload_report import (
     workload_fields,
 )
 
-REPORT_SCHEMA_VERSION = 6  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
+REPORT_SCHEMA_VERSION = 8  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
 # v5 (issue 10): depth, tokens out / EOS, prompt as tokenized, llama.cpp parity parameters in effect
 # v6 (issue 9 part B): predicted memory, achieved bandwidth and its share, the recommendation
+# v7 (issue 14): the runner, and the serving levels' figures (agent/serving_report.py)
+# v8 (issue 13): the device and build of each row (agent/fleet_report.py), for a fleet's central DB
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -107,6 +117,10 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     *WORKLOAD_FIELDS,
     # v6, issue 9 part B: memory predicted before the run, bandwidth, recommendation (agent/fit_report.py)
     *FIT_FIELDS,
+    # v7, issue 14: runner, concurrency, and the serving figures; null on in-process rows
+    *SERVING_FIELDS,
+    # v8, issue 13: where the row was measured: device (hostname, board, L4T, uid), build, sweep uid
+    *FLEET_FIELDS,
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -227,8 +241,11 @@ def _row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
     }
 
 
-def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, Any]]:
-    """The report rows of a sweep (default: the latest), with quality and speed relative to the reference."""
+def build_rows(
+    session: Session, sweep_id: int | None = None, include_serving: bool = False
+) -> list[dict[str, Any]]:
+    """The report rows of a sweep (default: the latest), with quality and speed relative to the reference.
+    ``include_serving``: the serving runner's rows too, after the in-process ones (issue 14)."""
     if sweep_id is None:
         sweep_id = latest_sweep_id(session)
         if sweep_id is None:
@@ -245,6 +262,9 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
         latest[run.spec_id] = run  # a spec redone after an interruption: the last attempt speaks
         attempts[run.spec_id] = attempts.get(run.spec_id, 0) + 1
     ordered = sorted(latest.values(), key=lambda r: r.seq)
+    # issue 14: serving levels are another scenario; they never enter the references or ratios below
+    serving_runs = [r for r in ordered if is_serving(r)]
+    ordered = [r for r in ordered if not is_serving(r)]
     rows: list[dict[str, Any]] = []
     tokens_of: dict[int, list[int] | None] = {}
     for run in ordered:
@@ -299,6 +319,11 @@ def build_rows(session: Session, sweep_id: int | None = None) -> list[dict[str, 
         row.setdefault("interference_verdict", None)
     attach_quality(session, rows)
     attach_fit(session, rows)  # after the quality fields: the recommendation weighs them
+    for row in rows:
+        inprocess_defaults(row)
+    if include_serving:
+        rows += serving_rows(session, serving_runs, attempts, FIELD_NAMES)
+    attach_fleet(session, rows)  # issue 13: device and build of every row, serving rows included
     return rows
 
 
@@ -420,6 +445,7 @@ def _failures(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
+    everything, rows = rows, [r for r in rows if r.get("runner", "llama-cpp") == "llama-cpp"]
     cells = [list(TABLE_COLUMNS)] + [_cells(r) for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
@@ -437,6 +463,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         lines += ["", "tg t/s and TTFT against context depth (steady reps):"]
         lines += [f"  {x}" for x in depth_lines]
     lines += ["", "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."]
+    lines += render_serving(everything)  # issue 14: the HTTP API, apart
     return "\n".join(lines)
 
 
@@ -444,6 +471,7 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     def esc(text: str) -> str:
         return text.replace("|", "\\|")
 
+    everything, rows = rows, [r for r in rows if r.get("runner", "llama-cpp") == "llama-cpp"]
     lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     recs = recommendation_lines(rows)  # issue 9: the report opens with the answer
     if recs:
@@ -452,6 +480,7 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     fails = _failures(rows)
     if fails:
         lines += ["", "**Failed configs and device changes:**", ""] + [f"- {esc(f)}" for f in fails]
+    lines += render_serving(everything, markdown=True)  # issue 14: the HTTP API, apart
     return "\n".join(lines)
 
 
