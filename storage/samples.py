@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from edgeprof.storage.models import Sample, SampleBlock
 from sqlalchemy import Connection, and_, delete, func, insert, select, text
 from sqlalchemy.orm import Session
+
+from edgeprof.storage.models import Sample, SampleBlock
 
 CODEC = 1
 # A block is closed at this many ticks; the sampler's flushes are far smaller, imports and compaction use it.
