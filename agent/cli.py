@@ -65,6 +65,24 @@ DbOption = Annotated[
     str | None,
     typer.Option("--db", help="SQLite path or SQLAlchemy URL (default: $EDGEPROF_DB or the user data dir)."),
 ]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option("--device", help="Only this device's sweeps: hostname, board model or uid prefix."),
+]
+
+
+def _sweep_of_device(session: Any, sweep: int | None, device: str) -> int:
+    """``--device``: the device's latest sweep, or check that the given one is that device's (issue 13)."""
+    from edgeprof.fleet import check_sweep_device, latest_sweep_of
+
+    if sweep is None:
+        found = latest_sweep_of(session, device)
+        if found is None:
+            fail(f"no sweeps of a device called {device!r} in this database (see `edgeprof sweeps`)")
+        return found
+    if not check_sweep_device(session, sweep, device):
+        fail(f"sweep {sweep} is not a sweep of device {device!r} (see `edgeprof sweeps --device`)")
+    return sweep
 
 
 class ReportFormat(str, Enum):
@@ -237,6 +255,7 @@ def report(
         Path | None,
         typer.Option("--html", help="Also write one self-contained HTML report (plots embedded)."),
     ] = None,
+    device: DeviceOption = None,
 ) -> None:
     """One row per config: cold start apart from steady state, quality beside speed, verdicts."""
     from edgeprof.report import RENDERERS, ReportError, build_rows, latest_sweep_id
@@ -244,8 +263,10 @@ def report(
 
     engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
+        if device is not None:
+            sweep = _sweep_of_device(session, sweep, device)
         try:
-            rows = build_rows(session, sweep)
+            rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 from edgeprof.html_report import write_html
 
@@ -306,9 +327,13 @@ def analyse(
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
     from edgeprof.report import latest_sweep_id
     from edgeprof.verdicts import analyse_sweep, summary_line
-    from edgeprof.storage.db import new_session
+    from edgeprof.storage.db import default_db_path, new_session
+    from edgeprof.storage.guard import sqlite_path_of
     from edgeprof.storage.models import Sweep
 
+    path = sqlite_path_of(db, default_db_path())
+    if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
+        fail(f"no edgeprof database at {path}")
     engine = _open_engine(db)
     with new_session(engine) as session:
         sweep_id = sweep if sweep is not None else latest_sweep_id(session)

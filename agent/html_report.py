@@ -19,7 +19,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.depth_plot import depth_png
+from edgeprof.fit_report import recommendation_lines
+from edgeprof.pareto_plot import has_speed_vs_kld, speed_vs_kld_png
 from edgeprof.plots import comparison_png, timeline_png
+from edgeprof.recommend import budget_from_plan_text
 from edgeprof.report import build_rows, fmt_agreement, fmt_spread, fmt_value
 from edgeprof.verdicts import attach_verdicts, verdicts_by_run
 from edgeprof.workload_report import depth_curves
@@ -46,6 +49,8 @@ pre { background: #f7f7f7; border: 1px solid #e0e0e0; padding: 6px; font-size: 1
 .v-not_throttled, .v-stable, .v-ok { background: #c8e6c9; color: #1b5e20; }
 img { max-width: 100%; border: 1px solid #e0e0e0; }
 details summary { cursor: pointer; color: #1565c0; font-size: 12px; }
+ul.recommendation { font-size: 13px; } li.rec { font-weight: 600; margin-top: 6px; }
+li.sub { list-style: none; color: #424242; }
 """
 
 
@@ -293,6 +298,17 @@ def _collectors_section(session: Session, sweep: Sweep) -> str:
     return out
 
 
+def _recommendation_section(rows: Sequence[Mapping[str, Any]]) -> str:
+    """issue 9: the report opens with the answer (agent/recommend.py), one paragraph per config group."""
+    lines = recommendation_lines([dict(r) for r in rows])
+    if not lines:
+        return ""
+    items = "".join(
+        f'<li class="{"sub" if line.startswith("  ") else "rec"}">{_e(line.strip())}</li>' for line in lines
+    )
+    return f'<h2>Recommendation</h2><ul class="recommendation">{items}</ul>'
+
+
 def _figure(title: str, path: Path | None, error: str | None) -> str:
     if path is None:
         return f'<h3>{_e(title)}</h3><p class="muted">figure not drawn: {_e(error)}</p>'
@@ -312,6 +328,7 @@ def render_html(
     latest_ids = {int(r["run_id"]) for r in rows}
 
     figures: list[str] = []
+    budget = budget_from_plan_text(sweep.plan_text)
     with tempfile.TemporaryDirectory(prefix="edgeprof-html-") as tmp:
         for title, draw in (
             (
@@ -322,6 +339,11 @@ def render_html(
             *(
                 [("tg t/s and TTFT against depth", lambda p: depth_png(rows, p))]
                 if depth_curves(rows)  # issue 10: only for sweeps with a depth axis
+                else []
+            ),
+            *(
+                [("Speed against KLD per ctx (Pareto front)", lambda p: speed_vs_kld_png(rows, p, budget))]
+                if has_speed_vs_kld(rows)  # issue 9: only with a quality workload
                 else []
             ),
         ):
@@ -363,6 +385,7 @@ def render_html(
     )
     body = (
         f"<h1>edgeprof report — sweep {sweep.id}: {_e(sweep.name)}</h1>"
+        f"{_recommendation_section(rows)}"
         f"<h2>Summary</h2>{summary}"
         f"<h2>Configs</h2>{config_table}{notes}"
         f"<h2>Figures</h2>{''.join(figures)}"
@@ -374,14 +397,23 @@ def render_html(
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="generator" content="edgeprof">'
         f"<title>edgeprof sweep {sweep.id}: {_e(sweep.name)}</title>"
         f"<style>{CSS}</style></head><body>{body}</body></html>\n"
     )
 
 
-def write_html(session: Session, sweep_id: int, out: Path, **kwargs: Any) -> Path:
-    """``render_html`` written to ``out`` (UTF-8); returns ``out``."""
+def write_html(
+    session: Session, sweep_id: int, out: Path, protect: tuple[Path, ...] = (), **kwargs: Any
+) -> Path:
+    """``render_html`` written to ``out`` (UTF-8); returns ``out``.
+
+    Replaces only an earlier edgeprof report, never ``protect`` (the database) or any other file, and never
+    writes through a symlink (temp file + rename in the same folder): see agent/safefs.py.
+    """
+    from edgeprof.safefs import replace_report
+
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(session, sweep_id, **kwargs), encoding="utf-8")
+    replace_report(out, render_html(session, sweep_id, **kwargs).encode("utf-8"), protect)
     return out

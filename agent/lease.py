@@ -274,3 +274,13 @@ def reconcile_plan(session: Session, plan_hash: str, device_id: int) -> int:
     ).all():
         n += mark_interrupted(session, sweep, "found running when its plan was started again")
     return n
+
+
+def owner_gone(session: Session, sweep_id: int) -> str | None:
+    """Why a ``running`` sweep's writer is gone (None: alive, or no lease to judge by). Reads only."""
+    lease = session.scalars(
+        select(SweepLease).where(SweepLease.sweep_id == sweep_id).order_by(SweepLease.heartbeat_at.desc())
+    ).first()
+    if lease is None or not owner_dead(lease):
+        return None
+    return f"its owner {describe(lease)} is gone"

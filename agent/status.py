@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.lease import owner_gone
 from edgeprof.sweep import FINISHED_STATUSES, utcnow
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 
@@ -27,9 +28,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def gather_status(session: Session) -> dict[str, Any]:
+def gather_status(session: Session, device: str | None = None) -> dict[str, Any]:
+    """``device`` (issue 13): only that device's sweeps (a central DB holds many devices' sweeps)."""
+    from edgeprof.fleet import sweep_scope
+
+    scope = sweep_scope(device)
     out: dict[str, Any] = {"agent": None, "sweep": None, "last_error": None, "collectors": []}
     state = session.scalars(select(AgentState).order_by(AgentState.id.desc())).first()
+    if state is not None and device is not None and state.hostname.lower() != device.lower():
+        state = None  # the heartbeat in this DB is another machine's agent
     if state is not None:
         age = (utcnow() - state.heartbeat_at).total_seconds()
         alive = state.stopped_at is None and age < STALE_AFTER_S
@@ -44,12 +51,17 @@ def gather_status(session: Session) -> dict[str, Any]:
             "started_at": state.started_at.isoformat(),
             "plan": state.plan_path,
         }
-    sweep = session.scalars(select(Sweep).where(Sweep.status == "running").order_by(Sweep.id.desc())).first()
-    sweep = sweep or session.scalars(select(Sweep).order_by(Sweep.id.desc())).first()
+    sweep = session.scalars(
+        select(Sweep).where(Sweep.status == "running", *scope).order_by(Sweep.id.desc())
+    ).first()
+    sweep = sweep or session.scalars(select(Sweep).where(*scope).order_by(Sweep.id.desc())).first()
     if sweep is not None:
         runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep.id).order_by(Run.id)))
         finished = {r.spec_id for r in runs if r.status in FINISHED_STATUSES}
-        current = next((r for r in reversed(runs) if r.status == "running"), None)
+        # A sweep whose lease owner is gone is shown as what it is (read-only: the next run/agent writes it).
+        gone = owner_gone(session, sweep.id) if sweep.status == "running" else None
+        shown_status = "interrupted" if gone else sweep.status
+        current = None if gone else next((r for r in reversed(runs) if r.status == "running"), None)
         durations = [
             (r.ended_at - r.started_at).total_seconds()
             for r in runs
@@ -57,12 +69,13 @@ def gather_status(session: Session) -> dict[str, Any]:
         ]
         remaining = max(0, sweep.n_specs - len(finished))
         eta_s = (
-            sum(durations) / len(durations) * remaining if durations and sweep.status == "running" else None
+            sum(durations) / len(durations) * remaining if durations and shown_status == "running" else None
         )
         out["sweep"] = {
             "id": sweep.id,
             "name": sweep.name,
-            "status": sweep.status,
+            "status": shown_status,
+            "owner_gone": gone,
             "configs_total": sweep.n_specs,
             "configs_done": len(finished),
             "config_index": len(finished) + (1 if current else 0),
@@ -120,6 +133,8 @@ def render_status(status: dict[str, Any]) -> str:
             f"sweep {sweep['id']} {sweep['name']!r}: {sweep['status']}, config {sweep['config_index']} of "
             f"{sweep['configs_total']} ({sweep['configs_done']} done{eta})"
         )
+        if sweep.get("owner_gone"):
+            lines.append(f"  {sweep['owner_gone']}: the next `edgeprof run` of its plan or agent resumes it")
         if sweep["current"]:
             c = sweep["current"]
             lines.append(

@@ -1,0 +1,119 @@
+"""Checks before anything writes to a SQLite database, and one-line descriptions of storage errors (issue 11).
+
+A sweep must not start writing into a file that is not an edgeprof database (``status`` once added 13 tables
+to someone's SQLite file and switched it to WAL), into a damaged one (``run`` once wrote into a DB failing
+``integrity_check`` and exited 0), or into one it cannot write (a read-only or immutable file, found out only
+at the first commit, mid-sweep). These checks read the file with a read-only connection and change nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+RECOVER_HINT = (
+    "restore it from a backup, or recover what is readable: "
+    "sqlite3 {path} .recover | sqlite3 {path}.recovered, then use --db {path}.recovered"
+)
+
+
+class StorageGuardError(RuntimeError):
+    """Why this database must not be written; one line, with what to do."""
+
+
+def sqlite_path_of(db: str | Path | None, default: Path) -> Path | None:
+    """The file behind ``--db`` (None for a non-SQLite URL), computed without creating anything."""
+    if db is None:
+        return default
+    text = str(db)
+    if "://" not in text:
+        return Path(text).expanduser()
+    for prefix in ("sqlite:///", "sqlite+pysqlite:///"):
+        if text.startswith(prefix):
+            rest = text[len(prefix) :].split("?", 1)[0]
+            return Path(rest.removeprefix("file:")) if rest and rest != ":memory:" else None
+    return None
+
+
+def _read_only_connection(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+
+
+def check_before_write(path: Path, *, integrity: bool = True) -> None:
+    """Raise StorageGuardError unless ``path`` is absent or empty (a new DB) or a healthy, writable edgeprof
+    DB."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return  # a new database: created by the engine
+    except OSError as exc:
+        raise StorageGuardError(f"database {path}: cannot stat ({exc.strerror})") from None
+    if path.is_dir():
+        raise StorageGuardError(f"database {path} is a folder, not a file")
+    if st.st_size == 0:
+        return
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StorageGuardError(f"database {path}: cannot read ({exc.strerror})") from None
+    if header != SQLITE_HEADER:
+        raise StorageGuardError(f"{path} is not an SQLite database; nothing was changed (give another --db)")
+    try:
+        with contextlib.closing(_read_only_connection(path)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and "schema_version" not in tables:
+                shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+                raise StorageGuardError(
+                    f"{path} is an SQLite database but not an edgeprof one (tables: {shown}); nothing was "
+                    "changed (give another --db)"
+                )
+            if integrity:
+                rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+                if rows != ["ok"]:
+                    raise StorageGuardError(
+                        f"database {path} is damaged (quick_check: {rows[0] if rows else 'no answer'}); "
+                        "nothing was written; " + RECOVER_HINT.format(path=path)
+                    )
+    except sqlite3.DatabaseError as exc:
+        raise StorageGuardError(describe_sqlite_error(str(exc), path)) from None
+    _check_writable(path)
+
+
+def _check_writable(path: Path) -> None:
+    """Opening for writing changes nothing and fails exactly where a commit would (read-only, immutable)."""
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        what = "immutable" if exc.errno == errno.EPERM else "read-only"
+        raise StorageGuardError(
+            f"database {path} cannot be written ({what}: {exc.strerror}); nothing was run "
+            "(make it writable, or give another --db)"
+        ) from None
+    os.close(fd)
+    if not os.access(path.parent, os.W_OK):
+        raise StorageGuardError(
+            f"database {path}: its folder cannot be written (SQLite needs its -wal and -shm files there); "
+            "nothing was run"
+        )
+
+
+def describe_sqlite_error(message: str, path: Path | str | None = None) -> str:
+    """A storage error as one line that says what happened and what to do."""
+    first = (message.strip().splitlines() or ["unknown database error"])[0]
+    where = f"database {path}" if path else "the database"
+    low = first.lower()
+    if "malformed" in low or "not a database" in low:
+        hint = RECOVER_HINT.format(path=path) if path else "restore a backup or recover it (sqlite3 .recover)"
+        return f"{where} is damaged ({first}); {hint}"
+    if "disk is full" in low or "no space" in low:
+        return f"{where}: the disk is full ({first}); free space, then run the plan again to resume"
+    if "readonly" in low or "read-only" in low:
+        return f"{where} cannot be written ({first}); make it writable, or give another --db"
+    if "unable to open" in low:
+        return f"{where} cannot be opened ({first}); check the path and its folder's permissions"
+    return f"{where}: {first}"
