@@ -283,3 +283,24 @@ def test_budget_from_plan_text_and_validation(tmp_path: Path, tiny_models: dict[
     assert "quality_budget.kld_mean: expected a number" in text
     assert "quality_budget.same_top_pct: must be between 0 and 100" in text
     assert "quality_budget.x: unknown key" in text
+
+
+def test_pareto_front() -> None:
+    from edgeprof.pareto_plot import pareto_front
+
+    # (KLD, t/s): the reference (0, 10), (0.02, 15) dominated by (0.01, 22), the fastest (0.08, 26)
+    pts = [(0.0, 10.0), (0.0012, 18.0), (0.01, 22.0), (0.02, 15.0), (0.08, 26.0)]
+    assert pareto_front(pts) == [0, 1, 2, 4]
+    assert pareto_front([(0.1, 5.0), (0.1, 5.0)]) == [0, 1]  # ties dominate nobody
+
+
+@pytest.mark.timeout(180)
+def test_html_opens_with_the_recommendation_and_draws_speed_vs_kld(tmp_path: Path) -> None:
+    from edgeprof.html_report import render_html
+
+    engine, sweep_id = build_fixture_db(tmp_path / "h.db")
+    with new_session(engine) as s:
+        page = render_html(s, sweep_id)
+    assert page.index("<h2>Recommendation</h2>") < page.index("<h2>Summary</h2>")
+    assert "Recommendation (ctx 512, ngl 0, gen): demo-q5_k_m" in page
+    assert "<h3>Speed against KLD per ctx (Pareto front)</h3><img" in page
