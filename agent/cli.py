@@ -298,22 +298,43 @@ class CompareFormat(str, Enum):
     )
 )
 def compare(
-    a: Annotated[int, typer.Argument(help="Sweep id A (the baseline).")],
-    b: Annotated[int, typer.Argument(help="Sweep id B (another device, build or power mode).")],
+    a: Annotated[int | None, typer.Argument(help="Sweep id A (the baseline).")] = None,
+    b: Annotated[int | None, typer.Argument(help="Sweep id B (another device, build or power mode).")] = None,
     db: DbOption = None,
     fmt: Annotated[
         CompareFormat, typer.Option("--format", "-f", help="Output format.")
     ] = CompareFormat.table,
+    db_b: Annotated[
+        str | None, typer.Option("--db-b", help="Sweep B is in this other database (path or URL).")
+    ] = None,
+    device: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--device",
+            help="A missing sweep id is this device's latest sweep (give it twice: A's device, then B's).",
+        ),
+    ] = None,
 ) -> None:
     """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
     from edgeprof.compare import compare_sweeps, render_compare
     from edgeprof.report import ReportError
     from edgeprof.storage.db import new_session
 
+    devices = list(device or [])
     engine = _open_engine(db, read_only=True)
-    with new_session(engine) as session:
+    engine_b = _open_engine(db_b, read_only=True) if db_b is not None else engine
+    with new_session(engine) as session, new_session(engine_b) as session_b:
+        ids: list[int] = []
+        for sid, where in ((a, session), (b, session_b)):
+            if sid is None:
+                if not devices:
+                    fail("give two sweep ids, or --device NAME for each one missing")
+                sid = _sweep_of_device(where, None, devices.pop(0))
+            ids.append(sid)
+        if devices:
+            fail("too many --device options for the sweep ids given")
         try:
-            rows = compare_sweeps(session, a, b)
+            rows = compare_sweeps(session, ids[0], ids[1], session_b=session_b)
         except ReportError as exc:
             fail(str(exc))
     typer.echo(render_compare(rows, fmt.value))
@@ -467,6 +488,7 @@ def doctor(
 def status(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    device: DeviceOption = None,
 ) -> None:
     """What the agent is doing: current sweep, config i of N, ETA, last error, collectors."""
     from edgeprof.status import gather_status, render_status, status_json
@@ -474,7 +496,9 @@ def status(
 
     engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
-        info = gather_status(session)
+        if device is not None:
+            _sweep_of_device(session, None, device)  # one clear line for a device this DB never saw
+        info = gather_status(session, device=device)
     typer.echo(status_json(info) if as_json else render_status(info))
 
 

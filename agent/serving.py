@@ -69,6 +69,7 @@ def kv_budget(spec: RunSpec, gpu_offload: bool, root: str = "/") -> dict[str, An
         n_predict=wl.n_predict,
         gpu_offload=gpu_offload,
         unified=mm.is_unified_memory(root),
+        n_seq_max=slots,  # one sequence per slot, each with its own ctx (non-unified KV)
     )
     kv_per_token = mm.kv_bytes_per_cell(shape, spec.params.type_k, spec.params.type_v)
     fit = mm.check_fit(pred, mm.mem_available_mb(root))
@@ -240,10 +241,12 @@ def execute_serving_spec(
     offload = bool(probe_server(path).get("gpu_offload")) if path is not None else False
     budget = kv_budget(spec, offload)
     if budget.get("fits") is False:
-        run.status = "error"
+        from edgeprof.fit import SKIPPED_MEMORY
+
+        run.status = SKIPPED_MEMORY  # as for the in-process runner: not started, it would be OOM-killed
         run.reason = (
-            f"KV budget: {budget['slots']} slots x ctx {budget['slot_ctx']} {budget.get('message')}; "
-            "refused before starting the server"
+            f"predicted not to fit: {budget['slots']} slots x ctx {budget['slot_ctx']} "
+            f"{budget.get('message')}; the server was not started"
         )
         session.add(
             ServingLevel(
