@@ -51,9 +51,9 @@ def speed_vs_kld_png(
     if not by_ctx:
         return _message_png(out, 'no variant has both speed and KLD (add a kind = "quality" workload)')
     ctxs = sorted(by_ctx)
-    fig = _new_figure(5.0 * len(ctxs) + 1.0, 4.6)
+    fig = _new_figure(max(8.0, 5.5 * len(ctxs) + 1.0), 4.8)
     fig.suptitle(
-        "tg t/s (steady median, min–max) against mean KLD vs the reference; ● Pareto front", fontsize=11
+        "tg t/s (steady median, min–max) vs mean KLD to the reference; filled: Pareto front", fontsize=10
     )
     multi = len({(r["ngl"], r["workload"]) for r in rows if r.get("tg_tps_median") is not None}) > 1
     for n, ctx in enumerate(ctxs):
@@ -84,7 +84,8 @@ def speed_vs_kld_png(
         ax.text(budget.kld_mean, 0.02, f" KLD budget {budget.kld_mean:g}", color="C3", fontsize=7,
                 transform=ax.get_xaxis_transform())
         ax.set_xscale("symlog", linthresh=1e-4)
-        ax.set_xlim(left=0)
+        # room right of the last point for its label
+        ax.set_xlim(left=0, right=max(max(k for k, _ in xy), budget.kld_mean) * 4)
         ax.set_xlabel("mean KLD (symlog)")
         ax.set_ylabel("tg t/s")
         ax.set_title(f"ctx {ctx}", fontsize=10, loc="left")
