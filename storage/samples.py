@@ -451,7 +451,9 @@ def convert_legacy(conn: Connection, chunk_rows: int = 200_000) -> int:
 # block id -> (t0, t1, metrics) -> max: blocks are immutable once written (compaction deletes and rewrites
 # them under new ids), so a per-process cache keeps `analyse` over a whole night from decoding a block once
 # per run of the sweep.
-_MAX_CACHE: dict[tuple[int, float | None, float | None, tuple[str, ...]], float | None] = {}
+# The key carries the block's span and counts besides its id: SQLite may reuse the id of a block that sealing
+# deleted, and the merged block that takes it differs in those.
+_MAX_CACHE: dict[tuple[Any, ...], float | None] = {}
 
 
 def max_value(
@@ -466,14 +468,14 @@ def max_value(
     best: float | None = None
     if spans is not None:
         run_ids = [r for r in run_ids if r in spans]
-    q = select(SampleBlock.id, SampleBlock.run_id, SampleBlock.t_start_mono, SampleBlock.t_end_mono).where(
-        SampleBlock.run_id.in_(list(run_ids))
-    )
-    for block_id, run_id, b0, b1 in session.execute(q):
+    q = select(
+        SampleBlock.id, SampleBlock.run_id, SampleBlock.t_start_mono, SampleBlock.t_end_mono, SampleBlock.n_values
+    ).where(SampleBlock.run_id.in_(list(run_ids)))
+    for block_id, run_id, b0, b1, n_values in session.execute(q):
         t0, t1 = spans[run_id] if spans is not None else (None, None)
         if t0 is not None and t1 is not None and (b1 < t0 or b0 > t1):
             continue
-        key = (int(block_id), t0, t1, names)
+        key = (int(block_id), b0, b1, n_values, t0, t1, names)
         if key not in _MAX_CACHE:
             data = session.execute(select(SampleBlock.data).where(SampleBlock.id == block_id)).scalar_one()
             t_mono, _tw, cols = decode_block(data)
@@ -505,3 +507,94 @@ def max_value(
         if legacy is not None and np.isfinite(legacy):
             best = float(legacy) if best is None else max(best, float(legacy))
     return best
+
+
+# ---------------------------------------------------------------------------------------------- sealing
+
+
+def merge_payloads(payloads: Sequence[bytes]) -> tuple[bytes, int, float, float, int]:
+    """Decode blocks of one source (in time order) and re-encode them as one, columnwise with numpy.
+
+    Returns (payload, n_values, t_start, t_end, n_ticks).
+    """
+    decoded = [decode_block(p) for p in payloads]
+    t_mono = np.concatenate([d[0] for d in decoded])
+    t_wall = np.concatenate([d[1] for d in decoded])
+    order = np.argsort(t_mono, kind="stable")
+    names: list[str] = []
+    seen: set[str] = set()
+    for _tm, _tw, cols in decoded:
+        for c in cols:
+            if c[0] not in seen:
+                seen.add(c[0])
+                names.append(c[0])
+    n = len(t_mono)
+    out_cols: list[tuple[str, np.ndarray, np.ndarray]] = []
+    for name in names:
+        states = np.full(n, _ST_ABSENT, dtype=np.uint8)
+        values = np.full(n, np.nan)
+        offset = 0
+        for tm, _tw, cols in decoded:
+            for cname, idx, vals, nulls in cols:
+                if cname == name:
+                    states[offset + idx] = np.where(nulls, _ST_NULL, _ST_VALUE)
+                    values[offset + idx] = vals
+                    break
+            offset += len(tm)
+        states, values = states[order], values[order]
+        out_cols.append((name, states, values[states == _ST_VALUE]))
+    tm_sorted, tw_sorted = t_mono[order], t_wall[order]
+    payload, n_values = encode_arrays(tm_sorted, tw_sorted, out_cols)
+    return payload, n_values, float(tm_sorted[0]), float(tm_sorted[-1]), n
+
+
+def seal_run(session: Session | Connection, run_id: int, max_ticks: int = MAX_TICKS_PER_BLOCK) -> int:
+    """Merge a finished run's small raw blocks (the sampler's ~2-s flushes) into blocks of up to
+    ``max_ticks`` ticks per source: 3-5x smaller on disk and one zlib call instead of hundreds per read.
+    Lossless (same readings, same values). The caller commits; returns the number of blocks removed."""
+    rows = session.execute(
+        select(
+            SampleBlock.id, SampleBlock.sweep_id, SampleBlock.source, SampleBlock.n_ticks, SampleBlock.data
+        )
+        .where(SampleBlock.run_id == run_id, SampleBlock.resolution_ms.is_(None))
+        .order_by(SampleBlock.source, SampleBlock.t_start_mono)
+    ).all()
+    by_source: dict[str, list[Any]] = {}
+    for r in rows:
+        by_source.setdefault(r.source, []).append(r)
+    removed = 0
+    for source, blocks in by_source.items():
+        if len(blocks) < 2:
+            continue
+        groups: list[list[Any]] = [[]]
+        ticks = 0
+        for b in blocks:
+            if groups[-1] and ticks + b.n_ticks > max_ticks:
+                groups.append([])
+                ticks = 0
+            groups[-1].append(b)
+            ticks += b.n_ticks
+        for group in groups:
+            if len(group) < 2:
+                continue
+            payload, n_values, t0, t1, n = merge_payloads([b.data for b in group])
+            session.execute(
+                insert(SampleBlock),
+                [
+                    {
+                        "sweep_id": group[0].sweep_id,
+                        "run_id": run_id,
+                        "source": source,
+                        "t_start_mono": t0,
+                        "t_end_mono": t1,
+                        "n_ticks": n,
+                        "n_values": n_values,
+                        "resolution_ms": None,
+                        "codec": CODEC,
+                        "data": payload,
+                    }
+                ],
+            )
+            session.execute(delete(SampleBlock).where(SampleBlock.id.in_([b.id for b in group])))
+            removed += len(group) - 1
+    return removed

@@ -27,6 +27,7 @@ from edgeprof.storage.samples import (
     encode_block,
     read_samples,
     sample_metrics,
+    seal_run,
     write_batch,
     write_ticks,
 )
@@ -213,3 +214,24 @@ def test_a_db_in_the_old_format_is_migrated_in_place(tmp_path: Path) -> None:
         back = read_samples(s, 1) + read_samples(s, None, run_ids=None, sources=["nosweep"])
     assert sorted(map(_key, back)) == sorted(map(_key, rows))
     assert upgrade(engine) == []
+
+
+def test_sealing_a_run_merges_its_small_blocks_losslessly(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path / "seal.db")
+    rows = _rows(1, 700) + _rows(2, 30, t0=900.0)
+    with Session(engine) as s:
+        _seed_sweep(s)
+        by_t = sorted({r.t_mono for r in rows if r.run_id == 1})
+        for start in range(0, len(by_t), 10):  # the sampler's flushes: 10 ticks each
+            chunk = set(by_t[start : start + 10])
+            write_batch(s, 1, [r for r in rows if r.run_id == 1 and r.t_mono in chunk])
+        write_batch(s, 1, [r for r in rows if r.run_id == 2])
+        s.commit()
+        before = s.scalar(select(func.count()).select_from(SampleBlock).where(SampleBlock.run_id == 1))
+        size_before = s.scalar(select(func.sum(func.length(SampleBlock.data))))
+        assert seal_run(s, 1, max_ticks=300) == before - 3  # 700 ticks -> blocks of 300, 300, 100
+        s.commit()
+        assert s.scalar(select(func.count()).select_from(SampleBlock).where(SampleBlock.run_id == 1)) == 3
+        assert s.scalar(select(func.sum(func.length(SampleBlock.data)))) < size_before
+        back = read_samples(s, 1)
+    assert sorted(map(_key, back)) == sorted(map(_key, rows))
