@@ -154,11 +154,15 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
     return row
 
 
-def compare_sweeps(session: Session, a_id: int, b_id: int) -> list[dict[str, Any]]:
+def compare_sweeps(
+    session: Session, a_id: int, b_id: int, session_b: Session | None = None
+) -> list[dict[str, Any]]:
     """Match the configs of sweeps ``a_id`` and ``b_id``; see the module docstring. Raises
-    ``edgeprof.report.ReportError`` for an unknown sweep."""
+    ``edgeprof.report.ReportError`` for an unknown sweep. ``session_b``: B lives in another database
+    (issue 13: two devices' files, or a device's file against the central DB)."""
+    other = session_b if session_b is not None else session
     a_rows = _with_ttft_range(session, build_rows(session, a_id))
-    b_rows = _with_ttft_range(session, build_rows(session, b_id))
+    b_rows = _with_ttft_range(other, build_rows(other, b_id))
     return compare_rows(a_rows, b_rows)
 
 

@@ -41,13 +41,28 @@ def device_filter(name: str) -> Any:
     )
 
 
+def sweep_scope(device: str | None) -> list[Any]:
+    """WHERE clauses limiting sweeps to ``device`` (none for None): for report, compare and status."""
+    if device is None:
+        return []
+    return [Sweep.device_id.in_(select(Device.id).where(device_filter(device)))]
+
+
+def latest_sweep_of(session: Session, device: str) -> int | None:
+    return session.scalar(select(Sweep.id).where(*sweep_scope(device)).order_by(Sweep.id.desc()).limit(1))
+
+
+def check_sweep_device(session: Session, sweep_id: int, device: str) -> bool:
+    return session.scalar(select(Sweep.id).where(Sweep.id == sweep_id, *sweep_scope(device))) is not None
+
+
 def list_sweeps(
     session: Session, device: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """One dict per sweep, newest first: device (hostname, board, L4T), build(s), plan, times, status."""
     query = select(Sweep, Device).join(Device, Sweep.device_id == Device.id)
     if device:
-        query = query.where(device_filter(device))
+        query = query.where(*sweep_scope(device))
     query = query.order_by(Sweep.started_at.desc(), Sweep.id.desc())
     if limit is not None:
         query = query.limit(limit)

@@ -146,6 +146,15 @@ def test_three_devices_push_concurrently_then_again_adds_nothing(
     pairs = json.loads(cmp.stdout)
     assert [p["match"] for p in pairs] == ["both"]
 
+    by_device = edgeprof(
+        "compare", "--device", "orin-nano-1", "--device", "agx-orin-1", "--db", pg_db_url, "--format", "json"
+    )
+    assert by_device.returncode == 0, by_device.stderr
+    assert json.loads(by_device.stdout) == pairs
+    st = edgeprof("status", "--db", pg_db_url, "--json", "--device", "orin-nx-1")
+    assert st.returncode == 0, st.stderr
+    assert json.loads(st.stdout)["sweep"]["id"] == by_host["orin-nx-1"]
+
     # Again: nothing added, even when every row is compared.
     for extra in ([], ["--recheck"]):
         for db in devices.values():
@@ -153,6 +162,22 @@ def test_three_devices_push_concurrently_then_again_adds_nothing(
             assert again.returncode == 0, again.stderr
             assert "0 rows added" in again.stdout
     assert row_counts(pg_db_url) == first
+
+
+def test_device_aware_reading_and_compare_across_two_database_files(devices: dict[str, Path]) -> None:
+    nano, agx = str(devices["orin-nano-1"]), str(devices["agx-orin-1"])
+    cmp = edgeprof("compare", "1", "1", "--db", nano, "--db-b", agx, "--format", "json")
+    assert cmp.returncode == 0, cmp.stderr
+    pairs = json.loads(cmp.stdout)
+    assert [p["match"] for p in pairs] == ["both"] and pairs[0]["tg_tps_ratio"] is not None
+    rep = edgeprof("report", "--db", nano, "--device", "orin-nano-1", "--format", "csv")
+    assert rep.returncode == 0, rep.stderr
+    header, first = rep.stdout.splitlines()[:2]
+    assert "device_hostname" in header.split(",") and "orin-nano-1" in first.split(",")
+    wrong = edgeprof("report", "--db", nano, "--device", "agx-orin-1")
+    assert wrong.returncode == 2 and "agx-orin-1" in wrong.stderr and "Traceback" not in wrong.stderr
+    listed = edgeprof("sweeps", "--db", agx)
+    assert listed.returncode == 0 and "agx-orin-1" in listed.stdout and "AGX Orin" in listed.stdout
 
 
 def test_export_then_import_twice_adds_each_row_once(devices: dict[str, Path], tmp_path: Path) -> None:
