@@ -139,9 +139,8 @@ def test_three_devices_push_concurrently_then_again_adds_nothing(
     assert rep.returncode == 0, rep.stderr
     rows = json.loads(rep.stdout)
     assert rows and rows[0]["device_hostname"] == "orin-nano-1"
-    cmp = edgeprof(
-        "compare", str(by_host["orin-nano-1"]), str(by_host["agx-orin-1"]), "--db", pg_db_url, "--format", "json"
-    )
+    nano, agx = str(by_host["orin-nano-1"]), str(by_host["agx-orin-1"])
+    cmp = edgeprof("compare", nano, agx, "--db", pg_db_url, "--format", "json")
     assert cmp.returncode == 0, cmp.stderr
     pairs = json.loads(cmp.stdout)
     assert [p["match"] for p in pairs] == ["both"]
