@@ -270,3 +270,21 @@ def execute_serving_spec(
     if res.status == "interrupted":
         raise KeyboardInterrupt
     return run
+
+
+def attach_level_energy(
+    session: Session, run: Run, energy: Callable[[float, float], float | None]
+) -> None:
+    """Telemetry's after-run step for a serving run: J per output token over the measured level (gross: the
+    device's whole draw while the level ran, idle included, over the tokens the server produced in it)."""
+    level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+    if level is None or level.t_start_mono is None or level.t_end_mono is None:
+        return
+    tokens = session.scalars(
+        select(ServingRequest.output_tokens).where(
+            ServingRequest.run_id == run.id, ServingRequest.kind == "measured", ServingRequest.status == "ok"
+        )
+    ).all()
+    n_out = sum(t for t in tokens if t is not None)
+    joules = energy(level.t_start_mono, level.t_end_mono)
+    level.output_j_per_token = joules / n_out if joules is not None and n_out else None

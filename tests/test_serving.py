@@ -268,3 +268,50 @@ def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, 
     monkeypatch.setenv(SERVER_ENV, str(tmp_path / "missing"))
     missing = {"device": {}, "llama_cpp": none_ll, "llama_server": llama_server_info(), "collectors": []}
     assert "not an executable file" in render(missing)
+
+
+@needs_server
+def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
+    tmp_path: Path, tiny_models
+) -> None:
+    from test_collector_rapl import SYNTHETIC_RANGE_UJ
+    from test_energy_source import _rapl
+
+    from edgeprof.collectors.psutil_host import PsutilHostCollector
+    from edgeprof.collectors.rapl import RaplCollector
+    from edgeprof.plan import Collect, Cooldown
+    from edgeprof.storage.models import PhaseStat
+    from edgeprof.storage.samples import read_samples
+    from edgeprof.telemetry import Telemetry
+
+    root = tmp_path / "root"
+    rapl = _rapl(root)
+
+    class MovingRapl(RaplCollector):
+        """Synthetic package counter: advances 1 mJ per reading (a real one would move with time)."""
+
+        def sample(self) -> dict[str, float | None]:
+            path = root / "sys/class/powercap/intel-rapl:0/energy_uj"
+            value = int(path.read_text()) + 1000
+            path.write_text(f"{value % SYNTHETIC_RANGE_UJ}\n")
+            return super().sample()
+
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
+
+    def factory(sweep_id: int) -> Telemetry:
+        collectors = [PsutilHostCollector(), MovingRapl(rapl.root)]
+        collect = Collect(interval_ms=50, idle_s=0.3)
+        return Telemetry(engine, sweep_id, collect, Cooldown(), collectors=collectors)
+
+    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env_with())
+    ((run, level, _reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    with new_session(engine) as s:
+        phases = {p.name for p in s.scalars(select(Phase).where(Phase.run_id == run.id))}
+        assert {"idle", "load", "cold", "warmup", "level_c2"} <= phases
+        stat_phases = {p.phase for p in s.scalars(select(PhaseStat).where(PhaseStat.run_id == run.id))}
+        assert "level_c2" in stat_phases and "idle" in stat_phases
+        rss = [r.value for r in read_samples(s, None, run_ids=[run.id]) if r.metric == "proc.rss_mb"]
+        assert any(rss), "the sampler followed the server's pid"
+    assert level is not None and level.output_j_per_token is not None and level.output_j_per_token > 0
