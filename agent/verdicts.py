@@ -35,6 +35,8 @@ from edgeprof.stats import median
 from edgeprof.collectors.base import counter_delta
 from edgeprof.collectors.nvml import decode_clock_event_reasons
 from edgeprof.collectors.registry import role_of
+from edgeprof.interference import Rep as IRep
+from edgeprof.interference import interference_verdict
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.storage.models import Measurement, Phase, Run, Verdict
 from edgeprof.storage.samples import max_value, read_samples, sample_metrics
@@ -42,7 +44,7 @@ from edgeprof.storage.samples import max_value, read_samples, sample_metrics
 ThrottleValue = Literal["throttled", "not_throttled", "inconclusive", "slowdown_not_thermal"]
 StabilityValue = Literal["stable", "unstable", "inconclusive"]
 
-VERDICT_KINDS = ("throttle", "stability")
+VERDICT_KINDS = ("throttle", "stability", "interference")
 
 # Phases in which the model is working: the window "under load".
 LOAD_PHASES = ("load", "prefill", "decode")
@@ -827,6 +829,9 @@ def analyse_run(
         )
     ]
     pp_check = stability(pp, stability_thresholds)
+    contention = interference_verdict(
+        [IRep(r.rep, r.t_start, r.t_end) for r in steady], inputs.series, inputs.roles, run.n_threads
+    )
     stable.evidence["pp_tps"] = {"value": pp_check.value} | {
         k: pp_check.evidence.get(k) for k in ("n", "cv", "max_over_median", "min_over_median")
     }
@@ -838,7 +843,11 @@ def analyse_run(
             value=result.value,
             evidence_json=json.dumps(result.evidence, allow_nan=False, default=str),
         )
-        for kind, result in (("throttle", throttle), ("stability", stable))
+        for kind, result in (
+            ("throttle", throttle),
+            ("stability", stable),
+            ("interference", VerdictResult(*contention)),
+        )
     ]
     session.add_all(rows)
     if commit:
@@ -867,6 +876,7 @@ def analyse_sweep(
 _SEVERITY: dict[str, tuple[str, ...]] = {
     "throttle": ("throttled", "slowdown_not_thermal", "inconclusive", "not_throttled"),
     "stability": ("unstable", "inconclusive", "stable"),
+    "interference": ("contended", "inconclusive", "quiet"),
 }
 
 
@@ -921,4 +931,5 @@ def attach_verdicts(session: Session, rows: list[dict[str, Any]]) -> list[dict[s
         mine = found.get(int(row["run_id"]), {})
         row["throttle_verdict"] = mine["throttle"].value if "throttle" in mine else None
         row["stability_verdict"] = mine["stability"].value if "stability" in mine else None
+        row["interference_verdict"] = mine["interference"].value if "interference" in mine else None
     return rows

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.sysfs_cpufreq import parse_cpu_list

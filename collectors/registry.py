@@ -14,6 +14,7 @@ from typing import Any
 from edgeprof.collectors.base import Collector
 from edgeprof.collectors.jtop import JtopCollector
 from edgeprof.collectors.nvml import NvmlCollector
+from edgeprof.collectors.procstat import ProcStatCollector
 from edgeprof.collectors.psutil_host import PsutilHostCollector
 from edgeprof.collectors.rapl import RaplCollector
 from edgeprof.collectors.roles import MetricRole
@@ -29,6 +30,7 @@ ALL_HOST_COLLECTORS: list[type[Collector]] = [
     CpuFreqCollector,
     RaplCollector,
     ThrottleCountersCollector,
+    ProcStatCollector,
 ]
 
 # Device-specific sources go here, in the order doctor should list them:

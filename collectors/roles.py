@@ -24,6 +24,8 @@ Role = Literal[
     "memory",  # memory in use / available (MB)
     "throttle_flags",  # a bitmask of hardware throttle reasons (NVML clock-event reasons)
     "throttle_counter",  # a monotonic count of throttle events (x86 thermal_throttle)
+    "cpu_time",  # cumulative CPU seconds; ``domain``: host_busy, host_steal, host_total, child, self
+    "run_queue",  # runnable tasks at the reading (/proc/stat procs_running)
     "other",  # anything else: stored and shown by doctor, not judged
 ]
 Component = Literal["cpu", "gpu", "soc", "board", "dram", "other"]

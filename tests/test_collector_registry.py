@@ -18,7 +18,7 @@ from edgeprof.collectors.registry import (
 )
 
 VM_CAPTURE = Path(__file__).parent / "fixtures" / "vm_docker_amd-epyc_2cpu"
-UNITS = {"C", "MHz", "pct", "MB", "uJ", "count", "ms"}
+UNITS = {"C", "MHz", "pct", "MB", "uJ", "count", "ms", "s"}
 
 
 def tree_from_vm_listing(root: Path) -> None:
@@ -66,6 +66,7 @@ def test_describe_on_real_vm_tree(tmp_path: Path) -> None:
         "sysfs_cpufreq",
         "rapl",
         "x86_throttle",
+        "proc_stat",
         "tegrastats",
         "jtop",
         "nvml",

@@ -304,9 +304,15 @@ def test_config_verdict_takes_the_worst_attempt() -> None:
         VerdictLikeRow("throttle", "throttled"),
         VerdictLikeRow("stability", "stable"),
         VerdictLikeRow("stability", "inconclusive"),
+        VerdictLikeRow("interference", "quiet"),
+        VerdictLikeRow("interference", "contended"),
     ]
-    assert config_verdict(rows) == {"throttle": "throttled", "stability": "inconclusive"}
-    assert config_verdict([]) == {"throttle": None, "stability": None}
+    assert config_verdict(rows) == {
+        "throttle": "throttled",
+        "stability": "inconclusive",
+        "interference": "contended",
+    }
+    assert config_verdict([]) == {"throttle": None, "stability": None, "interference": None}
 
 
 # -- a hand-built database -------------------------------------------------------------------------------
@@ -422,7 +428,11 @@ def test_analyse_run_stores_verdicts_and_uses_comparable_runs_as_clock_reference
         )
 
         stored = analyse_run(s, cool.id, TRIPS)
-        assert [(v.kind, v.value) for v in stored] == [("throttle", "not_throttled"), ("stability", "stable")]
+        assert [(v.kind, v.value) for v in stored] == [
+            ("throttle", "not_throttled"),
+            ("stability", "stable"),
+            ("interference", "inconclusive"),  # this hand-built run has no CPU-time counters
+        ]
         hot_v = {v.kind: v for v in analyse_run(s, hot.id, TRIPS)}
         assert hot_v["throttle"].value == "throttled"
         assert summary_line(hot_v["throttle"]).startswith(
@@ -453,7 +463,8 @@ def test_analyse_run_stores_verdicts_and_uses_comparable_runs_as_clock_reference
         assert again["temperature"]["zones"]["temp.cpu_c"]["max_c"] == 45.0
 
         analyse_run(s, hot.id, TRIPS)  # judging again replaces, never duplicates
-        assert len(list(s.scalars(select(Verdict).where(Verdict.run_id == hot.id)))) == 2
+        # throttle, stability, interference: one row each
+        assert len(list(s.scalars(select(Verdict).where(Verdict.run_id == hot.id)))) == 3
         rows = attach_verdicts(s, [{"run_id": cool.id}, {"run_id": hot.id}, {"run_id": 999}])
         assert [r["throttle_verdict"] for r in rows] == ["not_throttled", "throttled", None]
         assert rows[0]["stability_verdict"] == "stable"
@@ -567,7 +578,7 @@ def test_end_to_end_a_run_that_heats_and_loses_clock_is_judged_throttled(tmp_pat
         analyse_run(s, run.id, trips)
     with new_session(engine) as s:  # read back what was stored, in a fresh session
         stored = {v.kind: v for v in s.scalars(select(Verdict).where(Verdict.run_id == run.id))}
-    assert set(stored) == {"throttle", "stability"}
+    assert set(stored) == {"throttle", "stability", "interference"}
     evidence = json.loads(stored["throttle"].evidence_json)
     assert evidence["samples_under_load"] >= 5, "the run was too short for 5 readings at 50 ms"
     assert stored["throttle"].value == "throttled", evidence["reasons"]

@@ -1,0 +1,195 @@
+"""Interference verdict: did other work compete for the CPU while the steady repetitions ran?
+
+On a shared box (other users, a camera pipeline on a Jetson, a VM's noisy neighbour) tokens/s swing by tens of
+percent and the stability verdict says ``unstable`` without saying why. For each steady rep this module
+measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py``, read by role):
+
+- ``other_cores``: CPU time of every process other than the llama.cpp child and edgeprof itself, per second
+  of the rep (all CPUs' busy time minus the child's and our own utime + stime) -- 1.0 is one core's worth;
+- ``steal_fraction``: the hypervisor's steal time as a share of the machine's CPU capacity;
+- ``runq_excess``: the median run-queue length (``procs_running``) beyond what the benchmark itself puts
+  there (its threads plus the sampler reading the file).
+
+A rep is ``contended`` when any of them passes its threshold; the run is ``contended`` when any steady rep
+was, ``quiet`` when every judged rep was quiet, ``inconclusive`` when none could be judged (no counters).
+Pure: plain series in, a verdict with its evidence out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from edgeprof.analysis import SeriesLike
+from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.stats import median
+
+
+@dataclass(frozen=True)
+class InterferenceThresholds:
+    """When a rep counts as contended; each default with its reason."""
+
+    # A quarter of a core busy with other work during the rep. llama.cpp's decode threads synchronise
+    # every token, so one of them descheduled for a slice stalls them all: pyperf already warns about any
+    # other busy process; 0.25 core is far above the background of an idle Linux box (~0.01-0.05 core:
+    # timers, journald, the shell) and well below what a second user's job or a video pipeline takes.
+    max_other_cores: float = 0.25
+    # Steal above 5 % of the machine's capacity: the hypervisor is running someone else on our vCPUs often
+    # enough to move a decode median by more than the stability verdict's noise allowance.
+    max_steal_fraction: float = 0.05
+    # One runnable task more than the benchmark's own (median over the rep's readings): something else
+    # waits for a CPU the whole time.
+    max_runq_excess: float = 1.0
+
+
+@dataclass(frozen=True)
+class Rep:
+    rep: int
+    t_start: float
+    t_end: float
+
+
+def _points(series: SeriesLike) -> list[tuple[float, float]]:
+    out = [(float(t), float(v)) for t, v in series if v is not None and math.isfinite(v)]
+    out.sort(key=lambda p: p[0])
+    return out
+
+
+Point = tuple[float, float]
+
+
+def _bracket(series: SeriesLike, t0: float, t1: float) -> tuple[Point, Point] | None:
+    """The last reading at or before ``t0`` (else the first after) and the first at or after ``t1`` (else
+    the last before): a counter's delta over the smallest span of readings that covers the rep."""
+    points = _points(series)
+    if len(points) < 2:
+        return None
+    start = next((p for p in reversed(points) if p[0] <= t0), points[0])
+    end = next((p for p in points if p[0] >= t1), points[-1])
+    return (start, end) if end[0] > start[0] else None
+
+
+def _delta(series: SeriesLike | None, t0: float, t1: float) -> tuple[float, float] | None:
+    """(increase, seconds it spans) of a counter around [t0, t1]; None without two readings."""
+    if series is None:
+        return None
+    pair = _bracket(series, t0, t1)
+    if pair is None:
+        return None
+    (ta, va), (tb, vb) = pair
+    if vb < va:
+        return None  # a counter that went back (a new child pid, a reset): no number beats a wrong one
+    return vb - va, tb - ta
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for metric in sorted(series):
+        role = (roles or {}).get(metric) or role_of(metric)
+        if role is None:
+            continue
+        if role.role == "cpu_time" and role.domain:
+            out.setdefault(role.domain, metric)
+        elif role.role == "run_queue":
+            out.setdefault("run_queue", metric)
+    return out
+
+
+def judge_rep(
+    rep: Rep,
+    series: Mapping[str, SeriesLike],
+    roles: Mapping[str, MetricRole] | None = None,
+    benchmark_threads: int | None = None,
+    thresholds: InterferenceThresholds | None = None,
+) -> dict[str, Any]:
+    """Evidence for one rep: ``status`` ``contended``/``quiet``/``unknown`` with the figures behind it."""
+    th = thresholds or InterferenceThresholds()
+    names = _by_domain(series, roles)
+    entry: dict[str, Any] = {"rep": rep.rep, "duration_s": _r(rep.t_end - rep.t_start)}
+    busy = _delta(series.get(names.get("host_busy", "")), rep.t_start, rep.t_end)
+    total = _delta(series.get(names.get("host_total", "")), rep.t_start, rep.t_end)
+    child = _delta(series.get(names.get("child", "")), rep.t_start, rep.t_end)
+    own = _delta(series.get(names.get("self", "")), rep.t_start, rep.t_end)
+    steal = _delta(series.get(names.get("host_steal", "")), rep.t_start, rep.t_end)
+    reasons: list[str] = []
+    judged = False
+    if busy is not None and child is not None:
+        span = busy[1]
+        others_s = busy[0] - child[0] - (own[0] if own is not None else 0.0)
+        # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
+        other_cores = max(0.0, others_s) / span if span > 0 else None
+        entry.update({"other_cpu_s": _r(max(0.0, others_s)), "other_cores": _r(other_cores)})
+        entry["child_cores"] = _r(child[0] / child[1]) if child[1] > 0 else None
+        if other_cores is not None:
+            judged = True
+            if other_cores > th.max_other_cores:
+                reasons.append(f"other processes used {other_cores:.2f} cores (limit {th.max_other_cores:g})")
+    if total is not None and total[1] > 0:
+        entry["cpus"] = _r(total[0] / total[1], 2)
+        if steal is not None and total[0] > 0:
+            fraction = steal[0] / total[0]
+            entry["steal_fraction"] = _r(fraction, 4)
+            judged = True
+            if fraction > th.max_steal_fraction:
+                limit = 100 * th.max_steal_fraction
+                reasons.append(f"hypervisor steal {100 * fraction:.1f}% (limit {limit:g}%)")
+    runq_name = names.get("run_queue")
+    if runq_name is not None:
+        inside = [v for t, v in _points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
+        runq = median(inside) if inside else None
+        entry["runq_median"] = _r(runq, 1)
+        if runq is not None and benchmark_threads is not None:
+            own_tasks = benchmark_threads + 1  # the child's compute threads and the sampler reading the file
+            excess = runq - own_tasks
+            entry["runq_excess"] = _r(excess, 1)
+            judged = True
+            if excess >= th.max_runq_excess:
+                reasons.append(f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own")
+    entry["reasons"] = reasons
+    entry["status"] = "contended" if reasons else "quiet" if judged else "unknown"
+    return entry
+
+
+def interference_verdict(
+    reps: Sequence[Rep],
+    series: Mapping[str, SeriesLike],
+    roles: Mapping[str, MetricRole] | None = None,
+    benchmark_threads: int | None = None,
+    thresholds: InterferenceThresholds | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """(``contended``|``quiet``|``inconclusive``, evidence) over a run's steady reps."""
+    th = thresholds or InterferenceThresholds()
+    per_rep = [judge_rep(r, series, roles, benchmark_threads, th) for r in sorted(reps, key=lambda r: r.rep)]
+    contended = [e["rep"] for e in per_rep if e["status"] == "contended"]
+    judged = [e for e in per_rep if e["status"] != "unknown"]
+    evidence: dict[str, Any] = {
+        "thresholds": asdict(th),
+        "benchmark_threads": benchmark_threads,
+        "reps": per_rep,
+        "contended_reps": contended,
+        "reasons": [],
+    }
+    other = [e["other_cores"] for e in per_rep if e.get("other_cores") is not None]
+    if other:
+        evidence["other_cores_median"] = _r(median(other))
+        evidence["other_cores_max"] = _r(max(other))
+    if not per_rep:
+        evidence["reasons"].append("no steady reps")
+        return "inconclusive", evidence
+    if not judged:
+        evidence["reasons"].append("no CPU-time counters during the steady reps (proc_stat collector off?)")
+        return "inconclusive", evidence
+    if contended:
+        first = next(e for e in per_rep if e["status"] == "contended")
+        why = "; ".join(first["reasons"])
+        evidence["reasons"].append(f"{len(contended)} of {len(per_rep)} steady reps contended: {why}")
+        return "contended", evidence
+    evidence["reasons"].append(f"{len(judged)} steady reps without competing CPU work")
+    return "quiet", evidence

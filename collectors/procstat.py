@@ -1,0 +1,149 @@
+"""CPU time the machine spent on others' work: ``/proc/stat`` and the benchmark child's ``/proc/<pid>/stat``.
+
+The interference verdict (``edgeprof.interference``) needs, per steady repetition, how much CPU time went to
+processes other than the llama.cpp child (and other than edgeprof itself), how much the hypervisor stole,
+and how many tasks were waiting to run. This collector samples the cumulative counters those come from:
+
+- ``host.cpu_busy_s``: all CPUs' non-idle time (user, nice, system, irq, softirq; guest time is already
+  inside user/nice), in seconds -- idle, iowait and steal excluded;
+- ``host.cpu_steal_s``: time the hypervisor ran something else while a vCPU wanted to run (0 on bare metal;
+  the kernel prints the field on every architecture since 2.6.11, so a missing field is None, never 0);
+- ``host.cpu_total_s``: every CPU's time of all kinds, so capacity = delta / wall time;
+- ``host.procs_running``: runnable tasks at the reading (the reader itself included), a gauge;
+- ``proc.cpu_s``: the child's own utime + stime (all its threads), and ``self.cpu_s`` the same for this
+  process (the sampler's own cost is not "other processes").
+
+Everything is read under ``root`` (``/`` on a real machine, a fixture tree in tests). Jiffies are
+``USER_HZ`` (``os.sysconf('SC_CLK_TCK')``, 100 on every mainstream kernel build).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_text
+from edgeprof.collectors.roles import MetricRole
+
+PROC_STAT = "/proc/stat"
+SELF_STAT = "/proc/self/stat"
+
+
+def _clk_tck() -> float:
+    try:
+        return float(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return 100.0
+
+
+def parse_stat_totals(text: str) -> dict[str, float | None]:
+    """The aggregate ``cpu`` line and ``procs_running`` of ``/proc/stat`` -> jiffies busy/steal/total and
+    the run-queue length; None for what the text lacks."""
+    out: dict[str, float | None] = {"busy": None, "steal": None, "total": None, "procs_running": None}
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] == "cpu":
+            try:
+                numbers = [int(x) for x in fields[1:]]
+            except ValueError:
+                continue
+            if len(numbers) < 4:
+                continue
+            # user nice system idle iowait irq softirq steal [guest guest_nice]: guest is inside user/nice.
+            first8 = numbers[:8]
+            idle = numbers[3] + (numbers[4] if len(numbers) > 4 else 0)
+            steal = numbers[7] if len(numbers) > 7 else None
+            out["total"] = float(sum(first8))
+            out["busy"] = float(sum(first8) - idle - (steal or 0))
+            out["steal"] = float(steal) if steal is not None else None
+        elif fields[0] == "procs_running" and len(fields) > 1 and fields[1].isdigit():
+            out["procs_running"] = float(fields[1])
+    return out
+
+
+def parse_pid_cpu_ticks(text: str | None) -> float | None:
+    """utime + stime (jiffies) from a ``/proc/<pid>/stat`` line; None if unreadable. The command name
+    (field 2) may hold spaces and parentheses, so fields are counted after its last ``)``."""
+    if not text:
+        return None
+    tail = text[text.rfind(")") + 1 :].split()
+    # tail[0] is field 3 (state); utime and stime are fields 14 and 15.
+    try:
+        return float(int(tail[11]) + int(tail[12]))
+    except (IndexError, ValueError):
+        return None
+
+
+_ROLES: dict[str, MetricRole] = {
+    "host.cpu_busy_s": MetricRole("cpu_time", "s", "cpu", domain="host_busy"),
+    "host.cpu_steal_s": MetricRole("cpu_time", "s", "cpu", domain="host_steal"),
+    "host.cpu_total_s": MetricRole("cpu_time", "s", "cpu", domain="host_total"),
+    "host.procs_running": MetricRole("run_queue", "count", "cpu"),
+    "proc.cpu_s": MetricRole("cpu_time", "s", "cpu", domain="child"),
+    "self.cpu_s": MetricRole("cpu_time", "s", "cpu", domain="self"),
+}
+
+
+def procstat_role(metric: str) -> MetricRole | None:
+    return _ROLES.get(metric)
+
+
+class ProcStatCollector(Collector):
+    name = "proc_stat"
+
+    @classmethod
+    def role_of(cls, metric: str) -> MetricRole | None:
+        return procstat_role(metric)
+
+    def __init__(self, root: Path | str = "/", child_pid: int | None = None) -> None:
+        super().__init__(root)
+        self._lock = threading.Lock()
+        self._child_pid = child_pid
+        self._tck = _clk_tck()
+
+    def set_child_pid(self, pid: int | None) -> None:
+        with self._lock:
+            self._child_pid = pid
+
+    def available(self) -> Availability:
+        text = read_text(self.path(PROC_STAT))
+        if text is None:
+            return Availability(False, f"{PROC_STAT} not readable (not Linux?)")
+        totals = parse_stat_totals(text)
+        if totals["busy"] is None:
+            return Availability(False, f"{PROC_STAT} has no aggregate cpu line")
+        missing = [k for k in ("steal", "procs_running") if totals[k] is None]
+        note = f"; no {' or '.join(missing)} in it" if missing else ""
+        return Availability(True, f"{PROC_STAT}: CPU time by kind, run queue{note}")
+
+    def metrics(self) -> list[Metric]:
+        return [
+            Metric("host.cpu_busy_s", "s", "counter", "all CPUs' non-idle time (no steal)"),
+            Metric("host.cpu_steal_s", "s", "counter", "time stolen by the hypervisor"),
+            Metric("host.cpu_total_s", "s", "counter", "all CPUs' time of every kind"),
+            Metric("host.procs_running", "count", "gauge", "runnable tasks (procs_running)"),
+            Metric("proc.cpu_s", "s", "counter", "benchmark child's utime + stime"),
+            Metric("self.cpu_s", "s", "counter", "edgeprof's own utime + stime"),
+        ]
+
+    def sample(self) -> SampleValues:
+        totals = parse_stat_totals(read_text(self.path(PROC_STAT)) or "")
+        with self._lock:
+            pid = self._child_pid
+        child = parse_pid_cpu_ticks(read_text(self.path(f"/proc/{pid}/stat"))) if pid else None
+        own = parse_pid_cpu_ticks(read_text(self.path(SELF_STAT)))
+
+        def secs(ticks: float | None) -> float | None:
+            return ticks / self._tck if ticks is not None else None
+
+        return {
+            "host.cpu_busy_s": secs(totals["busy"]),
+            "host.cpu_steal_s": secs(totals["steal"]),
+            "host.cpu_total_s": secs(totals["total"]),
+            "host.procs_running": totals["procs_running"],
+            "proc.cpu_s": secs(child),
+            "self.cpu_s": secs(own),
+        }
