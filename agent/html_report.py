@@ -24,6 +24,7 @@ from edgeprof.pareto_plot import has_speed_vs_kld, speed_vs_kld_png
 from edgeprof.plots import comparison_png, timeline_png
 from edgeprof.recommend import budget_from_plan_text
 from edgeprof.report import build_rows, fmt_agreement, fmt_spread, fmt_value
+from edgeprof.serving_plots import has_serving_curves, serving_png
 from edgeprof.verdicts import attach_verdicts, verdicts_by_run
 from edgeprof.workload_report import depth_curves
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
@@ -315,6 +316,26 @@ def _figure(title: str, path: Path | None, error: str | None) -> str:
     return f'<h3>{_e(title)}</h3><img alt="{_e(title)}" src="{png_data_uri(path)}">'
 
 
+def _serving_section(serving: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> str:
+    """issue 14: the HTTP API levels and the in-process vs API table (agent/serving_report.py)."""
+    if not serving:
+        return ""
+    from edgeprof.serving_report import SERVING_COLUMNS, SIDE_COLUMNS, _serving_cells, side_by_side
+
+    body = [_serving_cells(dict(r)) for r in serving]
+    html = "<h2>HTTP API (llama-server, streamed)</h2>" + _table(
+        SERVING_COLUMNS, body, ["failed" if r["status"] != "ok" else "" for r in serving]
+    )
+    side = side_by_side([*(dict(r) for r in rows), *(dict(r) for r in serving)])
+    if side:
+        html += "<h3>In-process (CLI) vs HTTP API, same model/ctx/ngl/workload</h3>"
+        html += _table(SIDE_COLUMNS, side)
+    return html + (
+        '<p class="muted">TTFT/ITL/E2EL: client-side over every measured request, nearest rank; TPOT = '
+        "(E2EL − TTFT)/(n − 1); output tokens counted by the server.</p>"
+    )
+
+
 def render_html(
     session: Session,
     sweep_id: int,
@@ -322,6 +343,8 @@ def render_html(
 ) -> str:
     """The whole report as one HTML string (raises ``edgeprof.report.ReportError`` for an unknown sweep)."""
     rows = attach_verdicts(session, build_rows(session, sweep_id))
+    # issue 14: the serving levels, a scenario of their own (never in the in-process config table)
+    serving = [r for r in build_rows(session, sweep_id, include_serving=True) if r["runner"] != "llama-cpp"]
     sweep = session.get(Sweep, sweep_id)
     assert sweep is not None  # build_rows raised otherwise
     runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)))
@@ -344,6 +367,11 @@ def render_html(
             *(
                 [("Speed against KLD per ctx (Pareto front)", lambda p: speed_vs_kld_png(rows, p, budget))]
                 if has_speed_vs_kld(rows)  # issue 9: only with a quality workload
+                else []
+            ),
+            *(
+                [("HTTP API: latency and throughput against concurrency", lambda p: serving_png(serving, p))]
+                if has_serving_curves(serving)  # issue 14: only with the llama-server runner
                 else []
             ),
         ):
@@ -388,6 +416,7 @@ def render_html(
         f"{_recommendation_section(rows)}"
         f"<h2>Summary</h2>{summary}"
         f"<h2>Configs</h2>{config_table}{notes}"
+        f"{_serving_section(serving, rows)}"
         f"<h2>Figures</h2>{''.join(figures)}"
         f"<h2>Verdicts</h2>{_verdict_section(session, runs)}"
         f"<h2>Failed runs</h2>{_failures_section(runs, latest_ids)}"

@@ -167,9 +167,16 @@ def test_a_missing_server_binary_is_a_row_with_the_reason(tmp_path: Path, tiny_m
 def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
     plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]", requests=8)
+    # both runners: the in-process one too, for the report's side-by-side
+    text = plan.text.replace('runner = ["llama-server"]', 'runner = ["llama-cpp", "llama-server"]')
+    plan = parse_plan(text + "[repeat]\nwarmup = 0\nsteady = 2\n", source=plan.source, base=tmp_path)
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
-    rows = runs_of(engine, outcome.sweep_id)
-    assert [r.concurrency for r, _l, _q in rows] == [1, 4]
+    everything = runs_of(engine, outcome.sweep_id)
+    assert [(r.runner, r.concurrency) for r, _l, _q in everything] == [
+        ("llama-cpp", None), ("llama-server", 1), ("llama-server", 4)
+    ]
+    assert everything[0][0].status == "ok" and everything[0][1] is None  # in-process: no serving rows
+    rows = everything[1:]
     for run, level, reqs in rows:
         assert run.status == "ok", run.reason
         assert run.runner == "llama-server" and run.peak_rss_mb is not None
@@ -204,6 +211,23 @@ def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) ->
     # at concurrency 4 the requests overlapped: the server saw more than one in flight at some poll
     _run4, level4, _ = rows[1]
     assert level4 is not None and level4.max_deferred == 0  # one slot per client: nobody queued
+
+    # the report keeps the scenarios apart and puts them side by side
+    from edgeprof.html_report import render_html
+    from edgeprof.report import build_rows, render_json, render_table
+
+    with new_session(engine) as s:
+        report_rows = build_rows(s, outcome.sweep_id, include_serving=True)
+        html = render_html(s, outcome.sweep_id)
+    assert [r["runner"] for r in report_rows] == ["llama-cpp", "llama-server", "llama-server"]
+    inproc, c1 = report_rows[0], report_rows[1]
+    assert inproc["tg_tps_median"] is not None and inproc["serving_ttft_ms_p50"] is None
+    assert c1["tg_tps_median"] is None and c1["serving_ttft_ms_p50"] is not None  # never mixed
+    assert c1["serving_requests"] == 8 and c1["concurrency"] == 1
+    table = render_table(report_rows)
+    assert "HTTP API (llama-server, streamed)" in table and "In-process (CLI) vs HTTP API" in table
+    assert len(json.loads(render_json(report_rows))) == 3
+    assert "HTTP API: latency and throughput against concurrency" in html and "figure not drawn" not in html
 
 
 @needs_server
