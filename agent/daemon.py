@@ -99,7 +99,7 @@ def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime)
 
 
 def recover_interrupted(session: Session) -> int:
-    """Mark what a dead owner left running as interrupted; returns how many sweeps were marked.
+    """Mark what a dead owner left running as interrupted; returns how many runs were marked.
 
     Only sweeps whose lease owner is gone (dead pid, reused pid, stale heartbeat on another host): another
     agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
@@ -107,7 +107,7 @@ def recover_interrupted(session: Session) -> int:
     """
     from edgeprof.lease import pid_alive, reconcile_dead_owners
 
-    n = len(reconcile_dead_owners(session))
+    n = sum(reconcile_dead_owners(session).values())
     here = socket.gethostname()
     for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
         if state.hostname == here and state.pid != os.getpid() and not pid_alive(state.pid):
@@ -300,7 +300,7 @@ class Agent:
         with Session(self.engine) as session:
             n = recover_interrupted(session)
         if n:
-            log.warning("marked %d sweep(s) left running by a dead owner as interrupted", n)
+            log.warning("marked %d run(s) left running by a dead owner as interrupted", n)
         interval = self.notifier.watchdog_interval_s()
         if interval:
             threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()

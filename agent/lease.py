@@ -32,7 +32,7 @@ HEARTBEAT_EVERY_S = 10.0
 STALE_AFTER_S = 600.0
 
 INTERRUPTED_REASON = (
-    "the process running this sweep stopped during this run (killed, crashed or power lost); "
+    "the agent stopped during this run (the edgeprof process was killed, crashed or lost power); "
     "it is redone on resume"
 )
 
@@ -223,25 +223,24 @@ def _try_take(engine: Engine, key: str, token: str, owner: Owner, now: datetime)
     return None if taken == 1 else "another process that took it over just now"
 
 
-def reconcile_dead_owners(session: Session, sweep_ids: list[int] | None = None) -> list[int]:
+def reconcile_dead_owners(session: Session, sweep_ids: list[int] | None = None) -> dict[int, int]:
     """Sweeps left ``running`` by an owner that is gone, and their ``running`` runs, become ``interrupted``.
 
     Sweeps without any lease row predate leases (or died before attaching one, which cannot happen: the
-    sweep and its lease link are one commit) and are left to the caller. Returns the sweep ids reconciled.
+    sweep and its lease link are one commit) and are left to the caller. Returns {sweep id: runs marked}.
     """
     query = select(Sweep).where(Sweep.status == "running")
     if sweep_ids is not None:
         query = query.where(Sweep.id.in_(sweep_ids))
     now = _utcnow()
-    done: list[int] = []
+    done: dict[int, int] = {}
     for sweep in session.scalars(query).all():
         lease = session.scalars(
             select(SweepLease).where(SweepLease.sweep_id == sweep.id).order_by(SweepLease.heartbeat_at.desc())
         ).first()
         if lease is None or not owner_dead(lease, now=now):
             continue
-        mark_interrupted(session, sweep, f"owner {describe(lease)} is gone")
-        done.append(sweep.id)
+        done[sweep.id] = mark_interrupted(session, sweep, f"owner {describe(lease)} is gone")
     return done
 
 

@@ -209,7 +209,7 @@ def test_agent_start_reconciles_only_dead_owners_never_a_live_one(engine: Any) -
         assert session.get(Sweep, gone.id).status == "interrupted"
         statuses = dict(session.execute(select(Run.sweep_id, Run.status)).all())
         assert statuses == {live.id: "running", gone.id: "interrupted"}
-        assert reconcile_dead_owners(session) == []
+        assert reconcile_dead_owners(session) == {}
 
 
 def test_kill_9_of_run_leaves_no_running_run_and_no_orphan_worker_and_a_second_writer_exits_2(
