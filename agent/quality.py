@@ -276,8 +276,8 @@ def describe(session: Session, run: Run) -> str | None:
     if qr is None:
         return None
     if qr.is_reference:
-        return f"ok  reference: PPL {qr.ppl:.3f}  n={qr.n_tokens} tokens"
+        return f"ok  reference: PPL {qr.ppl:.5g}  n={qr.n_tokens} tokens"
     return (
-        f"ok  KLD {qr.kld_mean:.5f}  same-top {qr.same_top_pct:.1f}%  PPL {qr.ppl:.3f} "
-        f"(ref {qr.ppl_ref:.3f})  n={qr.n_tokens}"
+        f"ok  KLD {qr.kld_mean:.5f}  same-top {qr.same_top_pct:.1f}%  PPL {qr.ppl:.5g} "
+        f"(ref {qr.ppl_ref:.5g})  n={qr.n_tokens}"
     )
