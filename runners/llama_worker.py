@@ -90,6 +90,7 @@ class Request:
         self.rendered_prompt: str | None = job.get("rendered_prompt")
         self.depth = int(job["params"].get("depth", 0))
         self._depth_state: Any = None  # the KV cache at depth, saved once and restored before each request
+        self.fill_interval: tuple[float, float] | None = None
 
     def prompt_text(self) -> tuple[str | None, bool]:
         """(the text to tokenize, parse_special): a rendered chat always parses its special tokens."""
@@ -138,7 +139,9 @@ class Request:
         for start in range(0, len(tokens), self.n_batch):
             self._decode(tokens[start : start + self.n_batch])
         ll.llama_synchronize(self.ctx)
-        fill_ms = (time.monotonic() - t0) * 1000.0
+        t1 = time.monotonic()
+        fill_ms = (t1 - t0) * 1000.0
+        self.fill_interval = (t0, t1)  # a phase of its own, apart from the request's prefill
         size = int(ll.llama_state_seq_get_size(self.ctx, 0))
         buf = (ctypes.c_uint8 * size)()
         got = int(ll.llama_state_seq_get_data(self.ctx, buf, size, 0))
@@ -492,7 +495,17 @@ def main(argv: list[str]) -> int:
                 # The parent cools the device down before each steady rep, then says go.
                 emit("await", kind=kind, rep=rep)
                 sys.stdin.readline()
+            request.fill_interval = None
             result = request.run(model_path)
+            if request.fill_interval is not None:  # issue 10: the untimed depth fill, stored as its own phase
+                emit(
+                    "phase",
+                    name="depth_fill",
+                    kind=kind,
+                    rep=rep,
+                    t_start=request.fill_interval[0],
+                    t_end=request.fill_interval[1],
+                )
             emit(
                 "phase",
                 name="prefill",

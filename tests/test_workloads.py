@@ -346,7 +346,15 @@ def test_report_and_html_plot_tg_and_ttft_against_depth(models, tmp_path: Path) 
         table = render_table(rows)
         assert "tg t/s and TTFT against context depth" in table and "depth    128" in table
         html = render_html(s, outcome.sweep_id)
+        fills = {
+            (r.depth, ph.kind)
+            for r in s.scalars(select(Run)).all()
+            for ph in r.phases
+            if ph.name == "depth_fill"
+        }
     assert "tg t/s and TTFT against depth" in html
+    # the fill is its own phase, once per process (cold; then the warm-up/steady child restores it)
+    assert fills == {(128, "cold")}
     assert set(FIELD_NAMES) <= set(rows[0])
 
 
