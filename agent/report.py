@@ -441,7 +441,25 @@ def _failures(rows: list[dict[str, Any]]) -> list[str]:
         for r in rows
         if r["device_state_changed"]
     ]
+    out += [stability_note(r) for r in rows if stability_note(r)]
     return out
+
+
+def stability_note(row: Mapping[str, Any]) -> str:
+    """Why an ``unstable`` row is unstable, as far as the interference verdict tells: other processes
+    competing for the CPU during its steady reps, or not (then the cause is in the device or the model)."""
+    if row.get("stability_verdict") != "unstable":
+        return ""
+    where = f"{row['model_label']} ctx={row['ctx']} ngl={row['ngl']}"
+    interference = row.get("interference_verdict")
+    if interference == "contended":
+        return (
+            f"{where}: unstable while other processes competed for the CPU (interference: contended): "
+            "rerun on a quiet machine before trusting its median"
+        )
+    if interference == "quiet":
+        return f"{where}: unstable on a quiet machine (no competing CPU work): look at thermals and clocks"
+    return f"{where}: unstable; whether other work competed for the CPU was not measured"
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
@@ -457,7 +475,8 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         lines += ["", str(rows[0]["_bw_note"])]
     fails = _failures(rows)
     if fails:
-        lines += ["", f"{len(fails)} note(s): failed configs and device changes:"] + [f"  {f}" for f in fails]
+        lines += ["", f"{len(fails)} note(s): failed configs, device changes, instability:"]
+        lines += [f"  {f}" for f in fails]
     depth_lines = render_depth_lines(rows)
     if depth_lines:
         lines += ["", "tg t/s and TTFT against context depth (steady reps):"]
