@@ -288,3 +288,18 @@ def attach_level_energy(
     n_out = sum(t for t in tokens if t is not None)
     joules = energy(level.t_start_mono, level.t_end_mono)
     level.output_j_per_token = joules / n_out if joules is not None and n_out else None
+
+
+def describe_level(session: Session, run: Run) -> str:
+    """The progress line's summary of a finished serving level."""
+    level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+    if level is None or level.n_requests is None:
+        return "ok"
+    parts = [f"ok {level.n_ok}/{level.n_requests}"]
+    if level.ttft_p50_ms is not None:
+        parts.append(f"TTFT p50 {level.ttft_p50_ms:.1f} ms")
+    if level.tpot_p50_ms is not None:
+        parts.append(f"TPOT p50 {level.tpot_p50_ms:.2f} ms")
+    if level.output_tps is not None:
+        parts.append(f"{level.output_tps:.1f} out tok/s")
+    return "  ".join(parts)

@@ -212,6 +212,8 @@ def spec_label(spec: RunSpec) -> str:
     return (
         f"{spec.model.label} ctx={p.n_ctx} ngl={p.n_gpu_layers} t={p.n_threads} b={p.n_batch} "
         f"fa={p.flash_attn}{f' depth={p.depth}' if p.depth else ''} wl={spec.workload.name}"
+        + (f" {p.runner} c={p.concurrency}" if p.runner != "llama-cpp" else "")  # issue 14
+        + (f" rate={p.request_rate:g}/s" if p.request_rate is not None else "")
     )
 
 
@@ -689,6 +691,10 @@ def _describe(session: Session, run: Run) -> str:
         from edgeprof.quality import describe
 
         return describe(session, run) or "ok"
+    if (run.runner or "llama-cpp") != "llama-cpp":  # issue 14
+        from edgeprof.serving import describe_level
+
+        return describe_level(session, run)
     steady = [m for m in run.measurements if m.kind == "steady"]
     from edgeprof.stats import median
 
