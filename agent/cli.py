@@ -535,6 +535,14 @@ def agent(
             "--allow-power-mode-change", help="Let queued plans switch nvpmodel modes (plans cannot)."
         ),
     ] = False,
+    push_to: Annotated[
+        str | None,
+        typer.Option(
+            "--push-to",
+            envvar="EDGEPROF_PUSH_TO",
+            help="Push each finished sweep to this central DB (background, retried; never blocks a sweep).",
+        ),
+    ] = None,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     import logging
@@ -576,6 +584,7 @@ def agent(
             telemetry=not no_telemetry,
             wait=wait,
             allow_power_mode_change=allow_power_mode_change,
+            push_to=push_to,
         ),
     )
     runner.install_signals()
@@ -596,6 +605,9 @@ def _register_extras() -> None:
     register(app)
     register_service(app)
     register_fleet(app, db_app)
+    from edgeprof.retention_cli import register as register_retention
+
+    register_retention(db_app)  # issue 12: db compact
 
 
 _register_extras()

@@ -129,6 +129,8 @@ class AgentConfig:
     wait: bool = False  # another agent holds the queue / another process runs the plan: wait, not exit 2
     # Power-mode switching is the machine owner's decision: the agent's own flag, never a dropped plan's.
     allow_power_mode_change: bool = False
+    # Issue 13: push each finished sweep to this central DB, in the background (agent/fleet_push.py).
+    push_to: str | None = None
 
 
 class Agent:
@@ -156,6 +158,7 @@ class Agent:
         self.exit_code = 0
         self._last_state: tuple[str, str | None] | None = None
         self._queue_lock: Any = None
+        self._pusher: Any = None  # issue 13: edgeprof.fleet_push.BackgroundPusher when push_to is set
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -306,12 +309,17 @@ class Agent:
             threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
         self.set_state("ready", "waiting for plans")
         self.notifier.send(ready="1")
+        from edgeprof.fleet_push import start_pusher
+
+        self._pusher = start_pusher(self.engine, self.config.push_to)
         try:
             return self._loop()
         except KeyboardInterrupt:
             self.set_state("stopped", "stopped by signal")
             return 0
         finally:
+            if self._pusher is not None:
+                self._pusher.stop()
             self.stop_requested.set()
             self._current_sweep = None
             self._finish_state()
@@ -447,5 +455,7 @@ class Agent:
             self.set_state("paused", f"sweep {outcome.sweep_id} paused: {outcome.paused}")
             return
         log.info("sweep %d of %s finished: %s", outcome.sweep_id, plan_path.name, summary)
+        if self._pusher is not None:
+            self._pusher.request(outcome.sweep_id)  # issue 13: in the background; never holds the queue
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
         self._move(plan_path, "done", None, data)

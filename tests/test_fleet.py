@@ -269,3 +269,24 @@ def test_a_select_only_role_can_read(pg_db_url: str, devices: dict[str, Path]) -
             conn.execute(text("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM edgeprof_reader_t"))
             conn.execute(text("DROP ROLE edgeprof_reader_t"))
         engine.dispose()
+
+
+def test_the_agent_pushes_finished_sweeps_and_a_dead_central_db_stops_nothing(
+    tmp_path: Path, tiny_models: dict[str, Path], pg_db_url: str
+) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"]))
+    dead = "postgresql://fleet:s3cret@127.0.0.1:1/central"  # nothing listens on port 1
+    for target, db in ((dead, tmp_path / "dead.db"), (pg_db_url, tmp_path / "live.db")):
+        done = edgeprof(
+            "agent", "--plan", str(plan), "--once", "--no-telemetry", "--db", str(db), "--push-to", target,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr and "s3cret" not in done.stderr
+        local = row_counts(f"sqlite:///{db}")
+        assert local["run"] == 1 and local["sweep"] == 1  # the sweep ran whatever the central DB did
+        if target == dead:
+            assert "push to" in done.stderr and "failed" in done.stderr and "retried" in done.stderr
+    central = row_counts(pg_db_url)
+    assert central["sweep"] == 1 and central["run"] == 1
