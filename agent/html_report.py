@@ -25,9 +25,9 @@ from edgeprof.plots import comparison_png, timeline_png
 from edgeprof.recommend import budget_from_plan_text
 from edgeprof.report import build_rows, fmt_agreement, fmt_spread, fmt_value
 from edgeprof.serving_plots import has_serving_curves, serving_png
-from edgeprof.verdicts import attach_verdicts, verdicts_by_run
-from edgeprof.workload_report import depth_curves
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
+from edgeprof.verdicts import attach_verdicts, verdicts_by_run
+from edgeprof.workload_report import depth_curves, fmt_tokens_out
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px;
@@ -104,9 +104,11 @@ CONFIG_HEADERS = (
     "model",
     "quant",
     "ctx",
+    "depth",
     "ngl",
     "thr",
     "workload",
+    "tok out/n_pred",
     "status",
     "load ms",
     "pp t/s med [min–max]",
@@ -137,9 +139,11 @@ def _config_cells(i: int, row: Mapping[str, Any]) -> list[str]:
         _td(row["model_label"]),
         _td(fmt_value(row.get("quant"))),
         _td(row["ctx"], num=True),
+        _td(fmt_value(row.get("depth")), num=True),
         _td(row["ngl"], num=True),
         _td(row["threads"], num=True),
         _td(row["workload"]),
+        _td(fmt_tokens_out(row), num=True),  # issue 10: an early EOS is visible beside n_predict
         f"<td>{status_cell}</td>",
         _td(fmt_value(row.get("cold_load_ms")), num=True),
         _td(fmt_spread(row, "pp_tps"), num=True),
