@@ -677,3 +677,35 @@ def test_fault_injection_without_the_suite_arming_it_has_no_effect(
     armed = run_child(spec.job(), 120, env=clean_env("kill@load"))
     assert armed.status == "crashed" and armed.injected_fault == "kill@load"
     assert (armed.reason or "").startswith("injected by the test suite (kill@load)")
+
+
+# -- 10: the suite cannot silently shrink -----------------------------------------------------------------
+
+
+def test_in_ci_a_missing_capture_fails_instead_of_skipping() -> None:
+    tests_dir = Path(__file__).resolve().parent
+    probe = tests_dir / f"test_zz_ci_probe_{os.getpid()}.py"
+    probe.write_text(
+        "import pytest\n\n\ndef test_needs_a_capture():\n"
+        "    pytest.skip('capture x is absent (../shared/captures is not checked out)')\n"
+    )
+    try:
+        results = {}
+        for ci in ("true", ""):
+            env = {**clean_env(), "CI": ci}
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(probe)],
+                capture_output=True, text=True, env=env, timeout=120, cwd=tests_dir.parent,
+            )
+            results[ci] = proc
+    finally:
+        probe.unlink()
+    assert results["true"].returncode == 1 and "1 failed" in results["true"].stdout
+    assert results[""].returncode == 0 and "1 skipped" in results[""].stdout
+
+
+def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
+    """pytest-timeout is active with a bound of minutes: a test that loses its own timeout fails, not hangs."""
+    assert request.config.pluginmanager.hasplugin("timeout")
+    bound = float(request.config.getini("timeout"))
+    assert 0 < bound <= 600

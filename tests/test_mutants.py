@@ -1,0 +1,182 @@
+"""Tests that kill mutants which survived the suite before issue 11: each breaks one line of the code on
+purpose (named in the test's docstring) and would pass unnoticed without the test. Real tiny models."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import mmap
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from edgeprof.gguf_info import drop_page_cache, read_gguf_info
+from edgeprof.plan import expand, parse_plan
+from edgeprof.runners.llama import ChildResult
+from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Measurement, Phase, Run
+from edgeprof.sweep import _store_child, model_group, run_plan
+
+PLAN = """
+name = "mut"
+[matrix]
+models = [{{ path = "{a}", label = "q8" }}, {{ path = "{b}", label = "q4" }}]
+ctx = [256]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+[repeat]
+cold = {cold}
+warmup = 0
+steady = 1
+[run]
+timeout_s = {timeout}
+cold_cache = "keep"
+"""
+
+
+def make_plan(tmp_path: Path, models: dict[str, Path], cold: int = 1, timeout: float = 60) -> Any:
+    text = PLAN.format(a=models["Q8_0"], b=models["Q4_K_M"], cold=cold, timeout=timeout)
+    return parse_plan(text, source=str(tmp_path / "p.toml"), base=tmp_path)
+
+
+def env_with(fault: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    return env
+
+
+def resident_share(path: Path) -> float:
+    """Share of the file's pages in the page cache (mincore on a fresh mapping faults nothing in)."""
+    size = path.stat().st_size
+    page = mmap.PAGESIZE
+    n = (size + page - 1) // page
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value)
+        try:
+            vec = (ctypes.c_ubyte * n)()
+            assert libc.mincore(ctypes.c_void_p(addr), size, vec) == 0
+            return sum(v & 1 for v in vec) / n
+        finally:
+            libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+
+
+def test_drop_page_cache_really_evicts_the_file(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """Mutant: posix_fadvise removed while drop_page_cache still returns True (the run says "dropped")."""
+    copy = tmp_path / "m.gguf"
+    shutil.copyfile(tiny_models["Q4_K_M"], copy)
+    with copy.open("rb+") as fh:
+        os.fsync(fh.fileno())  # clean pages: only clean pages can be dropped
+        fh.read()
+    if resident_share(copy) < 0.9:
+        pytest.skip("this filesystem does not keep the file in the page cache (tmpfs/overlay?)")
+    assert drop_page_cache(copy)
+    assert resident_share(copy) < 0.5
+
+
+def test_cold_start_counts_from_spawn_and_timeouts_are_finished(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    """Mutants: cold_start_ms measured from the load instead of the spawn; "timeout" missing from the
+    finished statuses (the hung config would be re-run by every resume)."""
+    engine = open_engine(tmp_path / "c.db")
+    plan = make_plan(tmp_path, tiny_models, timeout=6)
+    first = run_plan(engine, plan, out=io.StringIO(), env=env_with("hang@decode:q8_0"))
+    with new_session(engine) as s:
+        runs = {r.model_label: r for r in s.scalars(select(Run))}
+        assert runs["q8"].status == "timeout" and runs["q4"].status == "ok"
+        q4 = runs["q4"].id
+        assert cold.cold_start_ms > from_load_ms + 1.0  # float noise; far below any process start
+        load = s.scalars(select(Phase).where(Phase.run_id == runs["q4"].id, Phase.name == "load")).one()
+        assert cold.cold_start_ms is not None and cold.load_ms is not None and cold.ttft_ms is not None
+        assert cold.cold_start_ms >= cold.load_ms + cold.ttft_ms
+        # From the spawn: process start and the llama.cpp import come before the load, so the cold start is
+        # strictly longer than load start -> first token (an ordering of monotonic stamps, not a duration).
+        assert cold.t_start_mono is not None
+        from_load_ms = (cold.t_start_mono - load.t_start_mono) * 1000.0 + cold.ttft_ms
+        assert cold.cold_start_ms > from_load_ms + 1.0  # 1 ms: float noise, far below any process start
+    again = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
+    assert again.sweep_id == first.sweep_id and again.n_skipped == 2 and not again.counts
+
+
+class CountStarts:
+    def __init__(self, _sweep_id: int) -> None:
+        self.starts: dict[int, int] = {}
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def before_run(self, *_a: Any) -> None:
+        pass
+
+    def on_child_event(self, run: Run, event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            self.starts[run.id] = self.starts.get(run.id, 0) + 1
+
+    def after_run(self, *_a: Any) -> None:
+        pass
+
+
+def test_a_failed_cold_start_stops_further_cold_starts(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """Mutant: the loop over cold starts goes on after a child failed (cold = 2 would crash twice)."""
+    engine = open_engine(tmp_path / "k.db")
+    plan = make_plan(tmp_path, tiny_models, cold=2)
+    made: list[CountStarts] = []
+
+    def telemetry(sweep_id: int) -> CountStarts:
+        made.append(CountStarts(sweep_id))
+        return made[0]
+
+    run_plan(engine, plan, out=io.StringIO(), env=env_with("exit@load:q8_0"), telemetry=telemetry)
+    with new_session(engine) as s:
+        runs = {r.model_label: r for r in s.scalars(select(Run))}
+    assert runs["q8"].status == "error" and runs["q4"].status == "ok"
+    assert made[0].starts == {runs["q8"].id: 1, runs["q4"].id: 2}
+
+
+def _child(peak: float | None) -> ChildResult:
+    return ChildResult(
+        status="ok", reason=None, exit_code=0, signal_name=None, t_spawn=0.0, t_exit=0.0, peak_rss_mb=peak
+    )
+
+
+def test_peak_rss_of_a_run_is_the_maximum_over_its_children(tmp_path: Path) -> None:
+    """Mutant: the merge of the children's peaks keeps the minimum."""
+    engine = open_engine(tmp_path / "p.db")
+    with new_session(engine) as session:
+        run = Run()
+        for peak in (120.0, None, 80.0):
+            _store_child(session, run, _child(peak), is_main=False)
+        assert run.peak_rss_mb == 120.0
+
+
+def test_quants_of_one_model_form_one_group(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """Mutant: the model group keyed on the file type, so every quant became its own reference."""
+    plan = make_plan(tmp_path, tiny_models)
+    specs = expand(plan, {m.path: "0" * 64 for m in plan.models})
+    groups = {model_group(s, read_gguf_info(s.model.path)) for s in specs}
+    assert len(groups) == 1
+    f16 = read_gguf_info(tiny_models["F16"])
+    assert model_group(specs[0], f16) in groups
