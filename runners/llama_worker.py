@@ -388,6 +388,7 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "use_extra_bufts": bool(mparams.use_extra_bufts),
         "n_ctx_train": int(ll.llama_model_n_ctx_train(model)),
         **kv_cache_from_log(KV_LOG),
+        "load_mode_effective": LOAD_MODE_SEEN[-1] if LOAD_MODE_SEEN else None,
     }
     return model, ctx, effective
 
@@ -404,6 +405,7 @@ DEFAULT_POLL = 50
 
 # llama.cpp's log lines, kept while a context is created: the KV cache sizes are only reported there.
 KV_LOG: list[str] = []
+LOAD_MODE_SEEN: list[str] = []  # llama.cpp's "loading model tensors ... (load_mode = mmap)" line
 _LOG_CALLBACK: Any = None
 
 _KV_LINE = re.compile(
@@ -436,6 +438,10 @@ def install_log_capture(ll: Any) -> None:
             os.write(2, text)
             if b"llama_kv_cache" in text:
                 KV_LOG.append(text.decode("utf-8", errors="replace"))
+            elif b"(load_mode = " in text:  # what llama.cpp resolved (AUTO: mmap unless a device lacks it)
+                m = re.search(rb"\(load_mode = (\w+)\)", text)
+                if m:
+                    LOAD_MODE_SEEN.append(m.group(1).decode())
 
     _LOG_CALLBACK = _callback  # ctypes callbacks must outlive their registration
     ll.llama_log_set(_callback, ctypes.c_void_p(0))
