@@ -339,3 +339,28 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
         rss = [r.value for r in read_samples(s, None, run_ids=[run.id]) if r.metric == "proc.rss_mb"]
         assert any(rss), "the sampler followed the server's pid"
     assert level is not None and level.output_j_per_token is not None and level.output_j_per_token > 0
+
+
+def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_started(
+    tmp_path: Path, tiny_models, monkeypatch
+) -> None:
+    from edgeprof import memory_model
+    from edgeprof.serving import kv_budget
+
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]")
+    sha = {m.path: "0" * 64 for m in plan.models}
+    one, four = (kv_budget(s, gpu_offload=False) for s in expand(plan, sha))
+    assert (one["slots"], four["slots"]) == (1, 4) and four["n_ctx_total"] == 4 * 128
+    assert four["kv_mb"] == pytest.approx(4 * one["kv_mb"], rel=0.01)  # slots x per-slot ctx x bytes/token
+    assert one["kv_bytes_per_token"] > 0 and one["predicted_mb"] > one["kv_mb"]
+
+    marker = tmp_path / "started"
+    server = synthetic_server(tmp_path, f"touch {marker}; exec sleep 60")
+    monkeypatch.setattr(memory_model, "mem_available_mb", lambda root="/": 1.0)  # a synthetic 1 MiB device
+    engine = open_engine(tmp_path / "s.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(server)}))
+    rows = runs_of(engine, outcome.sweep_id)
+    assert [r.status for r, _l, _q in rows] == ["skipped_memory", "skipped_memory"]
+    assert not marker.exists()  # refused before the server was started
+    for run, _level, _reqs in rows:
+        assert "available" in (run.reason or "") and "the server was not started" in (run.reason or "")
