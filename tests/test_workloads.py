@@ -109,7 +109,7 @@ def test_parameters_in_effect_match_llama_bench_and_swa_cache_follows_its_formul
         k: eff[k] for k in PARITY_DEFAULTS if k != "depth"
     }
     assert eff["n_swa"] == SWA_WINDOW and eff["n_ctx"] == n_ctx
-    assert eff["load_mode_effective"] == "mmap"  # as llama.cpp resolved it (llama-bench: AUTO = mmap on a CPU)
+    assert eff["load_mode_effective"] == "mmap"  # as llama.cpp resolved it (llama-bench AUTO: mmap on CPU)
     n_embd_kv = 256  # tiny: 4 KV heads x 64
     # llama-kv-cache-iswa.cpp: size_swa = GGML_PAD(min(n_ctx, n_swa * 1 + n_ubatch), 256); global layers n_ctx
     swa_cells = _pad(min(n_ctx, SWA_WINDOW + n_ubatch))
