@@ -73,7 +73,8 @@ def caveat_of(row: Mapping[str, Any] | None) -> str | None:
 
 
 def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(k) for k in MATCH_KEYS)
+    # issue 10: rows at another context depth are other configs; a row from before the depth axis ran at 0
+    return (*(row.get(k) for k in MATCH_KEYS), row.get("depth") or 0)
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
