@@ -71,7 +71,16 @@ def gather(root: Path | str = "/") -> dict[str, Any]:
         "llama_cpp": llama_build_info(),
         "llama_server": llama_server_info(),
         "collectors": collectors_info(Path(root)),
+        "system_check": system_check(root),
     }
+
+
+def system_check(root: Path | str = "/") -> list[str]:
+    """pyperf-style warnings about what will make numbers noisy here (``edgeprof.syscheck``)."""
+    from edgeprof.jetson import jetson_state
+    from edgeprof.syscheck import system_warnings
+
+    return system_warnings(root, jetson=jetson_state(root))
 
 
 def render(info: dict[str, Any]) -> str:
@@ -121,6 +130,10 @@ def render(info: dict[str, Any]) -> str:
             setup = srv.get("setup")
             if setup:
                 lines.append(f"  build flags      {setup.get('cmake_args') or '(llama.cpp defaults)'}")
+    checks = info.get("system_check")
+    if checks is not None:
+        lines.append("system check (what will make numbers noisy)")
+        lines += [f"  warning: {w}" for w in checks] or ["  nothing found"]
     lines.append("collectors")
     for c in info["collectors"]:
         state = "available" if c["ok"] else "unavailable"

@@ -34,6 +34,7 @@ from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.progress import Progress
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique
+from edgeprof.syscheck import system_warnings
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
 
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
@@ -436,6 +437,7 @@ def _run_plan_held(
     should_start: Callable[[], str | None] | None = None,
     power_switcher: Callable[[str], str | None] | None = None,
     bandwidth_probe: Callable[[], Any] | None = None,
+    system_check: bool = True,
 ) -> SweepOutcome:
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status.
 
@@ -495,6 +497,10 @@ def _run_plan_held(
         todo = [s for s in specs if s.spec_id not in done_ids]
         outcome = SweepOutcome(sweep_id=sweep.id, n_specs=len(specs), n_skipped=len(specs) - len(todo))
         progress = Progress(len(specs), out)
+        if todo and system_check:
+            # issue 15: say up front what will make this sweep's numbers noisy (as pyperf's system check)
+            for warning in system_warnings(device_root, jetson=start_state):
+                progress.line(f"warning: {warning}")
         # issue 9: predicted memory before each config (agent/fit.py), bandwidth once per sweep
         fitter = FitChecker(device_root, plan.reserve_mb)
         if todo:

@@ -14,11 +14,11 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from edgeprof import analysis, verdicts
-from edgeprof.plan import Collect, Cooldown, RunSpec
-from edgeprof.sampler import Sampler, SampleRow
 from edgeprof.collectors.base import Collector
 from edgeprof.collectors.registry import build_collectors, roles_for
 from edgeprof.energy import EnergySource, choose_energy_source, energy_j
+from edgeprof.plan import Collect, Cooldown, RunSpec
+from edgeprof.sampler import Sampler, SampleRow
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
 from edgeprof.storage.samples import read_samples, seal_run, write_batch
 

@@ -31,13 +31,13 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from edgeprof.analysis import SeriesLike, slope_per_s
-from edgeprof.stats import median
 from edgeprof.collectors.base import counter_delta
 from edgeprof.collectors.nvml import decode_clock_event_reasons
 from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.interference import Rep as IRep
 from edgeprof.interference import interference_verdict
-from edgeprof.collectors.roles import MetricRole
+from edgeprof.stats import median
 from edgeprof.storage.models import Measurement, Phase, Run, Verdict
 from edgeprof.storage.samples import max_value, read_samples, sample_metrics
 
@@ -50,8 +50,8 @@ VERDICT_KINDS = ("throttle", "stability", "interference")
 LOAD_PHASES = ("load", "prefill", "decode")
 
 # NVML clock-event ("throttle") reasons that mean "clocks held down by heat or power" (names as
-# ``edgeprof.collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings, SyncBoost
-# and display clocks are normal operation, not throttling.
+# ``edgeprof.collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings,
+# SyncBoost and display clocks are normal operation, not throttling.
 NVML_THROTTLE_REASONS = frozenset(
     {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
 )
