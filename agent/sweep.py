@@ -34,8 +34,8 @@ from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.progress import Progress
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique
-from edgeprof.syscheck import system_warnings
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
+from edgeprof.syscheck import system_warnings
 
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
 # an interrupted run is always redone. Failures are kept unless the user asks to retry them.
