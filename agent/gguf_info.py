@@ -95,40 +95,60 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
     if len(magic) < 4:
         raise GGUFError(f"{p}: not a GGUF file (only {st.st_size} bytes)")
     if magic != GGUF_MAGIC:
-        raise GGUFError(f"{p}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
+        # The bytes themselves are not echoed: the path may name a file the plan's author cannot read.
+        raise GGUFError(f"{p}: not a GGUF file (it does not start with b'GGUF')")
 
     import gguf
 
-    try:
-        reader = gguf.GGUFReader(str(p), "r")
-    except Exception as exc:  # noqa: BLE001 - the reader raises many types on damaged input
-        raise GGUFError(f"{p}: truncated or corrupt GGUF ({type(exc).__name__}: {exc})") from None
+    from edgeprof.gguf_bounded import BoundedGGUFError, read_header
 
+    try:
+        # Bounded: every count is checked against the file's size before it is read (issue 11); arrays such
+        # as a 262k vocabulary are skipped, never materialised.
+        header = read_header(p)
+    except BoundedGGUFError as exc:
+        raise GGUFError(f"{p}: truncated or corrupt GGUF ({exc})") from None
+    except (OSError, ValueError) as exc:
+        raise GGUFError(f"{p}: cannot read: {exc}") from None
+
+    if not header.tensors:
+        raise GGUFError(f"{p}: a GGUF without tensors is no model")
     n_params = 0
     tensor_bytes = 0
     end = 0
     tensor_types: list[str] = []
-    for tensor in reader.tensors:
-        n_params += int(tensor.n_elements)
-        tensor_bytes += int(tensor.n_bytes)
-        end = max(end, int(tensor.data_offset) + int(tensor.n_bytes))
-        tensor_types.append(tensor.tensor_type.name)
+    for t_name, dims, ggml_type, offset in header.tensors:
+        try:
+            qtype = gguf.GGMLQuantizationType(ggml_type)
+            block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        except (ValueError, KeyError):
+            raise GGUFError(f"{p}: tensor {t_name!r} has an unknown type {ggml_type}") from None
+        n_elements = 1
+        for d in dims:
+            n_elements *= d
+        if n_elements % block:
+            raise GGUFError(f"{p}: tensor {t_name!r}: {n_elements} elements do not fill {qtype.name} blocks")
+        n_bytes = n_elements // block * type_size
+        n_params += n_elements
+        tensor_bytes += n_bytes
+        end = max(end, header.data_start + offset + n_bytes)
+        tensor_types.append(qtype.name)
     if end > st.st_size:
         raise GGUFError(
             f"{p}: truncated GGUF: tensor data ends at byte {end} but the file has {st.st_size} bytes"
         )
-    arch = _field_value(reader, "general.architecture")
-    arch_s = str(arch) if arch is not None else None
-    file_type = _field_value(reader, "general.file_type")
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    fields = header.fields
+    arch = fields.get("general.architecture")
+    arch_s = str(arch) if isinstance(arch, str) else None
+    file_type = fields.get("general.file_type")
 
     def arch_int(suffix: str) -> int | None:
         if arch_s is None:
             return None
-        value = _field_value(reader, f"{arch_s}.{suffix}")
-        return int(value) if isinstance(value, int) else None
+        value = fields.get(f"{arch_s}.{suffix}")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
-    name = _field_value(reader, "general.name")
+    name = fields.get("general.name")
     return GGUFInfo(
         path=str(p),
         size_bytes=st.st_size,
@@ -140,7 +160,7 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         n_params=n_params,
         n_layers=arch_int("block_count"),
         context_length=arch_int("context_length"),
-        vocab_size=len(tokens.data) if tokens is not None else None,
+        vocab_size=header.array_len.get("tokenizer.ggml.tokens"),
         tensor_bytes=tensor_bytes,
     )
 

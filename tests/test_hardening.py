@@ -709,3 +709,65 @@ def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
     assert request.config.pluginmanager.hasplugin("timeout")
     bound = float(request.config.getini("timeout"))
     assert 0 < bound <= 600
+
+
+# -- 4: untrusted GGUF files are read with bounds -----------------------------------------------------------
+
+
+def _gguf(kvs: bytes, n_kv: int, n_tensors: int = 0, tail: bytes = b"") -> bytes:
+    """A synthetic GGUF v3 (labelled synthetic: hostile headers no real tool writes)."""
+    import struct
+
+    return b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + kvs + tail
+
+
+def _key(name: str) -> bytes:
+    import struct
+
+    return struct.pack("<Q", len(name)) + name.encode()
+
+
+def test_a_gguf_array_claiming_2_40_items_is_one_line_and_bounded(tmp_path: Path) -> None:
+    import struct
+
+    from edgeprof.gguf_info import GGUFError, read_gguf_info
+
+    path = tmp_path / "synthetic-huge-array.gguf"
+    # tokenizer.ggml.tokens: array of u32 (type 4) claiming 2^40 items, in a 1 KB file
+    kv = _key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 4, 1 << 40)
+    path.write_bytes(_gguf(kv, 1).ljust(1024, b"\0"))
+    with pytest.raises(GGUFError, match="claims|left in the file"):
+        read_gguf_info(path)
+    # and through the CLI: one line, exit 2
+    plan = tmp_path / "p.toml"
+    plan.write_text(
+        f'[matrix]\nmodels = ["{path}"]\n[[workload]]\nname = "w"\nprompt_tokens = 8\nn_predict = 8\n'
+    )
+    assert "synthetic-huge-array.gguf" in one_line_error(edgeprof("run", str(plan), "--check"))
+
+
+def test_a_gguf_of_a_million_empty_strings_is_refused_without_materialising_them(tmp_path: Path) -> None:
+    import struct
+
+    from edgeprof.gguf_info import GGUFError, read_gguf_info
+
+    n = 1_000_000
+    kv = _key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, n) + b"\0" * (8 * n)
+    path = tmp_path / "synthetic-empty-strings.gguf"
+    path.write_bytes(_gguf(kv, 1))
+    with pytest.raises(GGUFError, match="without tensors"):
+        read_gguf_info(path)
+
+
+def test_bounded_reader_agrees_with_the_gguf_package_on_real_files(tiny_models: dict[str, Path]) -> None:
+    import gguf
+
+    from edgeprof.gguf_info import read_gguf_info
+
+    for path in tiny_models.values():
+        info = read_gguf_info(path)
+        reader = gguf.GGUFReader(str(path), "r")
+        assert info.n_params == sum(int(t.n_elements) for t in reader.tensors)
+        assert info.tensor_bytes == sum(int(t.n_bytes) for t in reader.tensors)
+        assert info.vocab_size == len(reader.fields["tokenizer.ggml.tokens"].data)
+        assert info.context_length == int(reader.fields["llama.context_length"].contents())
