@@ -705,7 +705,7 @@ def test_in_ci_a_missing_capture_fails_instead_of_skipping() -> None:
 
 
 def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
-    """pytest-timeout is active with a bound of minutes: a test that loses its own timeout fails, not hangs."""
+    """pytest-timeout is active with a bound of minutes: a test losing its own timeout fails, never hangs."""
     assert request.config.pluginmanager.hasplugin("timeout")
     bound = float(request.config.getini("timeout"))
     assert 0 < bound <= 600
@@ -736,7 +736,7 @@ def test_a_gguf_array_claiming_2_40_items_is_one_line_and_bounded(tmp_path: Path
     # tokenizer.ggml.tokens: array of u32 (type 4) claiming 2^40 items, in a 1 KB file
     kv = _key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 4, 1 << 40)
     path.write_bytes(_gguf(kv, 1).ljust(1024, b"\0"))
-    with pytest.raises(GGUFError, match="claims|left in the file"):
+    with pytest.raises(GGUFError, match=r"claims|left in the file"):
         read_gguf_info(path)
     # and through the CLI: one line, exit 2
     plan = tmp_path / "p.toml"
