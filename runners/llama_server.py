@@ -420,7 +420,6 @@ async def _drive(
     phase("load", srv.t_spawn, res.t_ready, "cold")
     _code, props = await _get_json(base, "/props")
     res.props = props if isinstance(props, dict) else None
-    res.metrics_before = await scrape_metrics(base)
 
     req_timeout = float(serving.get("request_timeout_s", 60.0))
     conc = int(job["params"].get("concurrency") or 1)
@@ -477,7 +476,8 @@ async def _drive(
     n_warm = int(serving.get("warmup_requests", conc))
     if n_warm and not await level("warmup", n_warm, None, 1, conc):
         return
-    # 4. the measured load
+    # 4. the measured load; the counters are scraped around it, so their deltas are the level's own
+    res.metrics_before = await scrape_metrics(base)
     n_req = serving.get("requests")
     dur = serving.get("duration_s")
     ok = await level("measured", int(n_req) if n_req is not None else None, dur, 1 + n_warm, conc)
