@@ -93,6 +93,9 @@ def db_upgrade(db: DbOption = None) -> None:
     from edgeprof.storage.db import mask_url
     from edgeprof.storage.migrations import SchemaTooNewError, current_version, upgrade
 
+    from edgeprof.cli import _guard_write
+
+    _guard_write(db)  # issue 11's checks: never add our tables to someone else's SQLite file
     engine = _engine(db, migrate=False)
     try:
         applied = upgrade(engine)

@@ -713,6 +713,10 @@ def check_current(conn: Connection) -> None:
     _refuse_unknown(versions)
     missing = sorted(v for v in _BY_VERSION if v not in versions)
     if not versions:
+        from sqlalchemy import inspect
+
+        if inspect(conn).get_table_names():
+            raise SchemaOutdatedError("not an edgeprof database (it has tables but no schema_version)")
         raise SchemaOutdatedError(f"database has no edgeprof schema yet; {UPGRADE_HINT}")
     if missing:
         raise SchemaOutdatedError(

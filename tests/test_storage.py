@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import BigInteger, create_engine, inspect, text
@@ -235,3 +236,36 @@ def test_passwords_are_masked() -> None:
     assert mask_url("postgresql+psycopg://u:s3cret@db.example/x") == "postgresql+psycopg://u:***@db.example/x"
     assert "s3cret" not in mask_url("postgresql://u:s3cret@host:5432/x")
     assert mask_url("/var/lib/edgeprof.db") == "/var/lib/edgeprof.db"
+
+
+def _kill_bench() -> object:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "migration_kill.py"
+    spec = importlib.util.spec_from_file_location("migration_kill", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kill_9_during_an_upgrade_leaves_a_db_that_opens_and_upgrades(any_db: str) -> None:
+    """Bounded version of benchmarks/migration_kill.py (the >= 20-trial figures are in benchmarks/README)."""
+    bench: Any = _kill_bench()
+    url = db_url(any_db)
+    expect = bench.seed(url, 3000)
+    full_s, _ = bench.run_child(url, None)
+    for i, share in enumerate((0.15, 0.5, 0.85)):  # early, middle and late in the upgrade
+        if "://" in any_db:  # PostgreSQL: the same database, its schema dropped
+            engine = create_engine(url)
+            with engine.begin() as conn:
+                conn.execute(text("DROP SCHEMA public CASCADE"))
+                conn.execute(text("CREATE SCHEMA public"))
+            engine.dispose()
+            url_i = url
+        else:  # SQLite: a fresh file per trial
+            url_i = f"sqlite:///{Path(any_db).with_name(f'k{i}.db')}"
+        expect = bench.seed(url_i, 3000)
+        bench.run_child(url_i, full_s * share)
+        outcome = bench.check(url_i, expect)
+        assert outcome["ok"], outcome
