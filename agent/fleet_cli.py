@@ -90,10 +90,9 @@ def _exists(db: str | None) -> bool:
 
 def db_upgrade(db: DbOption = None) -> None:
     """Apply the schema steps this database lacks (each in one transaction; safe to interrupt and rerun)."""
+    from edgeprof.cli import _guard_write
     from edgeprof.storage.db import mask_url
     from edgeprof.storage.migrations import SchemaTooNewError, current_version, upgrade
-
-    from edgeprof.cli import _guard_write
 
     _guard_write(db)  # issue 11's checks: never add our tables to someone else's SQLite file
     engine = _engine(db, migrate=False)
