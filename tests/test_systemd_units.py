@@ -392,3 +392,27 @@ def test_install_needs_root_without_dry_run() -> None:
     result = _script(env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, user=user)
     assert result.returncode != 0
     assert "must run as root" in result.stderr
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_issue_11_hardening_lines(units: dict[str, Unit], name: str) -> None:
+    """UMask, no capabilities, address families, a syscall filter; DB and queue not world-readable."""
+    unit = units[name]
+    svc = unit["Service"]
+    assert one(unit, "Service", "UMask") == "0027"
+    assert one(unit, "Service", "StateDirectoryMode") == "0750"
+    assert one(unit, "Service", "CapabilityBoundingSet") == ""
+    assert set(one(unit, "Service", "RestrictAddressFamilies").split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+    filters = svc["SystemCallFilter"]
+    assert "@system-service" in filters
+    denied = next(f for f in filters if f.startswith("~")).lstrip("~").split()
+    assert {"@mount", "@module", "@reboot", "@debug", "@raw-io"} <= set(denied)
+    assert "ioctl" not in " ".join(denied)  # every GPU call is an ioctl
+    assert one(unit, "Service", "SystemCallErrorNumber") == "EPERM"
+    readme = (UNIT_DIR / "README.md").read_text()
+    assert "left out of the deny" in readme and "--allow-power-mode-change" in readme
+
+
+def test_install_script_keeps_the_queue_private() -> None:
+    text = SCRIPT.read_text()
+    assert "mode=2770" in text and "mode=0750" in text and "2775" not in text
