@@ -44,7 +44,7 @@ pre { background: #f7f7f7; border: 1px solid #e0e0e0; padding: 6px; font-size: 1
       white-space: pre-wrap; }
 .muted { color: #757575; }
 .badge { display: inline-block; padding: 1px 6px; border-radius: 8px; font-size: 11px; font-weight: 600; }
-.v-throttled, .v-unstable, .v-failed { background: #ffcdd2; color: #b71c1c; }
+.v-throttled, .v-unstable, .v-contended, .v-failed { background: #ffcdd2; color: #b71c1c; }
 .v-slowdown_not_thermal { background: #ffe0b2; color: #e65100; }
 .v-inconclusive, .v-none { background: #eeeeee; color: #616161; }
 .v-not_throttled, .v-stable, .v-ok { background: #c8e6c9; color: #1b5e20; }
@@ -123,6 +123,7 @@ CONFIG_HEADERS = (
     "J/tok net",
     "throttle",
     "stability",
+    "interference",
 )
 
 
@@ -158,6 +159,7 @@ def _config_cells(i: int, row: Mapping[str, Any]) -> list[str]:
         _td(fmt_value(row.get("decode_j_per_token_net_median"), 4), num=True),
         f"<td>{_badge(row.get('throttle_verdict'))}</td>",
         f"<td>{_badge(row.get('stability_verdict'))}</td>",
+        f"<td>{_badge(row.get('interference_verdict'))}</td>",
     ]
 
 
@@ -177,7 +179,7 @@ def _verdict_section(session: Session, runs: Sequence[Run]) -> str:
             f"<h3>#{run.seq} {_e(run.model_label)} ctx={run.n_ctx} ngl={run.n_gpu_layers} "
             f"t={run.n_threads} wl={_e(run.workload_name)} <span class='muted'>(run {run.id})</span></h3>"
         )
-        for kind in ("throttle", "stability"):
+        for kind in ("throttle", "stability", "interference"):
             v = mine.get(kind)
             if v is None:
                 continue
