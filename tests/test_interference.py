@@ -177,12 +177,14 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector) -> dict:
         return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0), collectors=[collector])
 
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    outcome = run_plan(engine, _plan(tmp_path, model), out=io.StringIO(), telemetry=factory, env=env)
+    out = io.StringIO()
+    outcome = run_plan(engine, _plan(tmp_path, model), out=out, telemetry=factory, env=env)
     assert outcome.counts == {"ok": 1}
     with new_session(engine) as s:
         verdict = s.scalars(select(Verdict).where(Verdict.kind == "interference")).one()
         rows = build_rows(s)
-        return {"value": verdict.value, "evidence": json.loads(verdict.evidence_json), "row": rows[0]}
+        evidence = json.loads(verdict.evidence_json)
+        return {"value": verdict.value, "evidence": evidence, "row": rows[0], "out": out.getvalue()}
 
 
 class QuietProcStat(ProcStatCollector):
@@ -232,5 +234,7 @@ def test_a_sweep_while_a_cpu_hog_runs_is_contended(tmp_path: Path, tiny_models: 
     print(f"hog {hog_cores:.2f} cores; others per rep", [e.get("other_cores") for e in evidence["reps"]])
     assert result["value"] == "contended", evidence
     assert result["row"]["interference_verdict"] == "contended"
+    # the sweep header said so before measuring (pyperf-style system check)
+    assert "warning: other busy processes" in result["out"], result["out"][:2000]
     # relative, whatever else runs here: the CPU time counted as "others" includes the hog's own
     assert evidence["other_cores_median"] >= 0.5 * hog_cores, (evidence["other_cores_median"], hog_cores)
