@@ -22,6 +22,7 @@ from edgeprof.bandwidth import (
 )
 from edgeprof.gguf_info import GGUFError
 from edgeprof.memory_model import (
+    RUNTIME_BASE_MIB,
     FitCheck,
     ModelShape,
     check_fit,
@@ -61,6 +62,10 @@ class FitChecker:
         self.gpu_offload = build_can_offload() if gpu_offload is None else gpu_offload
         self._shapes: dict[str, ModelShape | None] = {}
         self.errors: dict[str, str] = {}
+        # The runtime's own memory (interpreter, llama.cpp, a CUDA context on a GPU build) as this machine's
+        # finished runs show it; None until one has: the measured constant of memory_model is used.
+        self.runtime_mb: float | None = None
+        self.runtime_from: int | None = None
 
     def shape(self, path: str) -> ModelShape | None:
         if path not in self._shapes:
@@ -106,6 +111,7 @@ class FitChecker:
                 swa_full=bool(getattr(p, "swa_full", False)),
                 n_seq_max=int(getattr(p, "n_seq_max", 1) or 1),
                 n_outputs=n_outputs,
+                runtime_mb=self.runtime_mb if self.runtime_mb is not None else RUNTIME_BASE_MIB,
             )
         except ValueError:
             return None
@@ -115,10 +121,28 @@ class FitChecker:
         run.mem_available_mb = round(available, 1) if available is not None else None
         detail = pred.to_json()
         detail["reserve_mb"] = self.reserve_mb
+        detail["runtime_calibrated_from_run"] = self.runtime_from
         run.mem_prediction_json = json.dumps(detail, sort_keys=True)
         run.weights_read_bytes_per_token = weights_read_per_token(shape)
         run.kv_read_bytes_per_position = kv_read_per_token(shape, 1, p.n_ctx, p.n_ubatch, p.type_k, p.type_v)
         return fit
+
+    def calibrate(self, run: Run, spec: RunSpec) -> None:
+        """Learn the runtime's memory from a finished generation run: its peak RSS minus the predicted
+        weights, KV and compute on the host. The largest seen is kept (erring towards "does not fit" is
+        cheaper than an OOM kill); quality runs hold scoring arrays of their own and are not used."""
+        if run.status != "ok" or run.peak_rss_mb is None or not run.mem_prediction_json:
+            return
+        if getattr(spec.workload, "quality", None) is not None:
+            return
+        detail = json.loads(run.mem_prediction_json)
+        try:
+            rest = float(detail["host_mb"]) - float(detail["runtime_mb"])
+        except (KeyError, TypeError, ValueError):
+            return
+        observed = run.peak_rss_mb - rest
+        if observed > 0 and (self.runtime_mb is None or observed > self.runtime_mb):
+            self.runtime_mb, self.runtime_from = round(observed, 1), run.id
 
     def annotate_bandwidth(self, run: Run, spec: RunSpec) -> None:
         """Achieved GB/s of every rep that decoded: (weights + KV at the rep's mean depth) × tg_tps."""

@@ -37,7 +37,7 @@ MIB = 1024 * 1024
 # The worker process before it loads a model: interpreter, llama_cpp and ggml libraries, the event pipe.
 # Measured as VmHWM minus weights, KV and the touched compute on the demo models on x86_64 (CPU build):
 # 52–54 MiB. A CUDA build adds the CUDA context on top, which only a run on such a build can measure; it is
-# not guessed here (the prediction says "cpu build" in its breakdown so a reader knows).
+# not guessed here: the sweep replaces this constant by what its own finished runs show (agent/fit.py).
 RUNTIME_BASE_MIB = 52.0
 
 # Bytes per element of the KV cache types (llama-bench's -ctk/-ctv); block types as (block, bytes).
@@ -395,6 +395,7 @@ def predict_memory(
     swa_full: bool = False,
     n_seq_max: int = 1,
     n_outputs: int = 1,
+    runtime_mb: float = RUNTIME_BASE_MIB,
 ) -> MemoryPrediction:
     """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl);
     ``n_outputs``: positions whose logits a request keeps (1 for generation, every one for scoring)."""
@@ -440,7 +441,7 @@ def predict_memory(
         # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).
         compute_gpu = compute_bytes(shape, n_ctx, n_ub, fa, n_ub)
     mb = 1.0 / MIB
-    host = RUNTIME_BASE_MIB + (w_cpu + kv_cpu + compute_cpu) * mb
+    host = runtime_mb + (w_cpu + kv_cpu + compute_cpu) * mb
     gpu = (w_gpu + kv_gpu + compute_gpu) * mb
     if gpu_offload and ngl > 0:
         notes.append("CUDA context not included (not measured on this build)")
@@ -455,7 +456,7 @@ def predict_memory(
         kv_gpu_mb=kv_gpu * mb,
         compute_cpu_mb=compute_cpu * mb,
         compute_gpu_mb=compute_gpu * mb,
-        runtime_mb=RUNTIME_BASE_MIB,
+        runtime_mb=runtime_mb,
         unified=unified,
         n_kv_touched=n_kv_touched,
         notes=tuple(notes),

@@ -646,6 +646,7 @@ def _run_plan_held(
                             between_reps=cool if pace is not None else None,
                         )
                     _guarded(session, progress, "computing bandwidth", fitter.annotate_bandwidth, run, spec)
+                    fitter.calibrate(run, spec)
                     session.commit()
                     if hooks is not None:
                         _guarded(session, progress, "analysing the run", hooks.after_run, session, run, spec)

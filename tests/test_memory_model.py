@@ -324,3 +324,42 @@ cold_cache = "keep"
     # Resume: both are finished results (a skipped config is not retried unless asked)
     again = run_plan(engine, plan, out=io.StringIO(), device_root=root)
     assert again.n_skipped == 2 and again.counts == {}
+
+
+@pytest.mark.timeout(300)
+def test_the_sweep_calibrates_the_runtime_from_its_runs(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """After the first finished run, predictions use this machine's runtime memory (peak RSS minus the
+    predicted model parts), not the constant."""
+    model = tmp_path / "tiny-q8.gguf"
+    shutil.copy(tiny_models["Q8_0"], model)
+    text = f"""
+[matrix]
+models = ["{model}"]
+ctx = [256, 512]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+[repeat]
+cold = 1
+warmup = 0
+steady = 1
+[run]
+cold_cache = "keep"
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    engine = open_engine(tmp_path / "c.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), device_root=tmp_path)
+    assert outcome.counts == {"ok": 2}
+    with new_session(engine) as s:
+        first, second = s.scalars(select(Run).order_by(Run.id)).all()
+        d1 = json.loads(first.mem_prediction_json or "{}")
+        d2 = json.loads(second.mem_prediction_json or "{}")
+        assert d1["runtime_calibrated_from_run"] is None
+        assert d2["runtime_calibrated_from_run"] == first.id
+        assert first.peak_rss_mb is not None
+        expect = first.peak_rss_mb - (d1["host_mb"] - d1["runtime_mb"])
+        assert d2["runtime_mb"] == pytest.approx(expect, abs=0.15)
+        assert second.peak_rss_mb is not None and second.mem_predicted_mb is not None
+        assert abs(second.mem_predicted_mb - second.peak_rss_mb) <= 0.05 * second.peak_rss_mb + 4.0
