@@ -13,9 +13,16 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.mark.llama
-def test_the_readme_plan_example_validates(tmp_path: Path, tiny_models) -> None:
+def test_the_readme_plan_example_validates(
+    tmp_path: Path, tiny_models, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
     example = next(b for b in blocks if "[matrix]" in b and "[[workload]]" in b)
+    # The stand-in tiny models are trained for 2048 tokens (the example's 4096 is for the real ones), and this
+    # machine may have fewer CPUs than the example's 6 threads: both bounds are issue 11's, tested elsewhere.
+    assert "[run]\n" in example
+    example = example.replace("[run]\n", "[run]\nallow_ctx_beyond_train = true\n", 1)
+    monkeypatch.setattr("edgeprof.plan_bounds.logical_cpus", lambda: 64)
     example = example.replace("~/models/qwen2.5-1.5b-q8_0.gguf", str(tiny_models["Q8_0"]))
     example = example.replace("~/models/qwen2.5-1.5b-q4_k_m.gguf", str(tiny_models["Q4_K_M"]))
     plan = parse_plan(example, str(tmp_path / "readme.toml"), tmp_path)
