@@ -105,7 +105,9 @@ def test_cold_start_counts_from_spawn_and_timeouts_are_finished(
         runs = {r.model_label: r for r in s.scalars(select(Run))}
         assert runs["q8"].status == "timeout" and runs["q4"].status == "ok"
         q4 = runs["q4"].id
-        assert cold.cold_start_ms > from_load_ms + 1.0  # float noise; far below any process start
+        cold = s.scalars(
+            select(Measurement).where(Measurement.run_id == q4, Measurement.kind == "cold")
+        ).one()
         load = s.scalars(select(Phase).where(Phase.run_id == runs["q4"].id, Phase.name == "load")).one()
         assert cold.cold_start_ms is not None and cold.load_ms is not None and cold.ttft_ms is not None
         assert cold.cold_start_ms >= cold.load_ms + cold.ttft_ms
@@ -180,3 +182,75 @@ def test_quants_of_one_model_form_one_group(tmp_path: Path, tiny_models: dict[st
     assert len(groups) == 1
     f16 = read_gguf_info(tiny_models["F16"])
     assert model_group(specs[0], f16) in groups
+
+
+def test_one_x86_throttle_event_is_enough() -> None:
+    """Mutant: the x86 thermal_throttle counter flag needing more than one event during the load."""
+    from test_verdicts import STEADY_TPS, cool_metrics, inputs, series
+
+    from edgeprof.verdicts import throttle_verdict
+
+    metrics = cool_metrics()
+    metrics["throttle.package0.count"] = series(lambda t: 10.0 if t < 40 else 11.0)
+    result = throttle_verdict(inputs(STEADY_TPS, metrics))
+    assert result.value == "throttled"
+    assert result.evidence["hardware"]["detail"]["throttle.package0.count"]["delta"] == 1.0
+
+
+def _db_with_two_sources(tmp_path: Path) -> tuple[Any, int, int]:
+    """A sweep and run whose temp.cpu_c comes from two collectors, interleaved in time (synthetic)."""
+    from datetime import datetime
+
+    from edgeprof.sampler import SampleRow
+    from edgeprof.storage.models import Device, Sweep
+    from edgeprof.storage.samples import write_batch
+
+    engine = open_engine(tmp_path / "two.db")
+    now = datetime(2026, 1, 1)
+    with new_session(engine) as s:
+        device = Device(fingerprint="d" * 64, hostname="h", arch="x86_64", facts_json="{}", first_seen=now)
+        s.add(device)
+        s.flush()
+        sweep = Sweep(
+            name="s", plan_text="", plan_hash="h", device_id=device.id, edgeprof_version="t", started_at=now,
+            status="completed", n_specs=1,
+        )
+        s.add(sweep)
+        s.flush()
+        run = Run(
+            sweep_id=sweep.id, spec_id="a", seq=1, model_label="m", model_group="g", model_path="/m",
+            workload_name="w", workload_hash="h", workload_json="{}", params_json="{}", repeat_json="{}",
+            n_ctx=1, n_gpu_layers=0, n_threads=1, n_batch=1, n_ubatch=1, flash_attn="off", type_k="f16",
+            type_v="f16", use_mmap=True, status="ok", started_at=now,
+        )
+        s.add(run)
+        s.flush()
+        rows = [SampleRow(float(t), float(t), "first", "temp.cpu_c", 40.0, run.id) for t in range(0, 20, 2)]
+        rows += [SampleRow(float(t), float(t), "second", "temp.cpu_c", 90.0, run.id) for t in range(1, 20, 2)]
+        write_batch(s, sweep.id, rows)
+        s.commit()
+        return engine, sweep.id, run.id
+
+
+def test_two_collectors_of_one_metric_are_never_interleaved(tmp_path: Path) -> None:
+    """Mutant: the one-source-per-metric rule removed, so 40 °C and 90 °C readings alternate in one series."""
+    from edgeprof.plots import _load_samples
+    from edgeprof.verdicts import _series_of
+
+    engine, sweep_id, run_id = _db_with_two_sources(tmp_path)
+    with new_session(engine) as s:
+        values = {v for _t, v in _series_of(s, [run_id])[run_id]["temp.cpu_c"]}
+        plotted = {v for _t, v in _load_samples(s, sweep_id)["temp.cpu_c"]}
+    assert len(values) == 1 and len(plotted) == 1 and values == plotted
+
+
+def test_the_timeline_draws_every_series_with_its_data() -> None:
+    """Mutant: a series dropped from the plot (the PNG's size would hardly change: check the drawn data)."""
+    from edgeprof.plots import MAX_LINES, _new_figure, _plot_lines
+
+    fig = _new_figure(6, 3)
+    ax = fig.add_subplot(1, 1, 1)
+    lines = {f"temp.zone{i}_c": [(0.0, 40.0 + i), (1.0, 41.0 + i), (2.0, 42.0 + i)] for i in range(MAX_LINES)}
+    assert _plot_lines(ax, lines, t0=0.0, scale_t=1.0) == MAX_LINES
+    drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    assert drawn == {name: [v for _t, v in pts] for name, pts in lines.items()}
