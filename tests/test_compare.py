@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import dbbuild
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.compare import (
@@ -21,9 +21,8 @@ from edgeprof.compare import (
 )
 from edgeprof.report import ReportError
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Device, Measurement, Run, Sweep
+from edgeprof.storage.models import Measurement
 
-T0 = datetime(2024, 1, 1)
 
 
 def row(label: str = "m-q4", ctx: int = 512, **values: Any) -> dict[str, Any]:
@@ -153,50 +152,19 @@ def test_renderings() -> None:
 def add_sweep(
     s: Session, name: str, configs: Sequence[tuple[str, int, str, list[float], list[float]]]
 ) -> int:
-    dev = s.scalars(select(Device)).first()
-    if dev is None:
-        dev = Device(fingerprint="fp", hostname="h", arch="aarch64", facts_json="{}", first_seen=T0)
-        s.add(dev)
-        s.flush()
-    sweep = Sweep(
-        name=name,
-        plan_text="",
-        plan_hash=name,
-        device_id=dev.id,
-        edgeprof_version="0",
-        started_at=T0,
-        status="completed",
-        n_specs=len(configs),
-    )
-    s.add(sweep)
-    s.flush()
+    sweep = dbbuild.add_sweep(s, name=name, n_specs=len(configs))
     for seq, (label, ctx, status, tgs, ttfts) in enumerate(configs, start=1):
-        run = Run(
-            sweep_id=sweep.id,
+        run = dbbuild.add_run(
+            s,
+            sweep,
+            seq,
             spec_id=f"{label}-{ctx}",
-            seq=seq,
             model_label=label,
-            model_group="m",
             model_path=f"/{label}.gguf",
-            workload_name="w",
-            workload_hash="wh",
             workload_json='{"n_predict": 32}',
-            params_json="{}",
-            repeat_json="{}",
             n_ctx=ctx,
-            n_gpu_layers=0,
-            n_threads=4,
-            n_batch=512,
-            n_ubatch=512,
-            flash_attn="auto",
-            type_k="f16",
-            type_v="f16",
-            use_mmap=True,
             status=status,
-            started_at=T0,
         )
-        s.add(run)
-        s.flush()
         for i, (v, ttft) in enumerate(zip(tgs, ttfts, strict=True)):
             s.add(Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, pp_tps=100.0, ttft_ms=ttft))
         s.add(Measurement(run_id=run.id, kind="cold", rep=0, tg_tps=1.0, pp_tps=1.0, ttft_ms=999.0))

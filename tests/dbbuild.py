@@ -1,0 +1,95 @@
+"""One builder for the hand-built (synthetic) test databases: a device, a sweep, runs and measurements with
+every NOT NULL column given a neutral default, so a test states only what it is about.
+
+Used by test_compare, test_plots_html, test_report and test_verdicts instead of four copies of the same
+20-column ``Run(...)``. Rows are flushed (ids assigned), never committed: the caller decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from edgeprof.storage.models import Device, Measurement, Run, Sweep
+
+T0 = datetime(2024, 1, 1)
+
+DEVICE_DEFAULTS: dict[str, Any] = {
+    "fingerprint": "fp",
+    "hostname": "h",
+    "arch": "aarch64",
+    "facts_json": "{}",
+    "first_seen": T0,
+}
+SWEEP_DEFAULTS: dict[str, Any] = {
+    "name": "s",
+    "plan_text": "",
+    "edgeprof_version": "0",
+    "started_at": T0,
+    "status": "completed",
+    "n_specs": 1,
+}
+RUN_DEFAULTS: dict[str, Any] = {
+    "model_label": "m",
+    "model_group": "m",
+    "model_path": "/m.gguf",
+    "workload_name": "w",
+    "workload_hash": "wh",
+    "workload_json": '{"n_predict": 64}',
+    "params_json": "{}",
+    "repeat_json": "{}",
+    "n_ctx": 512,
+    "n_gpu_layers": 0,
+    "n_threads": 4,
+    "n_batch": 512,
+    "n_ubatch": 512,
+    "flash_attn": "auto",
+    "type_k": "f16",
+    "type_v": "f16",
+    "use_mmap": True,
+    "status": "ok",
+    "started_at": T0,
+}
+
+
+def add_device(s: Session, **fields: Any) -> Device:
+    """The device with this fingerprint (default ``fp``), created if the database has none yet."""
+    values = DEVICE_DEFAULTS | fields
+    found = s.scalars(select(Device).where(Device.fingerprint == values["fingerprint"])).first()
+    if found is not None:
+        return found
+    device = Device(**values)
+    s.add(device)
+    s.flush()
+    return device
+
+
+def add_sweep(s: Session, device: Device | None = None, **fields: Any) -> Sweep:
+    values = SWEEP_DEFAULTS | fields
+    values.setdefault("plan_hash", values["name"])
+    sweep = Sweep(device_id=(device or add_device(s)).id, **values)
+    s.add(sweep)
+    s.flush()
+    return sweep
+
+
+def add_run(s: Session, sweep: Sweep | int, seq: int, **fields: Any) -> Run:
+    """A run of ``sweep`` (or a sweep id) with neutral defaults; ``fields`` override any column."""
+    sweep_id = sweep if isinstance(sweep, int) else sweep.id
+    values = RUN_DEFAULTS | {"spec_id": f"spec{seq}"} | fields
+    run = Run(sweep_id=sweep_id, seq=seq, **values)
+    s.add(run)
+    s.flush()
+    return run
+
+
+def add_steady(s: Session, run: Run, tg_tps: Sequence[float], **fields: Any) -> list[Measurement]:
+    """One steady measurement per value of ``tg_tps`` (reps 0, 1, ...); ``fields`` go on every one."""
+    rows = [Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, **fields) for i, v in enumerate(tg_tps)]
+    s.add_all(rows)
+    s.flush()
+    return rows
