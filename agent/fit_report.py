@@ -78,15 +78,16 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
     recs = recommend(rows, budget)
     mark_rows(rows, recs)
     note = bandwidth_note(rows, session)
+    lines = render_recommendations(recs)
     for row in rows:
-        row["_recommendations"] = recs  # for the renderers, not the schema
+        # for the renderers, not the schema; text only (a Recommendation holds its rows: a cycle)
+        row["_recommendation_lines"] = lines
         row["_bw_note"] = note
     return recs
 
 
 def recommendation_lines(rows: list[dict[str, Any]]) -> list[str]:
-    recs: list[Recommendation] = rows[0].get("_recommendations", []) if rows else []
-    return render_recommendations(recs)
+    return list(rows[0].get("_recommendation_lines") or []) if rows else []
 
 
 def fmt_memory(row: dict[str, Any]) -> str:
