@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import dbbuild
@@ -22,7 +21,6 @@ from edgeprof.compare import (
 from edgeprof.report import ReportError
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement
-
 
 
 def row(label: str = "m-q4", ctx: int = 512, **values: Any) -> dict[str, Any]:
