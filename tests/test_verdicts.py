@@ -12,11 +12,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import dbbuild
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.collectors.registry import build_collectors
+from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
 from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
 from edgeprof.sweep import run_plan
 from edgeprof.telemetry import Telemetry
 from edgeprof.verdicts import (
@@ -34,11 +40,6 @@ from edgeprof.verdicts import (
     trip_points_from,
     value_at,
 )
-from edgeprof.collectors.registry import build_collectors
-from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
-from edgeprof.runners.protocol import FAULT_ENV
-from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Device, Measurement, Phase, Run, Sample, Sweep, Verdict
 
 TRIPS = {"temp.cpu_c": [("active", 50.0), ("passive", 85.0), ("critical", 105.0)]}
 
@@ -316,7 +317,6 @@ def test_config_verdict_takes_the_worst_attempt() -> None:
 
 
 # -- a hand-built database -------------------------------------------------------------------------------
-T0 = datetime(2024, 1, 1)
 
 
 def add_run(
@@ -330,32 +330,7 @@ def add_run(
     tps: Sequence[float],
     threads: int = 4,
 ) -> Run:
-    run = Run(
-        sweep_id=sweep.id,
-        spec_id=f"spec{seq}",
-        seq=seq,
-        model_label="m-q4",
-        model_group="m",
-        model_path="/m.gguf",
-        workload_name="w",
-        workload_hash="wh",
-        workload_json='{"n_predict": 64}',
-        params_json="{}",
-        repeat_json="{}",
-        n_ctx=512,
-        n_gpu_layers=0,
-        n_threads=threads,
-        n_batch=512,
-        n_ubatch=512,
-        flash_attn="auto",
-        type_k="f16",
-        type_v="f16",
-        use_mmap=True,
-        status="ok",
-        started_at=T0,
-    )
-    s.add(run)
-    s.flush()
+    run = dbbuild.add_run(s, sweep, seq, model_label="m-q4", n_threads=threads)
     s.add(Phase(run_id=run.id, name="idle", t_start_mono=t0 - 5, t_end_mono=t0))
     s.add(Phase(run_id=run.id, name="load", kind="cold", rep=0, t_start_mono=t0, t_end_mono=t0 + 1))
     for i, v in enumerate(tps):
@@ -399,20 +374,7 @@ def add_run(
 
 
 def make_sweep(s: Session) -> Sweep:
-    dev = Device(fingerprint="fp", hostname="h", arch="aarch64", facts_json="{}", first_seen=T0)
-    s.add(dev)
-    s.flush()
-    sweep = Sweep(
-        name="s",
-        plan_text="",
-        plan_hash="h",
-        device_id=dev.id,
-        edgeprof_version="0",
-        started_at=T0,
-        status="completed",
-        n_specs=3,
-    )
-    s.add(sweep)
+    sweep = dbbuild.add_sweep(s, name="s", plan_hash="h", n_specs=3)
     s.commit()
     return sweep
 
