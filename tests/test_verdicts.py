@@ -8,7 +8,6 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
