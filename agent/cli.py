@@ -455,7 +455,9 @@ def demo(
         size=size.value, q8=paths["Q8_0"], q5=paths["Q5_K_M"], q4=paths["Q4_K_M"], threads=default_threads()
     )
     plan_path = out / f"demo-{size.value}.toml"
-    plan_path.write_text(text)
+    from edgeprof.safefs import replace_file
+
+    replace_file(plan_path, text.encode())  # never through a symlink planted in the models folder
     try:
         parsed = parse_plan(text, source=str(plan_path), base=out)
     except PlanError as exc:
@@ -543,6 +545,10 @@ def agent(
             help="Push each finished sweep to this central DB (background, retried; never blocks a sweep).",
         ),
     ] = None,
+    compact_keep_raw: Annotated[
+        str | None,
+        typer.Option("--compact-keep-raw", help="After each sweep, `db compact --keep-raw` this (e.g. 7d)."),
+    ] = None,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     import logging
@@ -559,6 +565,12 @@ def agent(
         fail(f"plan {plan}: no such file")
     try:
         until_t = parse_until(until)
+    except ValueError as exc:
+        fail(str(exc))
+    from edgeprof.storage.retention import parse_duration
+
+    try:
+        keep_raw_s = parse_duration(compact_keep_raw) if compact_keep_raw is not None else None
     except ValueError as exc:
         fail(str(exc))
     logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
@@ -585,6 +597,7 @@ def agent(
             wait=wait,
             allow_power_mode_change=allow_power_mode_change,
             push_to=push_to,
+            compact_keep_raw_s=keep_raw_s,
         ),
     )
     runner.install_signals()

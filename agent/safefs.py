@@ -210,6 +210,20 @@ def queue_locked(queue: Path, **kwargs: object) -> Iterator[QueueLock]:
         lock.release()
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace a file edgeprof owns (the demo plan) via temp file + rename: a symlink there is replaced by
+    the new file, never written through."""
+    dir_fd = open_dir(path.parent)
+    tmp = f".{path.name}.{os.getpid()}.tmp"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        create_new(dir_fd, tmp, data)
+        os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 # How an earlier report is recognised: the generator tag, or the title every report so far began with.
 REPORT_MARKERS = (b'<meta name="generator" content="edgeprof">', b"<title>edgeprof sweep ")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -149,6 +150,31 @@ def test_second_writer_is_refused_naming_the_holder_and_a_dead_holder_is_taken_o
     with engine.begin() as conn:
         conn.execute(text("UPDATE sweep_lease SET pid = :p, released_at = NULL"), {"p": dead.pid})
     acquire(engine, "plan:1:abc", owner=Owner(host=other.host, pid=2, proc_start="y"))
+
+
+def test_the_lease_works_on_every_backend(any_db: str) -> None:
+    """A row, not a file lock: the same exclusion on PostgreSQL as on SQLite."""
+    eng = open_engine(any_db)
+    key = f"plan:1:{os.getpid()}-{time.monotonic_ns()}"
+    held = acquire(eng, key)
+    other = Owner(host=Owner.me().host, pid=1, proc_start="x")
+    with pytest.raises(LeaseHeld):
+        acquire(eng, key, owner=other)
+    held.beat(force=True)
+    held.release()
+    acquire(eng, key, owner=other).release()
+    eng.dispose()
+
+
+def test_replace_file_replaces_a_planted_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from edgeprof.safefs import replace_file
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    plan = tmp_path / "demo.toml"
+    plan.symlink_to(victim)
+    replace_file(plan, b"name = 'demo'\n")
+    assert victim.read_text() == "keep" and not plan.is_symlink() and plan.read_bytes() == b"name = 'demo'\n"
 
 
 def test_reused_pid_and_other_hosts_are_judged_by_start_time_and_heartbeat(engine: Any) -> None:
@@ -599,6 +625,22 @@ def test_a_read_only_database_is_one_line_before_anything_runs(
         assert "cannot be written" in one_line_error(edgeprof("run", str(plan), "--db", str(db)))
     finally:
         db.chmod(0o644)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("chattr"), reason="chattr +i needs root")
+def test_an_immutable_database_is_one_line_before_anything_runs(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    db = tmp_path / "imm.db"
+    open_engine(db).dispose()
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute")
+    plan = tmp_path / "p.toml"
+    plan.write_text(plan_text(tiny_models))
+    try:
+        assert "immutable" in one_line_error(edgeprof("run", str(plan), "--db", str(db)))
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
 # -- 2: the queue lock ----------------------------------------------------------------------------------
