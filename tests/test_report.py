@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import dbbuild
 import pytest
 from sqlalchemy import Engine
 
@@ -26,7 +27,7 @@ from edgeprof.report import (
     render_table,
 )
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Device, Measurement, ModelFile, Run, Sweep
+from edgeprof.storage.models import Measurement, ModelFile, Run
 
 # --- agreement ------------------------------------------------------------------------------------------
 
@@ -75,31 +76,22 @@ def _run(
     sweep_id: int, seq: int, mf: ModelFile, label: str, *, spec_id: str, ctx: int = 512, **kw: Any
 ) -> Run:
     workload = {"name": "wl", "prompt": None, "prompt_tokens": 128, "n_predict": 64}
-    return Run(
-        sweep_id=sweep_id,
-        spec_id=spec_id,
-        seq=seq,
-        model_file_id=mf.id,
-        model_label=label,
-        model_group="demo",
-        model_path=mf.path,
-        workload_name="wl",
-        workload_hash="w" * 64,
-        workload_json=json.dumps(workload),
-        params_json="{}",
-        repeat_json=json.dumps({"cold": 1, "warmup": 1, "steady": 5}),
-        n_ctx=ctx,
-        n_gpu_layers=0,
-        n_threads=2,
-        n_batch=512,
-        n_ubatch=512,
-        flash_attn="off",
-        type_k="f16",
-        type_v="f16",
-        use_mmap=True,
-        started_at=NOW,
-        **kw,
-    )
+    mine = {
+        "model_file_id": mf.id,
+        "model_label": label,
+        "model_group": "demo",
+        "model_path": mf.path,
+        "workload_name": "wl",
+        "workload_hash": "w" * 64,
+        "workload_json": json.dumps(workload),
+        "repeat_json": json.dumps({"cold": 1, "warmup": 1, "steady": 5}),
+        "n_ctx": ctx,
+        "n_threads": 2,
+        "flash_attn": "off",
+        "started_at": NOW,
+    }
+    # not added: the caller attaches measurements first (dbbuild.add_run would flush it at once)
+    return Run(sweep_id=sweep_id, spec_id=spec_id, seq=seq, **(dbbuild.RUN_DEFAULTS | mine | kw))
 
 
 def _steady(rep: int, tg: float, pp: float, ttft: float, tokens: list[int]) -> Measurement:
@@ -117,19 +109,11 @@ def _steady(rep: int, tg: float, pp: float, ttft: float, tokens: list[int]) -> M
 def build_sweep(db: Path | str) -> Built:
     engine = open_engine(db)
     with new_session(engine) as s:
-        device = Device(fingerprint="f" * 64, hostname="box", arch="x86_64", facts_json="{}", first_seen=NOW)
-        s.add(device)
-        s.flush()
-        sweep = Sweep(
-            name="t",
-            plan_text="",
-            plan_hash="h" * 64,
-            device_id=device.id,
-            edgeprof_version="0.1.0",
-            started_at=NOW,
-            status="done",
-            n_specs=3,
+        device = dbbuild.add_device(s, fingerprint="f" * 64, hostname="box", arch="x86_64", first_seen=NOW)
+        sweep = dbbuild.add_sweep(
+            s, device, name="t", plan_hash="h" * 64, edgeprof_version="0.1.0", started_at=NOW, status="done"
         )
+        sweep.n_specs = 3
         # Q8_0: 8.0 bits per weight; Q4_K_M: 4.5.
         q8 = ModelFile(
             path="/m/q8.gguf", sha256="8" * 64, size_bytes=2_000_000, mtime_ns=1, n_params=N_PARAMS
