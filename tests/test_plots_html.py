@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+import dbbuild
 import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -20,11 +21,11 @@ from edgeprof.html_report import render_html, write_html
 from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.plots import comparison_png, timeline_png
 from edgeprof.report import ReportError, build_rows
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
 from edgeprof.sweep import run_plan
 from edgeprof.telemetry import Telemetry
 from edgeprof.verdicts import analyse_run, analyse_sweep
-from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2024, 5, 1, 12, 0)
@@ -95,29 +96,19 @@ def build_db(s: Session, *, telemetry: bool, hot_second_run: bool = True) -> int
         )
         s.add(mf)
         s.flush()
-        run = Run(
-            sweep_id=sweep.id,
+        run = dbbuild.add_run(
+            s,
+            sweep,
+            seq,
             spec_id=f"spec-{seq}",
-            seq=seq,
             model_file_id=mf.id,
             build_id=build.id if status == "ok" else None,
             model_label=label,
             model_group="llama",
             model_path=mf.path,
             workload_name="chat",
-            workload_hash="wh",
             workload_json=json.dumps({"n_predict": 128}),
-            params_json="{}",
-            repeat_json="{}",
             n_ctx=2048,
-            n_gpu_layers=0,
-            n_threads=4,
-            n_batch=512,
-            n_ubatch=512,
-            flash_attn="auto",
-            type_k="f16",
-            type_v="f16",
-            use_mmap=True,
             status=status,
             reason=reason,
             exit_code=None,
@@ -128,8 +119,6 @@ def build_db(s: Session, *, telemetry: bool, hot_second_run: bool = True) -> int
             t_end_mono=t0 + 70,
             peak_rss_mb=1800.0 + 100 * seq,
         )
-        s.add(run)
-        s.flush()
         s.add(Phase(run_id=run.id, name="cooldown", t_start_mono=t0 - 20, t_end_mono=t0 - 5))
         s.add(Phase(run_id=run.id, name="idle", t_start_mono=t0 - 5, t_end_mono=t0))
         s.add(Phase(run_id=run.id, name="load", kind="cold", rep=0, t_start_mono=t0, t_end_mono=t0 + 2))
