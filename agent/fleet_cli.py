@@ -259,8 +259,12 @@ def import_(
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    db_app.command("version")(db_version)
-    db_app.command("upgrade")(db_upgrade)
+    db_app.command("version", epilog="Example: edgeprof db version --db postgresql://edgeprof@central/fleet")(
+        db_version
+    )
+    db_app.command("upgrade", epilog="Example: edgeprof db upgrade --db ~/.local/share/edgeprof/edgeprof.db")(
+        db_upgrade
+    )
     app.command(epilog="Example: edgeprof sweeps --device orin-nano-1")(sweeps)
     app.command(epilog="Example: edgeprof push --to postgresql://edgeprof@central/fleet --all")(push)
     app.command(epilog="Example: edgeprof export --sweep 3 -o sweep3.jsonl.gz")(export)

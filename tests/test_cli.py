@@ -98,6 +98,11 @@ def test_run_check_valid_plan(
 
 
 def test_report_on_empty_db(tmp_path: Path) -> None:
+    # A reader never creates the DB (issue 13): first the missing file, then an empty upgraded one.
+    missing = edgeprof(tmp_path, "report")
+    assert "no edgeprof database" in assert_bad_input(missing)
+    assert not (tmp_path / "cli.db").exists()
+    assert edgeprof(tmp_path, "db", "upgrade").returncode == 0
     result = edgeprof(tmp_path, "report")
     first = assert_bad_input(result)
     assert "no sweep" in first
@@ -106,6 +111,7 @@ def test_report_on_empty_db(tmp_path: Path) -> None:
 
 
 def test_report_unknown_sweep(tmp_path: Path) -> None:
+    assert edgeprof(tmp_path, "db", "upgrade").returncode == 0
     first = assert_bad_input(edgeprof(tmp_path, "report", "--sweep", "999"))
     assert "999" in first
 
