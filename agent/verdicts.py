@@ -689,6 +689,26 @@ def trip_points_from(collectors: Iterable[Any]) -> dict[str, list[tuple[str, flo
     return {}
 
 
+def stored_roles(session: Session, sweep_id: int) -> dict[str, MetricRole]:
+    """Metric roles as the collectors declared them when the sweep ran (stored with their status), so a
+    sweep measured with a collector this installation lacks is still judged by what its metrics were."""
+    from edgeprof.storage.models import CollectorStatus
+
+    out: dict[str, MetricRole] = {}
+    query = select(CollectorStatus.metrics_json).where(CollectorStatus.sweep_id == sweep_id)
+    for raw in session.scalars(query):
+        try:
+            entries = json.loads(raw)
+        except (TypeError, ValueError):
+            continue
+        for entry in entries if isinstance(entries, list) else []:
+            role = entry.get("role") if isinstance(entry, dict) else None
+            parsed = MetricRole.from_json(role) if isinstance(role, dict) else None
+            if parsed is not None:
+                out.setdefault(str(entry.get("name")), parsed)
+    return out
+
+
 def stored_trip_points(session: Session, sweep_id: int) -> dict[str, list[tuple[str, float]]]:
     """Trip points stored with the sweep's collector status: a later ``analyse`` needs no live device."""
     from edgeprof.storage.models import CollectorStatus
@@ -797,6 +817,7 @@ def inputs_for_run(
         trip_points=dict(trip_points or {}),
         max_freq_mhz=reference_clocks(session, run),
         gpu_in_use=run.n_gpu_layers != 0,
+        roles=stored_roles(session, run.sweep_id),
     )
 
 

@@ -10,7 +10,7 @@ its test; nothing in ``agent/`` changes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 Role = Literal[
@@ -82,7 +82,9 @@ class MetricRole:
         return _TO_MW.get(self.unit)
 
     def as_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, False, "")} | {"role": self.role}
+        """The fields that differ from their defaults (what ``from_json`` needs), always with ``role``."""
+        defaults = {f.name: f.default for f in fields(self)}
+        return {k: v for k, v in asdict(self).items() if v != defaults[k]} | {"role": self.role}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MetricRole | None:

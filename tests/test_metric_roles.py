@@ -59,6 +59,8 @@ def test_unknown_names_have_no_role_and_roles_survive_json() -> None:
     assert registry.role_of("amdgpu0.junction_c") is None
     role = MetricRole("energy", "uJ", "cpu", scope="device", wrap=2.0**32, instance="package")
     assert MetricRole.from_json(json.loads(json.dumps(role.as_json()))) == role
+    fixed = registry.role_of("temp.pmic_die_c")  # thermometer=False must survive the round trip
+    assert fixed is not None and MetricRole.from_json(json.loads(json.dumps(fixed.as_json()))) == fixed
     assert MetricRole.from_json({"nonsense": 1}) is None
     assert component_of_sensor("x86_pkg_temp") == "cpu" and component_of_sensor("GPU-therm") == "gpu"
 
@@ -177,3 +179,10 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
         assert set(panels["power"]) == {"hwmon0.board_mw"}
         out = plots.timeline_png(s, run.sweep_id, tmp_path / "t.png")
         assert out.stat().st_size > 1000
+        # judged again where the collector is not installed: the roles stored with the sweep still speak
+        monkeypatch.undo()
+        assert registry.role_of("hwmon0.edge_c") is None
+        from edgeprof.verdicts import analyse_run
+
+        again = {v.kind: v for v in analyse_run(s, run.id)}
+        assert "hwmon0.edge_c" in json.loads(again["throttle"].evidence_json)["temperature"]["zones"]
