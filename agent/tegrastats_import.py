@@ -445,7 +445,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help=(
                 "Print one JSON object per line of the log: timestamp, ram, swap, cpus, emc, gpu, temps_c, "
-                "rails_mw, engines (null where the line does not say)."
+                "temps_second_c, rails_mw, engines (null where the line does not say)."
             ))
         ] = False,
         db: Annotated[
