@@ -1,8 +1,10 @@
 """Which collectors exist, building them by name, and the ``doctor`` view of what this machine offers.
 
 To add a source (tegrastats, jtop, nvml, ...): write ``collectors/<source>.py`` with a ``Collector``
-subclass whose ``name`` is unique and whose constructor takes only ``root``, then list the class in
-``PLATFORM_COLLECTORS`` below. Nothing else here changes.
+subclass whose ``name`` is unique, whose constructor takes only ``root`` and whose ``role_of`` says what
+each of its metrics is (``collectors/roles.py``: temperature, clock, power gauge, energy counter, ...), then
+list the class in ``PLATFORM_COLLECTORS`` below. Nothing else changes: energy and J/token, phase
+aggregates, verdicts and plots find its metrics by role (``role_of``/``roles_for`` here).
 """
 
 from __future__ import annotations
