@@ -122,8 +122,8 @@ def render(info: dict[str, Any]) -> str:
             lines.append(f"  unavailable: {srv.get('reason') or srv.get('error')}")
         else:
             lines.append(f"  path             {srv['path']} ({srv['source']})")
-            version = srv.get("build_number") or "?"
-            lines.append(f"  llama.cpp        build {version}, commit {srv.get('commit') or 'unknown'}")
+            version = srv.get("version") or "?"
+            lines.append(f"  llama.cpp        version {version}, commit {srv.get('commit') or 'unknown'}")
             devices = srv.get("devices") or []
             offload = f"yes: {'; '.join(devices)}" if devices else "no (CPU-only build: -ngl has no effect)"
             lines.append(f"  GPU offload      {offload}")

@@ -88,9 +88,14 @@ def _probe(path: str, timeout_s: float) -> dict[str, Any]:
         )
         text = (out.stdout + out.stderr).strip()
         info["version_text"] = text[-1000:]
-        m = re.search(r"version:\s*(\d+)\s*\(([0-9a-fA-F]+|unknown)\)", text)
+        # "version: 7001 (abc1234)" in llama.cpp's own builds; "version: 0.5.0-dev (build 0, commit unknown)"
+        # in newer trees; from an sdist (no .git) the commit is "unknown": the sdist version identifies it
+        m = re.search(
+            r"version:\s*(\S+)\s*\((?:build\s*(\d+),\s*)?(?:commit\s*)?([0-9a-fA-F]+|unknown)\)", text
+        )
         if m:
-            info["build_number"], info["commit"] = m.group(1), m.group(2)
+            info["version"], info["commit"] = m.group(1), m.group(3)
+            info["build_number"] = m.group(2) or m.group(1)
     except (OSError, subprocess.SubprocessError) as exc:
         info["error"] = f"--version failed: {exc}"
         return info
