@@ -131,6 +131,8 @@ class AgentConfig:
     allow_power_mode_change: bool = False
     # Issue 13: push each finished sweep to this central DB, in the background (agent/fleet_push.py).
     push_to: str | None = None
+    # Issue 12: after each finished sweep, downsample raw telemetry older than this (``db compact``).
+    compact_keep_raw_s: float | None = None
 
 
 class Agent:
@@ -458,4 +460,15 @@ class Agent:
         if self._pusher is not None:
             self._pusher.request(outcome.sweep_id)  # issue 13: in the background; never holds the queue
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
+        if self.config.compact_keep_raw_s is not None:
+            self._compact(self.config.compact_keep_raw_s)
+
+    def _compact(self, keep_raw_s: float) -> None:
+        from edgeprof.retention_cli import run_compact
+
+        try:  # retention is housekeeping: a failure is logged, never a failed sweep or a stopped agent
+            with open(os.devnull, "w") as sink:
+                log.info("db compact: %s", run_compact(self.engine, keep_raw_s, vacuum=False, out=sink))
+        except Exception:
+            log.exception("db compact after the sweep failed")
         self._move(plan_path, "done", None, data)
