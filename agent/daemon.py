@@ -460,6 +460,7 @@ class Agent:
         if self._pusher is not None:
             self._pusher.request(outcome.sweep_id)  # issue 13: in the background; never holds the queue
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
+        self._move(plan_path, "done", None, data)
         if self.config.compact_keep_raw_s is not None:
             self._compact(self.config.compact_keep_raw_s)
 
@@ -471,4 +472,3 @@ class Agent:
                 log.info("db compact: %s", run_compact(self.engine, keep_raw_s, vacuum=False, out=sink))
         except Exception:
             log.exception("db compact after the sweep failed")
-        self._move(plan_path, "done", None, data)
