@@ -124,6 +124,15 @@ def test_parameters_in_effect_match_llama_bench_and_swa_cache_follows_its_formul
     expected = _kv_mib(n_ctx, 1, n_embd_kv) + _kv_mib(swa_cells, 5, n_embd_kv)
     assert eff["kv_cache_mib"] == pytest.approx(expected)
 
+    # a unified cache shared by 3 sequences keeps 3 windows: GGML_PAD(min(n_ctx, n_swa * 3 + n_ubatch), 256)
+    uni, _ = _run(
+        _job(models["swa"], params={"n_ctx": n_ctx, "n_ubatch": 256, "kv_unified": True, "n_seq_max": 3})
+    )
+    assert uni["kv_unified"] is True and uni["n_seq_max"] == 3
+    assert sorted(c["cells"] for c in uni["kv_caches"]) == [_pad(SWA_WINDOW * 3 + 256), n_ctx]  # 768
+    one, _ = _run(_job(models["swa"], params={"n_ctx": n_ctx, "n_ubatch": 256}))
+    assert sorted(c["cells"] for c in one["kv_caches"]) == [_pad(SWA_WINDOW + 256), n_ctx]  # 512
+
     # swa_full = true (llama_context_default_params()'s value) sizes every layer for the whole context
     full, _ = _run(_job(models["swa"], params={"n_ctx": n_ctx, "n_ubatch": n_ubatch, "swa_full": True}))
     assert full["swa_full"] is True
