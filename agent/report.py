@@ -499,6 +499,10 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     fails = _failures(rows)
     if fails:
         lines += ["", "**Failed configs and device changes:**", ""] + [f"- {esc(f)}" for f in fails]
+    depth_lines = render_depth_lines(rows)  # issue 10: the curve users ask for
+    if depth_lines:
+        lines += ["", "**tg t/s and TTFT against context depth (steady reps):**", "", "```"]
+        lines += [*depth_lines, "```"]
     lines += render_serving(everything, markdown=True)  # issue 14: the HTTP API, apart
     return "\n".join(lines)
 

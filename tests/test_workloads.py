@@ -16,7 +16,7 @@ from sqlalchemy import select
 from edgeprof.chat import read_chat_meta, render_chat
 from edgeprof.demo_models import CHATML_TEMPLATE, write_f16_gguf
 from edgeprof.plan import PARITY_DEFAULTS, PlanError, parse_plan
-from edgeprof.report import FIELD_NAMES, build_rows, render_table
+from edgeprof.report import FIELD_NAMES, build_rows, render_markdown, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.runners.llama_worker import kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
@@ -355,6 +355,7 @@ def test_report_and_html_plot_tg_and_ttft_against_depth(models, tmp_path: Path) 
         assert rows[1]["kv_used_cells"] == rows[0]["kv_used_cells"] + 128
         table = render_table(rows)
         assert "tg t/s and TTFT against context depth" in table and "depth    128" in table
+        assert "depth    128" in render_markdown(rows)
         html = render_html(s, outcome.sweep_id)
         fills = {
             (r.depth, ph.kind)
