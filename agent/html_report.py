@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.depth_plot import depth_png
-from edgeprof.fit_report import recommendation_lines
+from edgeprof.fit_report import fmt_bandwidth, fmt_memory, recommendation_lines
 from edgeprof.pareto_plot import has_speed_vs_kld, speed_vs_kld_png
 from edgeprof.plots import comparison_png, timeline_png
 from edgeprof.recommend import budget_from_plan_text
@@ -115,6 +115,8 @@ CONFIG_HEADERS = (
     "tg t/s med [min–max]",
     "TTFT p50/p95 ms",
     "RSS MB",
+    "mem pred/peak MB",
+    "BW GB/s (%)",
     "shared/GPU MB",
     "agree vs ref",
     "tg×ref",
@@ -151,6 +153,8 @@ def _config_cells(i: int, row: Mapping[str, Any]) -> list[str]:
         _td(fmt_spread(row, "tg_tps"), num=True),
         _td(ttft, num=True),
         _td(fmt_value(row.get("peak_rss_mb")), num=True),
+        _td(fmt_memory(dict(row)), num=True),  # issue 9: predicted before the run vs measured peak
+        _td(fmt_bandwidth(dict(row)), num=True),
         _td(f"{fmt_value(row.get('peak_shared_mb'))}/{fmt_value(row.get('peak_gpu_mem_mb'))}", num=True),
         _td(agree),
         _td(fmt_value(row.get("tg_ratio_vs_ref"), 2), num=True),
