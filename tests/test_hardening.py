@@ -333,7 +333,10 @@ def test_a_stop_after_the_last_config_does_not_leave_the_sweep_running(
 ) -> None:
     engine = open_engine(tmp_path / "s.db")
     plan = parse_plan(plan_text(tiny_models), source=str(tmp_path / "p.toml"), base=tmp_path)
-    outcome = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=StopWhileTelemetryStops)
+    try:
+        outcome = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=StopWhileTelemetryStops)
+    except KeyboardInterrupt:
+        pytest.fail("the stop escaped run_plan and left the sweep running")
     assert outcome.interrupted
     with new_session(engine) as session:
         assert session.get(Sweep, outcome.sweep_id).status == "interrupted"
@@ -610,6 +613,28 @@ def test_a_damaged_database_is_one_line_for_every_command_and_run_does_not_write
     for command in commands:
         proc = edgeprof(*command, "--db", str(db))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (command, proc.stderr[-1500:])
+
+
+def test_run_refuses_a_database_damaged_where_the_sweep_would_not_notice(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    """Only the (empty) verdict table's page is damaged: a sweep without telemetry never touches it, so
+    without quick_check `run` would write into a DB failing integrity_check and exit 0."""
+    db = tmp_path / "v.db"
+    open_engine(db).dispose()
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        (pageno,) = conn.execute("SELECT pageno FROM dbstat WHERE name = 'verdict'").fetchone()
+    with db.open("r+b") as fh:
+        fh.seek((pageno - 1) * page)
+        fh.write(b"\xff" * 16)  # not a b-tree page any more
+    before = db.read_bytes()
+    plan = tmp_path / "p.toml"
+    plan.write_text(plan_text(tiny_models))
+    line = one_line_error(edgeprof("run", str(plan), "--db", str(db), "--no-telemetry"))
+    assert "damaged" in line and ".recover" in line
+    assert db.read_bytes() == before
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")
