@@ -334,7 +334,9 @@ def test_a_stop_after_the_last_config_does_not_leave_the_sweep_running(
     engine = open_engine(tmp_path / "s.db")
     plan = parse_plan(plan_text(tiny_models), source=str(tmp_path / "p.toml"), base=tmp_path)
     try:
-        outcome = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=StopWhileTelemetryStops)
+        outcome = run_plan(
+            engine, plan, out=io.StringIO(), env=clean_env(), telemetry=StopWhileTelemetryStops
+        )
     except KeyboardInterrupt:
         pytest.fail("the stop escaped run_plan and left the sweep running")
     assert outcome.interrupted
