@@ -68,27 +68,54 @@ def _number(pattern: str, text: str, what: str) -> float:
     return float(m.group(1))
 
 
-def run_llama_perplexity(tool: Path, args: list[str]) -> str:
+# llama.cpp's logger (common/log.cpp) is a leaked singleton with a worker thread, so the last lines of a run,
+# the final statistics among them, are often lost when the process exits (the source says so, issue 22142).
+# A preloaded destructor that waits half a second at exit lets the worker write them; nothing else changes.
+SHIM_C = (
+    "#include <unistd.h>\n"
+    "__attribute__((destructor)) static void edgeprof_wait_for_log_thread(void) { usleep(500000); }\n"
+)
+
+
+def log_shim(work: Path) -> Path:
+    src, lib = work / "logshim.c", work / "logshim.so"
+    src.write_text(SHIM_C)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        sys.exit("a C compiler (cc) is needed for the log shim; llama-perplexity was built with one")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def run_llama_perplexity(tool: Path, args: list[str], shim: Path) -> str:
     cmd = [str(tool), *args]
     log(" ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
+    env = {**os.environ, "LD_PRELOAD": str(shim)}
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env,
+                              check=False)
+        out.seek(0)
+        text = out.read()
     if proc.returncode != 0:
-        sys.exit(f"llama-perplexity failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc.stdout + proc.stderr
+        sys.exit(f"llama-perplexity failed ({proc.returncode}):\n{text[-3000:]}")
+    return text
 
 
 def llama_side(tool: Path, models: dict[str, Path], text_file: Path, ctx: int, chunks: int, threads: int,
-               work: Path) -> dict[str, Any]:
+               fa: str, work: Path) -> dict[str, Any]:
     base = work / "base.kld"
+    shim = log_shim(work)
     common = ["-c", str(ctx), "-b", str(ctx), "-ub", str(min(512, ctx)), "-t", str(threads),
-              "--chunks", str(chunks), "-ngl", "0"]
+              "--chunks", str(chunks), "-ngl", "0", "-fa", fa]  # llama.cpp's default -fa is auto
     out = run_llama_perplexity(
-        tool, ["-m", str(models["F16"]), "-f", str(text_file), "--kl-divergence-base", str(base), *common]
+        tool, ["-m", str(models["F16"]), "-f", str(text_file), "--kl-divergence-base", str(base), *common],
+        shim,
     )
     result: dict[str, Any] = {"ppl_ref": _number(r"Final estimate: PPL = ([0-9.eE+-]+)", out, "final PPL")}
     for quant in VARIANTS:
         out = run_llama_perplexity(
-            tool, ["-m", str(models[quant]), "--kl-divergence-base", str(base), "--kl-divergence", *common]
+            tool, ["-m", str(models[quant]), "--kl-divergence-base", str(base), "--kl-divergence", *common],
+            shim,
         )
         result[quant] = {
             "ppl": _number(r"Mean PPL\(Q\)\s*:\s*([0-9.eE+-]+)", out, "Mean PPL(Q)"),
@@ -111,6 +138,7 @@ models = [
 ]
 ngl = [0]
 threads = [{threads}]
+flash_attn = ["{fa}"]
 [[workload]]
 name = "kld"
 kind = "quality"
@@ -125,14 +153,16 @@ idle_s = 0
 """
 
 
-def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, work: Path) -> dict[str, Any]:
+def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, fa: str,
+                  work: Path) -> dict[str, Any]:
     os.environ["EDGEPROF_CACHE_DIR"] = str(work / "cache")
     from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.sweep import run_plan
 
-    text = PLAN.format(ctx=ctx, chunks=chunks, threads=threads, **{k: str(v) for k, v in models.items()})
+    paths = {k: str(v) for k, v in models.items()}
+    text = PLAN.format(ctx=ctx, chunks=chunks, threads=threads, fa=fa, **paths)
     plan = parse_plan(text, source=str(work / "plan.toml"), base=work)
     engine = open_engine(work / "edgeprof.db")
     log("edgeprof: quality sweep over F16 + " + ", ".join(VARIANTS))
@@ -152,6 +182,7 @@ def main() -> int:
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--fa", default="off", choices=("off", "on"), help="flash attention, both tools")
     args = ap.parse_args()
 
     from edgeprof.demo_models import build_demo_models
@@ -164,9 +195,9 @@ def main() -> int:
         text_file = work / "text.txt"
         text_file.write_bytes(default_text().encode("utf-8"))
         t0 = time.monotonic()
-        llama = llama_side(tool, models, text_file, args.ctx, args.chunks, args.threads, work)
+        llama = llama_side(tool, models, text_file, args.ctx, args.chunks, args.threads, args.fa, work)
         t1 = time.monotonic()
-        ours = edgeprof_side(models, args.ctx, args.chunks, args.threads, work)
+        ours = edgeprof_side(models, args.ctx, args.chunks, args.threads, args.fa, work)
         t2 = time.monotonic()
 
     checks: list[tuple[str, bool, str]] = []
@@ -196,14 +227,14 @@ def main() -> int:
     print("\n".join(lines))
     n_tok = ref["quality_n_tokens"]
     print(f"\n{args.size} demo models, ctx {args.ctx}, {args.chunks} chunks ({n_tok} scored tokens), "
-          f"{args.threads} threads; text sha256 {DEFAULT_TEXT_SHA256[:16]}…; "
+          f"{args.threads} threads, flash-attn {args.fa}; text sha256 {DEFAULT_TEXT_SHA256[:16]}…; "
           f"llama-perplexity {t1 - t0:.0f} s, edgeprof {t2 - t1:.0f} s")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"quality-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     keys = ("kld_mean", "kld_se", "kld_p99", "same_top_pct", "ppl", "ppl_ref", "delta_ppl")
     keys += ("quality_n_tokens",)
     out.write_text(json.dumps({
-        "size": args.size, "ctx": args.ctx, "chunks": args.chunks, "threads": args.threads,
+        "size": args.size, "ctx": args.ctx, "chunks": args.chunks, "threads": args.threads, "fa": args.fa,
         "llama_perplexity": llama,
         "edgeprof": {q: {k: ours[q][k] for k in keys} for q in ("F16", *VARIANTS)},
         "checks": [{"what": w, "ok": ok, "rule": r} for w, ok, r in checks],
