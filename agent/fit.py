@@ -50,16 +50,39 @@ def build_can_offload() -> bool:
         return False
 
 
+def nvml_gpu_free_mb() -> float | None:
+    """Free memory of GPU 0 from NVML (a discrete GPU), MiB; None without pynvml, a driver or a GPU."""
+    try:
+        import pynvml  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0))
+            return float(info.free) / (1024 * 1024)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - NVML raises its own error types; no reading is "unknown"
+        return None
+
+
 class FitChecker:
     """Predicts each spec's memory (the model's GGUF read once) and compares it with MemAvailable."""
 
     def __init__(
-        self, root: Path | str = "/", reserve_mb: float = 0.0, gpu_offload: bool | None = None
+        self,
+        root: Path | str = "/",
+        reserve_mb: float = 0.0,
+        gpu_offload: bool | None = None,
+        gpu_free_mb: Callable[[], float | None] | None = None,
     ) -> None:
         self.root = root
         self.reserve_mb = reserve_mb
         self.unified = is_unified_memory(root)
         self.gpu_offload = build_can_offload() if gpu_offload is None else gpu_offload
+        # A discrete GPU's own memory is checked apart from the host's (on a Jetson it is the same pool).
+        self.gpu_free_mb = gpu_free_mb or nvml_gpu_free_mb
         self._shapes: dict[str, ModelShape | None] = {}
         self.errors: dict[str, str] = {}
         # The runtime's own memory (interpreter, llama.cpp, a CUDA context on a GPU build) as this machine's
@@ -117,6 +140,10 @@ class FitChecker:
             return None
         available = mem_available_mb(self.root)
         fit = check_fit(pred, available, self.reserve_mb)
+        if fit.fits is not False and not self.unified and pred.gpu_mb > 0:
+            gpu_free = self.gpu_free_mb()
+            if gpu_free is not None and pred.gpu_mb > gpu_free:
+                fit = FitCheck(False, pred.gpu_mb, gpu_free, 0.0, what="GPU memory")
         run.mem_predicted_mb = round(pred.total_mb, 1)
         run.mem_available_mb = round(available, 1) if available is not None else None
         detail = pred.to_json()

@@ -495,11 +495,13 @@ class FitCheck:
     needed_mb: float
     available_mb: float | None
     reserve_mb: float
+    what: str = ""  # "" for the host's (or unified) memory, "GPU memory" for a discrete GPU's
 
     def message(self) -> str:
         avail = "unknown" if self.available_mb is None else fmt_gb(self.available_mb)
         extra = f" after the plan's reserve of {fmt_gb(self.reserve_mb)}" if self.reserve_mb else ""
-        return f"needs ≈ {fmt_gb(self.needed_mb)}, {avail} available{extra}"
+        of = f" of {self.what}" if self.what else ""
+        return f"needs ≈ {fmt_gb(self.needed_mb)}{of}, {avail} available{extra}"
 
 
 def check_fit(prediction: MemoryPrediction, available_mb: float | None, reserve_mb: float = 0.0) -> FitCheck:

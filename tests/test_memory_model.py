@@ -363,3 +363,36 @@ cold_cache = "keep"
         assert d2["runtime_mb"] == pytest.approx(expect, abs=0.15)
         assert second.peak_rss_mb is not None and second.mem_predicted_mb is not None
         assert abs(second.mem_predicted_mb - second.peak_rss_mb) <= 0.05 * second.peak_rss_mb + 4.0
+
+
+def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
+    decides; on unified memory (a Jetson) the host check alone does."""
+    from edgeprof.fit import FitChecker
+    from edgeprof.plan import expand
+
+    text = f"""
+[matrix]
+models = ["{tiny_models["Q8_0"]}"]
+ctx = [256]
+ngl = [99]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemAvailable: 99999999 kB\n")
+    run = Run()
+    fit = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(run, spec)
+    assert fit is not None and fit.fits is False
+    assert "of GPU memory, 0 MB available" in fit.message()
+    ok = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 1000.0).assess(Run(), spec)
+    assert ok is not None and ok.fits is True
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
+    jetson = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(Run(), spec)
+    assert jetson is not None and jetson.fits is True
