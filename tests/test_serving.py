@@ -367,3 +367,18 @@ def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_st
     assert not marker.exists()  # refused before the server was started
     for run, _level, _reqs in rows:
         assert "available" in (run.reason or "") and "the server was not started" in (run.reason or "")
+
+
+@needs_server
+def test_open_loop_poisson_arrivals_under_a_concurrency_cap(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
+    text = plan.text.replace("concurrency = [2]", "concurrency = [2]\nrequest_rate = [20.0]")
+    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    assert (run.request_rate, run.concurrency) == (20.0, 2)
+    assert level is not None and level.request_rate == 20.0 and (level.n_requests, level.n_ok) == (6, 6)
+    measured = sorted((q for q in reqs if q.kind == "measured"), key=lambda q: q.t_send_mono)
+    assert len(measured) == 6 and measured[-1].t_send_mono > measured[0].t_send_mono  # arrivals spread out
