@@ -197,6 +197,9 @@ def execute_quality_spec(
         }
         if mode == "base":
             job["text"] = q.text
+        # No write transaction may stay open while the child runs: the sweep lease's heartbeat writes on its
+        # own connection from inside run_child, and would wait out SQLite's busy timeout behind ours.
+        session.commit()
         try:
             return run_child(
                 job, spec.timeout_s, on_event=relay, env=env, heartbeat=heartbeat, command=worker_command()
