@@ -21,6 +21,7 @@ from edgeprof.bandwidth import (
     weights_read_per_token,
 )
 from edgeprof.gguf_info import GGUFError
+from edgeprof.jetson import comparable_state
 from edgeprof.memory_model import (
     RUNTIME_BASE_MIB,
     FitCheck,
@@ -196,7 +197,7 @@ def record_sweep_bandwidth(
 ) -> None:
     """Once per sweep: the probe's figure (skipped on resume when stored) and the board's datasheet one."""
     if sweep.bw_datasheet_gbps is None:
-        power_mode = (state or {}).get("power_mode") if isinstance(state, dict) else None
+        power_mode = (comparable_state(state) or {}).get("power_mode")  # nvpmodel's name, e.g. MAXN_SUPER
         entry = datasheet_bandwidth(facts.get("board_model"), facts.get("ram_total_mb"), power_mode)
         if entry is not None:
             sweep.bw_datasheet_gbps, sweep.bw_datasheet_source = entry.gbps, entry.source

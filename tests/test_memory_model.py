@@ -396,3 +396,20 @@ n_predict = 4
     (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
     jetson = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(Run(), spec)
     assert jetson is not None and jetson.fits is True
+
+
+def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
+    from edgeprof.fit import record_sweep_bandwidth
+
+    sweep = Sweep()
+    facts = {
+        "board_model": "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+        "ram_total_mb": 7620,
+    }
+    state = {"nvpmodel": {"name": "MAXN_SUPER", "id": 2}, "jetson_clocks": None, "fan": None}
+    record_sweep_bandwidth(sweep, facts, state, lambda: SYNTHETIC_PROBE)
+    assert sweep.bw_datasheet_gbps == 102.0 and "Super" in (sweep.bw_datasheet_source or "")
+    assert sweep.bw_probe_gbps == 10.0
+    plain = Sweep()
+    record_sweep_bandwidth(plain, facts, {"nvpmodel": {"name": "15W", "id": 0}}, None)
+    assert plain.bw_datasheet_gbps == 68.0 and plain.bw_probe_gbps is None  # no probe: NULL, never 0
