@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from edgeprof.collectors.registry import role_of
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep, Verdict
-from edgeprof.storage.samples import read_samples
+from edgeprof.storage.samples import envelope, read_series
 
 PHASE_COLORS: dict[str, str] = {
     "load": "#9e9e9e",
@@ -40,6 +40,8 @@ MAX_LINES = 8
 NOT_MEASURED = "not measured"
 
 Points = list[tuple[float, float]]
+# Per plotted series; more than the figure's pixel width, so nothing visible is lost (issue 12).
+MAX_PLOT_POINTS = 4000
 _PANEL_ROLES = frozenset({"temperature", "clock", "clock_cap", "power"})
 
 
@@ -132,15 +134,17 @@ def _load_samples(session: Session, sweep_id: int) -> dict[str, Points]:
         return seen[metric]
 
     out: dict[str, Points] = {}
-    owner: dict[str, str] = {}
-    for r in read_samples(session, sweep_id, metrics=plotted, with_nulls=False):
-        metric, t, value, source = r.metric, r.t_mono, r.value, r.source
-        # one source per metric (tegrastats and jtop both report temp.* on a Jetson), as Telemetry does
-        if owner.setdefault(metric, source) != source:
+    first_t: dict[str, float] = {}
+    # Columnar (storage.samples.read_series): a night is ~10 M readings; rows of them would take minutes.
+    for (_source, metric), (t, v) in sorted(read_series(session, sweep_id, plotted).items()):
+        # one source per metric (tegrastats and jtop both report temp.* on a Jetson), as Telemetry does:
+        # the one whose readings start first
+        if not len(t) or (metric in first_t and first_t[metric] <= float(t[0])):
             continue
-        v = _finite(value)
-        if v is not None:
-            out.setdefault(metric, []).append((float(t), v))
+        first_t[metric] = float(t[0])
+        # a 13-inch figure shows a few thousand points per line: keep each bucket's min and max
+        tt, vv = envelope(t, v, MAX_PLOT_POINTS)
+        out[metric] = list(zip(tt.tolist(), vv.tolist(), strict=True))
     return out
 
 

@@ -26,6 +26,7 @@ by an older edgeprof or a test fixture), so nothing stored is ever invisible.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zlib
@@ -597,3 +598,74 @@ def seal_run(session: Session | Connection, run_id: int, max_ticks: int = MAX_TI
             session.execute(delete(SampleBlock).where(SampleBlock.id.in_([b.id for b in group])))
             removed += len(group) - 1
     return removed
+
+
+# --------------------------------------------------------------------------------------------- columnar
+
+
+def read_series(
+    session: Session | Connection,
+    sweep_id: int | None = None,
+    metrics: MetricFilter = None,
+    *,
+    run_ids: Collection[int] | None = None,
+    t0: float | None = None,
+    t1: float | None = None,
+) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
+    """(source, metric) -> (t_mono, value) arrays in time order, NULL and non-finite readings left out.
+
+    The columnar twin of :func:`read_samples` for readers of whole nights (plots): numpy only, no row
+    objects, so 10 M readings cost seconds, not minutes. Legacy rows are included too.
+    """
+    wanted = _wanted(metrics)
+    parts: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
+    q = select(SampleBlock.source, SampleBlock.data)
+    if sweep_id is not None:
+        q = q.where(SampleBlock.sweep_id == sweep_id)
+    if run_ids is not None:
+        q = q.where(SampleBlock.run_id.in_(list(run_ids)))
+    if t0 is not None:
+        q = q.where(SampleBlock.t_end_mono >= t0)
+    if t1 is not None:
+        q = q.where(SampleBlock.t_start_mono <= t1)
+    for source, data in session.execute(q):
+        t_mono, _tw, cols = decode_block(data)
+        for name, idx, vals, nulls in cols:
+            if not wanted(name):
+                continue
+            t = t_mono[idx]
+            keep = ~nulls & np.isfinite(vals)
+            if t0 is not None:
+                keep &= t >= t0
+            if t1 is not None:
+                keep &= t <= t1
+            parts.setdefault((source, name), []).append((t[keep], vals[keep]))
+    for r in _read_legacy(session, sweep_id, t0, t1, wanted, run_ids, None, False):
+        if r.value is not None and np.isfinite(r.value):
+            parts.setdefault((r.source, r.metric), []).append((np.array([r.t_mono]), np.array([r.value])))
+    out: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+    for key, chunks in parts.items():
+        t = np.concatenate([c[0] for c in chunks])
+        v = np.concatenate([c[1] for c in chunks])
+        order = np.argsort(t, kind="stable")
+        out[key] = (t[order], v[order])
+    return out
+
+
+def envelope(t: np.ndarray, v: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ~``max_points`` points that keep every bucket's minimum and maximum (for drawing a long
+    series: a throttling dip or a temperature peak stays visible; the stored readings are untouched)."""
+    n = len(t)
+    if n <= max_points:
+        return t, v
+    n_buckets = max(1, max_points // 2)
+    edges = np.linspace(0, n, n_buckets + 1).astype(np.int64)
+    keep: list[np.ndarray] = []
+    for a, b in itertools.pairwise(edges.tolist()):
+        if b <= a:
+            continue
+        seg = v[a:b]
+        i, j = a + int(np.argmin(seg)), a + int(np.argmax(seg))
+        keep.append(np.array(sorted({i, j})))
+    idx = np.concatenate(keep)
+    return t[idx], v[idx]
