@@ -152,6 +152,10 @@ def _open_engine(db: str | None, *, read_only: bool = False) -> Any:
         fail(f"{mask_url(db)}: {scrub(str(exc), db)}")
     except (SQLAlchemyError, OSError) as exc:
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        if "malformed" in first[0] or "not a database" in first[0]:  # issue 11: say how to recover
+            from edgeprof.storage.guard import describe_sqlite_error
+
+            fail(describe_sqlite_error(scrub(first[0], db), mask_url(db)))
         fail(f"cannot open database {mask_url(db)}: {scrub(first[0], db)}")
 
 

@@ -48,9 +48,13 @@ def logical_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def _num(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _too_big(chk: Checker, place: str, value: float, limit: float, why: str) -> None:
     if value > limit:
-        chk.add(place, f"{value:g} is above the limit {limit:g} ({why})")
+        chk.add(place, f"{_num(value)} is above the limit {_num(limit)} ({why})")
 
 
 def _axis(chk: Checker, axes: Mapping[str, Iterable[Any]], axis: str, limit: float, why: str) -> None:

@@ -81,9 +81,16 @@ def counters(db: Path, before: dict[int, tuple[str, str, int]]) -> dict[str, int
             "GROUP BY sweep_id, spec_id HAVING count(*) > 1)"
         ).fetchone()[0]
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        reconciled = conn.execute("SELECT count(*) FROM run WHERE status = 'interrupted'").fetchone()[0]
     after = snapshot(db)
     lost = sum(1 for run_id, row in before.items() if after.get(run_id) != row)
-    return {"running": running, "twice": twice, "lost": lost, "integrity": int(integrity != "ok")}
+    return {
+        "running": running,
+        "twice": twice,
+        "lost": lost,
+        "integrity": int(integrity != "ok"),
+        "reconciled": reconciled,
+    }
 
 
 def workers_of(pid: int) -> list[int]:
@@ -134,13 +141,14 @@ def kill_trial(i: int, plan: Path, db: Path, rng: random.Random, max_delay_s: fl
     before = snapshot(db)
     done = resume(plan, db)
     c = counters(db, before) if db.exists() else {"running": 0, "twice": 0, "lost": 0, "integrity": 0}
+    c["mid_run"] = int(c.get("reconciled", 0) > 0)
     c["orphans"] = orphans
     c["resume_rc"] = int(done.returncode != 0)
     print(
         f"kill {i:2d}: after {delay:4.1f} s, {len(before)} ok runs before resume, "
         f"resume rc {done.returncode}; "
         f"running {c['running']} twice {c['twice']} lost {c['lost']} integrity {c['integrity']} "
-        f"orphans {orphans}",
+        f"orphans {orphans} reconciled {c['reconciled']}",
         flush=True,
     )
     return c
@@ -205,7 +213,9 @@ def main() -> int:
     print(f"configs measured twice:         {total.get('twice', 0)}")
     print(f"finished configs lost:          {total.get('lost', 0)}")
     print(f"integrity_check failures:       {total.get('integrity', 0)}")
-    print(f"(workers outliving a killed run: {total.get('orphans', 0)}; second writer refused: "
+    mid = total.get("mid_run", 0)
+    print(f"(kills that hit a config mid-run, its run reconciled to interrupted: {mid} of "
+          f"{args.kills}; workers outliving a killed run: {total.get('orphans', 0)}; second writer refused: "
           f"{total.get('refused', 0)} of {args.pairs}; tracebacks: {total.get('tracebacks', 0)}; "
           f"failed resumes: {total.get('resume_rc', 0)})")
     bad = sum(total.get(k, 0) for k in ("running", "twice", "lost", "integrity"))
