@@ -382,3 +382,20 @@ def test_open_loop_poisson_arrivals_under_a_concurrency_cap(tmp_path: Path, tiny
     assert level is not None and level.request_rate == 20.0 and (level.n_requests, level.n_ok) == (6, 6)
     measured = sorted((q for q in reqs if q.kind == "measured"), key=lambda q: q.t_send_mono)
     assert len(measured) == 6 and measured[-1].t_send_mono > measured[0].t_send_mono  # arrivals spread out
+
+
+@needs_server
+def test_a_level_bounded_by_duration_sends_no_request_after_it(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=1)
+    text = plan.text.replace("\nrequests = 1\n", "\nduration_s = 1.0\n")
+    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    assert plan.serving is not None and plan.serving.requests is None and plan.serving.duration_s == 1.0
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    measured = [q for q in reqs if q.kind == "measured"]
+    assert level is not None and level.n_requests == len(measured) >= 2
+    first = min(q.t_send_mono for q in measured)
+    assert level.t_start_mono is not None and first >= level.t_start_mono
+    assert all(q.t_send_mono <= level.t_start_mono + 1.0 + 0.05 for q in measured)  # none sent after it
