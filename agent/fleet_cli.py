@@ -168,6 +168,9 @@ def push(
             ids = select_sweeps(session, sweep, _parse_since(since), everything)
         except FleetError as exc:
             _fail(str(exc))
+    from edgeprof.cli import _guard_write
+
+    _guard_write(to)  # a SQLite target: never write into someone else's file (issue 11's checks)
     target = _engine(to)
     sent: list[int] = []
 
@@ -242,6 +245,9 @@ def import_(
         stream = open_export(path)
     except OSError as exc:
         _fail(f"cannot read {path}: {exc.strerror}")
+    from edgeprof.cli import _guard_write
+
+    _guard_write(db)
     target = _engine(db)
 
     def report(uid: str, counts: Any) -> None:

@@ -326,3 +326,32 @@ def test_a_push_killed_midway_is_completed_by_pushing_again(devices: dict[str, P
     assert since.returncode == 0 and "0 rows added" in since.stdout
     neither = edgeprof("push", "--to", pg_db_url, "--db", str(src))
     assert neither.returncode == 2 and "--all" in neither.stderr
+
+
+def test_three_writers_at_once_into_one_postgresql_db(
+    tmp_path: Path, tiny_models: dict[str, Path], pg_db_url: str
+) -> None:
+    """The issue's crash: three `run`s at once on a fresh central DB (same device, build and model file)."""
+    procs = []
+    for i in range(3):
+        plan = tmp_path / f"plan{i}.toml"
+        plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"]).replace('name = "fleet"', f'name = "w{i}"'))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "edgeprof", "run", str(plan), "--db", pg_db_url, "--no-telemetry"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert "Traceback" not in err and "duplicate key" not in err
+    counts = row_counts(pg_db_url)
+    assert counts["sweep"] == 3 and counts["run"] == 3
+    assert counts["device"] == 1 and counts["build"] == 1 and counts["model_file"] == 1
+    engine = create_engine(pg_db_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT DISTINCT status FROM run")).all() == [("ok",)]
+    engine.dispose()
