@@ -617,7 +617,7 @@ def agent(
 def _register_extras() -> None:
     from edgeprof.fleet_cli import register as register_fleet
     from edgeprof.service import register as register_service
-    from edgeprof.tegrastats_import import register
+    from edgeprof.tegrastats_cli import register
 
     register(app)
     register_service(app)
@@ -632,15 +632,17 @@ _register_extras()
 
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
-    from sqlalchemy.exc import DBAPIError
-
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("edgeprof: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except DBAPIError as exc:
+    except Exception as exc:
         # A damaged, full or read-only database found mid-command: one line and what to do, no traceback.
+        # (SQLAlchemy is looked up only now: importing it up front would cost every `--help` its start-up.)
+        sa_exc = sys.modules.get("sqlalchemy.exc")
+        if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
+            raise
         from edgeprof.storage.guard import describe_sqlite_error
 
         typer.echo(f"edgeprof: error: {describe_sqlite_error(str(exc.orig or exc))}", err=True)

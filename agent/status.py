@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.lease import owner_gone
-from edgeprof.sweep import FINISHED_STATUSES, utcnow
+from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 
 # An agent beats every few seconds even mid-run; three times that without news means it is gone.

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -35,15 +34,11 @@ from edgeprof.progress import Progress
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
+from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.syscheck import system_warnings
 
-# A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
-# an interrupted run is always redone. Failures are kept unless the user asks to retry them.
-FINISHED_STATUSES = ("ok", "load_failed", "error", "crashed", "timeout", "skipped_memory")
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+# FINISHED_STATUSES and utcnow live in run_states (light enough for `status`); imported here for the sweep's
+# callers that name them through this module.
 
 
 class SweepHooks(Protocol):

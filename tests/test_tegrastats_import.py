@@ -21,8 +21,8 @@ from edgeprof.tegrastats_import import (
     TegrastatsImportError,
     import_log,
     parse_timestamp,
-    register,
 )
+from edgeprof.tegrastats_cli import register
 from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Sweep
