@@ -23,7 +23,8 @@ from edgeprof.progress import Progress, outcome_style
 pyte = pytest.importorskip("pyte")
 
 EDGEPROF = [sys.executable, "-m", "edgeprof"]
-RECORDS = r"edgeprof.*?2configs(\[\d/2\]run\d+q\d.*?ok.*?ETA\d+:\d\d\))+sweep\d+:2ok"
+# Header lines (system-check warnings, the bandwidth probe) may come before the first record, never between.
+RECORDS = r"edgeprof.*?2configs.*?(\[\d/2\]run\d+q\d.*?ok.*?ETA\d+:\d\d\))+sweep\d+:2ok"
 
 pytestmark = pytest.mark.timeout(300)
 
