@@ -466,6 +466,7 @@ def demo(
         parsed = parse_plan(text, source=str(plan_path), base=out)
     except PlanError as exc:
         fail("; ".join(exc.lines()))
+    _guard_write(db)
     engine = _open_engine(db)
     sweep_id = _run_plan(engine, parsed, new=True, retry_failed=False)
     with new_session(engine) as session:

@@ -34,8 +34,8 @@ from sqlalchemy.orm import Session
 
 from edgeprof.bandwidth import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
-from edgeprof.sweep import run_plan, utcnow
 from edgeprof.storage.models import AgentState
+from edgeprof.sweep import run_plan, utcnow
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -413,9 +413,22 @@ class Agent:
             if self.config.plan is not None:
                 self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
             return
-        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
         from edgeprof.lease import LeaseHeld
+        from edgeprof.storage.guard import StorageGuardError, check_before_write
         from edgeprof.sweep import SweepAborted
+
+        if self.db_path is not None:
+            try:
+                # Before every sweep, not only at start: the DB may have been damaged or made read-only
+                # since (a long-running agent, a full SD card, someone's chattr).
+                check_before_write(self.db_path)
+            except StorageGuardError as exc:
+                log.error("%s", exc)
+                self.set_state("error", str(exc)[:300])
+                self.exit_code = 2
+                self.stop_requested.set()
+                return
+        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
 
         try:
             outcome = run_plan(

@@ -840,3 +840,26 @@ def test_bounded_reader_agrees_with_the_gguf_package_on_real_files(tiny_models: 
         assert info.tensor_bytes == sum(int(t.n_bytes) for t in reader.tensors)
         assert info.vocab_size == len(reader.fields["tokenizer.ggml.tokens"].data)
         assert info.context_length == int(reader.fields["llama.context_length"].contents())
+
+
+def test_the_agent_checks_the_database_before_every_sweep(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    """Damaged after the agent started: the next plan is not run, the agent stops (exit 2), the plan stays."""
+    from edgeprof.daemon import Agent, AgentConfig
+
+    db = tmp_path / "a.db"
+    engine = open_engine(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        (pageno,) = conn.execute("SELECT pageno FROM dbstat WHERE name = 'verdict'").fetchone()
+    with db.open("r+b") as fh:
+        fh.seek((pageno - 1) * page)
+        fh.write(b"\xff" * 16)
+    queue = tmp_path / "q"
+    queue.mkdir()
+    (queue / "p.toml").write_text(plan_text(tiny_models))
+    agent = Agent(engine, db, AgentConfig(queue=queue, plan=None, once=True, telemetry=False))
+    assert agent.run() == 2
+    assert (queue / "p.toml").exists() and not (queue / "done").exists()
