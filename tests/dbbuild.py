@@ -89,7 +89,9 @@ def add_run(s: Session, sweep: Sweep | int, seq: int, **fields: Any) -> Run:
 
 def add_steady(s: Session, run: Run, tg_tps: Sequence[float], **fields: Any) -> list[Measurement]:
     """One steady measurement per value of ``tg_tps`` (reps 0, 1, ...); ``fields`` go on every one."""
-    rows = [Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, **fields) for i, v in enumerate(tg_tps)]
+    rows = [
+        Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, **fields) for i, v in enumerate(tg_tps)
+    ]
     s.add_all(rows)
     s.flush()
     return rows
