@@ -86,3 +86,38 @@ def test_completion_scripts_exist_for_each_shell(shell: str) -> None:
     proc = _run("--show-completion", shell, env={**os.environ, "SHELL": f"/bin/{shell}"})
     assert proc.returncode == 0, proc.stderr
     assert "edgeprof" in proc.stdout and len(proc.stdout) > 100
+
+
+HEAVY = ("sqlalchemy", "numpy", "matplotlib", "llama_cpp")
+
+
+def _modules_after(args: list[str], tmp_path: Path) -> set[str]:
+    """Top-level modules loaded by the time the command ends (run in a fresh interpreter)."""
+    code = (
+        "import atexit, sys\n"
+        "out = sys.argv[1]\n"
+        "atexit.register(lambda: open(out, 'w').write('\\n'.join(sorted(sys.modules))))\n"
+        "sys.argv = ['edgeprof', *sys.argv[2:]]\n"
+        "from edgeprof.cli import main\n"
+        "main()\n"
+    )
+    out = tmp_path / "modules.txt"
+    cmd = [sys.executable, "-c", code, str(out), *args]
+    subprocess.run(cmd, capture_output=True, timeout=60, cwd=tmp_path)
+    return {name.split(".")[0] for name in out.read_text().splitlines()}
+
+
+def test_help_and_version_load_no_heavy_library(tmp_path: Path) -> None:
+    for args in (["--help"], ["--version"], ["run", "--help"]):
+        loaded = _modules_after(args, tmp_path)
+        assert "edgeprof" in loaded
+        assert not loaded & set(HEAVY), (args, sorted(loaded & set(HEAVY)))
+
+
+def test_status_loads_no_numpy_matplotlib_or_llama_cpp(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    assert _run("db", "upgrade", "--db", str(db)).returncode == 0
+    loaded = _modules_after(["status", "--db", str(db)], tmp_path)
+    assert "sqlalchemy" in loaded  # it did read the database
+    heavy = loaded & {"numpy", "matplotlib", "llama_cpp"}
+    assert not heavy, sorted(heavy)
