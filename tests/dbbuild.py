@@ -1,4 +1,4 @@
-"""One builder for the hand-built (synthetic) test databases: a device, a sweep, runs and measurements with
+"""One builder for the hand-built (synthetic) test databases: a device, a sweep and runs with
 every NOT NULL column given a neutral default, so a test states only what it is about.
 
 Used by test_compare, test_plots_html, test_report and test_verdicts instead of four copies of the same
@@ -7,14 +7,13 @@ Used by test_compare, test_plots_html, test_report and test_verdicts instead of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.storage.models import Device, Measurement, Run, Sweep
+from edgeprof.storage.models import Device, Run, Sweep
 
 T0 = datetime(2024, 1, 1)
 
@@ -86,12 +85,3 @@ def add_run(s: Session, sweep: Sweep | int, seq: int, **fields: Any) -> Run:
     s.flush()
     return run
 
-
-def add_steady(s: Session, run: Run, tg_tps: Sequence[float], **fields: Any) -> list[Measurement]:
-    """One steady measurement per value of ``tg_tps`` (reps 0, 1, ...); ``fields`` go on every one."""
-    rows = [
-        Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, **fields) for i, v in enumerate(tg_tps)
-    ]
-    s.add_all(rows)
-    s.flush()
-    return rows
