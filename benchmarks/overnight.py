@@ -174,7 +174,10 @@ def build_db(path: Path, n_samples: int, n_configs: int, seed: int) -> dict[str,
                     spans.append(("prefill", kind, rep, a, a + width * 0.1))
                     spans.append(("decode", kind, rep, a + width * 0.1, a + width))
                 load = np.zeros(ticks)
+                bounds: dict[tuple[str | None, int], list[float]] = {}
                 for name, kind, rep, a, b in spans:
+                    if name in ("prefill", "decode"):
+                        bounds.setdefault((kind, rep), []).extend([t_clock + a * dur, t_clock + b * dur])
                     s.add(Phase(run_id=run.id, name=name, kind=kind, rep=rep, t_start_mono=t_clock + a * dur,
                                 t_end_mono=t_clock + b * dur))  # fmt: skip
                     if name in ("prefill", "decode", "load"):
@@ -189,7 +192,9 @@ def build_db(path: Path, n_samples: int, n_configs: int, seed: int) -> dict[str,
                                       output_tokens_json=json.dumps(list(range(128))), finish_reason="length",
                                       load_ms=800.0 if kind == "cold" else None,
                                       cold_start_ms=1500.0 if kind == "cold" else None,
-                                      decode_power_mw=6000.0, decode_j_per_token=0.3, temp_max_c=60.0))  # fmt: skip
+                                      decode_power_mw=6000.0, decode_j_per_token=0.3, temp_max_c=60.0,
+                                      t_start_mono=min(bounds[(kind, rep)]),
+                                      t_end_mono=max(bounds[(kind, rep)])))  # fmt: skip
                 for metric in names[:12]:
                     for stat, value in (("max", 60.0), ("mean", 55.0)):
                         s.add(PhaseStat(run_id=run.id, phase="decode", kind="steady", rep=0, metric=metric,

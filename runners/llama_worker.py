@@ -346,8 +346,8 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
             "llama.cpp could not create the context (out of memory, or unsupported parameters)"
         )
     # issue 12: one persistent CPU threadpool per context, as llama-bench/llama-server create; without it
-    # ggml starts and joins n_threads-1 OS threads inside every llama_decode, a fixed cost per decoded token
-    # (runners/threadpool.py, benchmarks/diag_decode_timeline.py).
+    # ggml builds a pool inside every llama_decode (on a build without OpenMP: n_threads-1 OS threads
+    # started and joined per decoded token). See runners/threadpool.py, benchmarks/diag_decode_timeline.py.
     global _POOL
     _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll)
     if _POOL is None and poll != DEFAULT_POLL:

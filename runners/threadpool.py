@@ -1,16 +1,22 @@
 """A persistent CPU threadpool for a llama.cpp context, as llama-bench, llama-cli and llama-server use.
 
-Without one, ggml's CPU backend builds a *disposable* threadpool inside every graph computation: each
-``llama_decode`` of one token starts and joins ``n_threads - 1`` OS threads. For prefill (one graph for the
-whole prompt) that cost is invisible; for decode it is paid once per token, a fixed ~0.1-1 ms on a loaded
-2-core VM, and it is why edgeprof's tg_tps sat a few percent under llama-bench's (benchmarks/README.md,
-"Decode fidelity"). llama.cpp's own tools create one pool per context with ``ggml_threadpool_new`` and
-``llama_attach_threadpool``; their default polling level is 50 (workers spin briefly for the next graph
-before sleeping), so edgeprof uses the same default to measure what those tools deliver.
+llama.cpp's own tools create one pool per context with ``ggml_threadpool_new`` and attach it with
+``llama_attach_threadpool`` (polling level 50 by default: workers spin briefly for the next graph before
+sleeping). Without one, ggml's CPU backend builds a *disposable* pool inside every graph computation, i.e.
+once per decoded token. What that costs depends on the build:
+
+* without OpenMP (``GGML_OPENMP=OFF``), the disposable pool starts and joins ``n_threads - 1`` OS threads
+  per graph: a fixed cost per token that prefill (one graph per prompt) never sees;
+* with OpenMP (llama.cpp's default where the compiler has it, as in the x86-64 wheel built here), the
+  worker threads are OpenMP's own persistent team, and the disposable pool is only a small allocation; the
+  ``poll`` level then has no effect either (ggml waits in OpenMP's barrier).
+
+edgeprof attaches a pool in every case, so its decode loop is set up exactly as llama-bench's is, whatever
+the build. (benchmarks/diag_decode_timeline.py measures the variants side by side.)
 
 llama-cpp-python 0.3.x does not bind these functions, so they are called through ctypes on the libraries it
 ships (``llama_cpp/lib``). Anything missing (another build layout, an older llama.cpp) means no pool:
-the worker then reports ``threadpool = None`` with the reason, and measures as before.
+the worker then reports ``threadpool`` as ggml's default with the reason, and measures as before.
 """
 
 from __future__ import annotations
