@@ -219,6 +219,8 @@ def execute_quality_spec(
         if path.exists():
             tell(f"reference cache rejected ({why}); recomputing it")
             path.unlink()
+        for stale in path.parent.glob(path.name + ".tmp-*"):  # left by a reference pass that was killed
+            stale.unlink(missing_ok=True)
         child = child_run("base", ref.path)
         _store_child(session, run, child, own=is_self)
         if child.status != "ok":

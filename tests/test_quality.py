@@ -256,3 +256,22 @@ def test_a_disk_too_small_for_the_cache_is_a_stored_refusal(
     assert all("the reference cache needs" in r and "MB free" in r for r in reasons), reasons
     assert not list((tmp_path / "cache").glob("*.eplp*"))
     assert os.environ["EDGEPROF_TEST_DISK_FREE_BYTES"] == "1000"
+
+
+@pytest.mark.llama
+def test_a_crashing_quality_child_is_a_stored_row_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from edgeprof.runners.protocol import FAULT_ENV
+
+    monkeypatch.setenv("EDGEPROF_CACHE_DIR", str(tmp_path / "cache"))
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    env[FAULT_ENV] = "kill@prefill:q4_k_m"  # the variant's scoring child dies by SIGKILL
+    engine = open_engine(tmp_path / "c.db")
+    out = run_plan(engine, _plan(tmp_path, tiny_models), out=io.StringIO(), env=env)
+    assert out.counts == {"ok": 2, "crashed": 1}
+    with new_session(engine) as s:
+        rows = {r["model_label"]: r for r in build_rows(s, out.sweep_id)}
+    assert rows["q4"]["status"] == "crashed" and "SIGKILL" in (rows["q4"]["reason"] or "")
+    assert rows["q4"]["kld_mean"] is None  # not measured: NULL, never a number
+    assert rows["f16-copy"]["same_top_pct"] == 100.0
