@@ -3,6 +3,7 @@
 # port, trust auth (nothing else can reach it). Used by .ci/run; tests/pg_server.py does the same from Python.
 #
 #   eval "$(bash scripts/pg_test_server.sh start)"   # exports EDGEPROF_TEST_PG_URL and EDGEPROF_TEST_PG_DIR
+#   bash scripts/pg_test_server.sh start --owner PID  # ... and stops by itself once process PID is gone
 #   bash scripts/pg_test_server.sh stop "$EDGEPROF_TEST_PG_DIR"
 set -euo pipefail
 
@@ -33,6 +34,13 @@ case "${1:-}" in
     as_owner "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w -t 60 \
       -o "-h 127.0.0.1 -p $PORT -k $DIR -c fsync=off -c max_connections=200" start >/dev/null \
       || { cat "$DIR/server.log" >&2; die "server did not start"; }
+    # --owner PID: stop the server when that process ends, even by SIGKILL or a timeout's SIGTERM (a test
+    # session that dies without its teardown must not leave a server running).
+    if [[ "${2:-}" == "--owner" && -n "${3:-}" ]]; then
+      OWNER="$3"
+      nohup bash -c "while kill -0 $OWNER 2>/dev/null; do sleep 2; done; bash '$0' stop '$DIR'" \
+        >/dev/null 2>&1 </dev/null &
+    fi
     echo "export EDGEPROF_TEST_PG_URL='postgresql+psycopg://edgeprof@127.0.0.1:$PORT/postgres'"
     echo "export EDGEPROF_TEST_PG_DIR='$DIR'"
     ;;

@@ -40,7 +40,11 @@ def pg_server_url() -> Iterator[str | None]:
         return
     try:
         out = subprocess.run(
-            ["bash", str(SCRIPT), "start"], capture_output=True, text=True, timeout=120, check=True
+            ["bash", str(SCRIPT), "start", "--owner", str(os.getpid())],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError):
         yield None
