@@ -373,6 +373,7 @@ TABLE_COLUMNS = (
     "J/tok net",
     "throttle",
     "stability",
+    "interference",
 )
 
 
@@ -419,6 +420,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         fmt_value(row["decode_j_per_token_net_median"], 4),
         fmt_value(row.get("throttle_verdict")),
         fmt_value(row.get("stability_verdict")),
+        fmt_value(row.get("interference_verdict")),
     ]
 
 
