@@ -392,8 +392,8 @@ _V10_SWEEP_LEASE = (
     "CREATE INDEX ix_sweep_lease_sweep_id ON sweep_lease (sweep_id)",
 )
 
-# Issue 12: telemetry as compressed blocks of ticks (storage/samples.py). BLOB is SQLite's spelling; on
-# PostgreSQL the same column must be BYTEA (render() must map it).
+# Issue 12: telemetry as compressed blocks of ticks (storage/samples.py). BLOB is SQLite's spelling;
+# render() turns it into BYTEA on PostgreSQL.
 _V11_SAMPLE_BLOCKS = (
     """
     CREATE TABLE sample_block (

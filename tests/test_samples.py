@@ -88,8 +88,8 @@ def _key(r: object) -> tuple[object, ...]:
     return (r.t_mono, r.t_wall, r.run_id, r.source, r.metric, r.value)  # type: ignore[attr-defined]
 
 
-def test_round_trip_is_exact_with_nulls_absent_metrics_and_wrapping_counters(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "s.db")
+def test_round_trip_is_exact_with_nulls_absent_metrics_and_wrapping_counters(any_db: str) -> None:
+    engine = open_engine(any_db)  # SQLite and PostgreSQL (BYTEA)
     rows = _rows(1, 500)
     with Session(engine) as s:
         _seed_sweep(s)
@@ -123,8 +123,8 @@ def test_codec_keeps_nan_apart_from_null_and_huge_values_bit_exact() -> None:
     assert math.copysign(1.0, by["d"][1][0]) == -1.0 and by["d"][1][1] == 2**60 + 1.0
 
 
-def test_selection_by_run_phase_interval_and_metric_reads_only_overlapping_blocks(tmp_path: Path) -> None:
-    engine = open_engine(tmp_path / "p.db")
+def test_selection_by_run_phase_interval_and_metric_reads_only_overlapping_blocks(any_db: str) -> None:
+    engine = open_engine(any_db)
     with Session(engine) as s:
         _seed_sweep(s)
         # many small blocks, as the sampler flushes them
