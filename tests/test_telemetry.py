@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from edgeprof.plan import Collect, Cooldown, parse_plan
-from edgeprof.report import build_rows
-from edgeprof.sweep import run_plan
-from edgeprof.telemetry import Telemetry, choose_power_source
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
 from edgeprof.collectors.registry import build_collectors
+from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 from edgeprof.storage.samples import read_samples
+from edgeprof.sweep import run_plan
+from edgeprof.telemetry import Telemetry, choose_power_source
 
 pytestmark = pytest.mark.llama
 
