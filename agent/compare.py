@@ -55,7 +55,7 @@ COMPARE_FIELDS: tuple[str, ...] = (
 # (agent/verdicts.py). A ratio between a quiet sweep and a busy one measures the machine, not the change.
 CAVEAT_VERDICTS: dict[str, tuple[str, ...]] = {
     "stability_verdict": ("unstable",),
-    "contention_verdict": ("contended",),
+    "interference_verdict": ("contended",),
     "throttle_verdict": ("throttled",),
 }
 

@@ -138,7 +138,7 @@ def test_renderings() -> None:
     assert busy[0]["b_caveat"] == "unstable" and busy[0]["a_caveat"] is None
     assert "×2.20 (B unstable)" in render_compare(busy, "table")
     contended = compare_rows(
-        [row(**tg(10, 9.5, 10.5), contention_verdict="contended")], [row(**tg(22, 21, 23))]
+        [row(**tg(10, 9.5, 10.5), interference_verdict="contended")], [row(**tg(22, 21, 23))]
     )
     assert "(A contended)" in render_compare(contended, "table")
     with pytest.raises(ValueError, match="unknown format"):
