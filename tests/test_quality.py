@@ -275,3 +275,33 @@ def test_a_crashing_quality_child_is_a_stored_row_and_the_sweep_goes_on(
     assert rows["q4"]["status"] == "crashed" and "SIGKILL" in (rows["q4"]["reason"] or "")
     assert rows["q4"]["kld_mean"] is None  # not measured: NULL, never a number
     assert rows["f16-copy"]["same_top_pct"] == 100.0
+
+
+def test_reference_is_the_most_bits_per_weight_from_tensor_sizes_unless_named(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    from edgeprof.quality import reference_entry
+
+    text = f"""
+[matrix]
+models = [
+  {{ path = "{tiny_models["Q4_K_M"]}", label = "q4" }},
+  {{ path = "{tiny_models["Q8_0"]}", label = "q8" }},
+  {{ path = "{tiny_models["Q5_K_M"]}", label = "q5" }},
+]
+[[workload]]
+name = "kld"
+kind = "quality"
+ctx = 64
+{{ref}}
+"""
+    plan = parse_plan(text.replace("{ref}", ""), source="p.toml", base=tmp_path)
+    q4 = plan.models[0]
+    info = {m.label: plan.model_info[m.path] for m in plan.models}
+    bpw = {label: i.tensor_bits_per_weight or 0.0 for label, i in info.items()}
+    assert bpw["q8"] > bpw["q5"] > bpw["q4"] > 0
+    wl = plan.workloads[0].quality
+    assert wl is not None and reference_entry(plan, q4, wl).label == "q8"
+    named = parse_plan(text.replace("{ref}", 'reference = "q5"'), source="p.toml", base=tmp_path)
+    assert named.workloads[0].quality is not None
+    assert reference_entry(named, q4, named.workloads[0].quality).label == "q5"
