@@ -108,9 +108,13 @@ class FitChecker:
         p = spec.params
         wl = spec.workload
         quality = getattr(wl, "quality", None)
+        scoring = 0.0
         if quality is not None:
-            # A quality run evaluates whole chunks of ctx tokens and keeps every position's logits.
+            # A quality run evaluates whole chunks of ctx tokens and keeps every position's logits; scoring
+            # them holds about three chunk-sized float32 arrays (logits, log-softmax, reference rows)
+            # beside (runners/quality_worker.py): on the small demo that term closes 6 of the 8 MiB gap.
             prompt_tokens, n_predict, n_outputs = p.n_ctx, 0, p.n_ctx
+            scoring = 3.0 * p.n_ctx * shape.n_vocab * 4.0
         else:
             try:
                 prompt_tokens = estimate_prompt_tokens(wl)
@@ -136,6 +140,7 @@ class FitChecker:
                 n_seq_max=int(getattr(p, "n_seq_max", 1) or 1),
                 n_outputs=n_outputs,
                 runtime_mb=self.runtime_mb if self.runtime_mb is not None else RUNTIME_BASE_MIB,
+                scoring_bytes=scoring,
             )
         except ValueError:
             return None

@@ -371,6 +371,7 @@ class MemoryPrediction:
     unified: bool
     n_kv_touched: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    scoring_mb: float = 0.0  # a quality run's own arrays (included in host_mb)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -397,6 +398,7 @@ def predict_memory(
     n_seq_max: int = 1,
     n_outputs: int = 1,
     runtime_mb: float = RUNTIME_BASE_MIB,
+    scoring_bytes: float = 0.0,
 ) -> MemoryPrediction:
     """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl);
     ``n_outputs``: positions whose logits a request keeps (1 for generation, every one for scoring)."""
@@ -442,7 +444,7 @@ def predict_memory(
         # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).
         compute_gpu = compute_bytes(shape, n_ctx, n_ub, fa, n_ub)
     mb = 1.0 / MIB
-    host = runtime_mb + (w_cpu + kv_cpu + compute_cpu) * mb
+    host = runtime_mb + (w_cpu + kv_cpu + compute_cpu + scoring_bytes) * mb
     gpu = (w_gpu + kv_gpu + compute_gpu) * mb
     if gpu_offload and ngl > 0:
         notes.append("CUDA context not included (not measured on this build)")
@@ -461,6 +463,7 @@ def predict_memory(
         unified=unified,
         n_kv_touched=n_kv_touched,
         notes=tuple(notes),
+        scoring_mb=scoring_bytes * mb,
     )
 
 

@@ -413,3 +413,29 @@ def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
     plain = Sweep()
     record_sweep_bandwidth(plain, facts, {"nvpmodel": {"name": "15W", "id": 0}}, None)
     assert plain.bw_datasheet_gbps == 68.0 and plain.bw_probe_gbps is None  # no probe: NULL, never 0
+
+
+def test_quality_run_prediction_counts_its_scoring_arrays(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    from edgeprof.fit import FitChecker
+    from edgeprof.plan import expand
+
+    text = f"""
+[matrix]
+models = ["{tiny_models["Q8_0"]}"]
+ctx = [256]
+threads = [1]
+[[workload]]
+name = "kld"
+kind = "quality"
+ctx = 128
+chunks = 2
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
+    run = Run()
+    assert FitChecker(tmp_path, gpu_offload=False).assess(run, spec) is not None
+    detail = json.loads(run.mem_prediction_json or "{}")
+    n_ctx = spec.params.n_ctx  # the quality workload's own ctx
+    assert detail["scoring_mb"] == pytest.approx(3 * n_ctx * 1024 * 4 / 2**20, abs=0.01)
