@@ -217,8 +217,8 @@ def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = 
                 if c.kld_mean > budget.kld_mean or (
                     c.same_top_pct is not None and c.same_top_pct < budget.same_top_pct
                 ):
-                    top = f", same-top {c.same_top_pct:.1f} %" if c.same_top_pct is not None else ""
-                    excluded.append(f"{c.label}: outside the quality budget (KLD {c.kld_mean:.4f}{top})")
+                    top_s = f", same-top {c.same_top_pct:.1f} %" if c.same_top_pct is not None else ""
+                    excluded.append(f"{c.label}: outside the quality budget (KLD {c.kld_mean:.4f}{top_s})")
                     continue
             eligible.append(c)
         eligible.sort(key=lambda c: -float(c.row["tg_tps_median"]))
