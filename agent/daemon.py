@@ -414,14 +414,14 @@ class Agent:
                 self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
             return
         from edgeprof.lease import LeaseHeld
-        from edgeprof.storage.guard import StorageGuardError, check_before_write
+        from edgeprof.storage.guard import StorageGuardError, check_open_engine
         from edgeprof.sweep import SweepAborted
 
         if self.db_path is not None:
             try:
                 # Before every sweep, not only at start: the DB may have been damaged or made read-only
                 # since (a long-running agent, a full SD card, someone's chattr).
-                check_before_write(self.db_path)
+                check_open_engine(self.engine, self.db_path)
             except StorageGuardError as exc:
                 log.error("%s", exc)
                 self.set_state("error", str(exc)[:300])

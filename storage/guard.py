@@ -45,7 +45,11 @@ def _read_only_connection(path: Path) -> sqlite3.Connection:
 
 def check_before_write(path: Path, *, integrity: bool = True) -> None:
     """Raise StorageGuardError unless ``path`` is absent or empty (a new DB) or a healthy, writable edgeprof
-    DB."""
+    DB.
+
+    Call it before this process opens an engine on ``path``: it reads the header through a file descriptor,
+    and closing one drops the process's POSIX locks on the file. With an engine already open, use
+    ``check_open_engine``."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -85,21 +89,48 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
 
 
 def _check_writable(path: Path) -> None:
-    """Opening for writing changes nothing and fails exactly where a commit would (read-only, immutable)."""
-    try:
-        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        what = "immutable" if exc.errno == errno.EPERM else "read-only"
+    """access(2), never open(2)+close(2): closing any fd of a database file drops every POSIX lock this
+    process holds on it, which breaks SQLite's locking for connections already open (the agent's)."""
+    if not os.access(path, os.W_OK):
+        err = _access_errno(path)
+        what = "immutable" if err == errno.EPERM else "read-only"
         raise StorageGuardError(
-            f"database {path} cannot be written ({what}: {exc.strerror}); nothing was run "
+            f"database {path} cannot be written ({what}: {os.strerror(err)}); nothing was run "
             "(make it writable, or give another --db)"
-        ) from None
-    os.close(fd)
+        )
     if not os.access(path.parent, os.W_OK):
         raise StorageGuardError(
             f"database {path}: its folder cannot be written (SQLite needs its -wal and -shm files there); "
             "nothing was run"
         )
+
+
+def _access_errno(path: Path) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.access(str(path).encode(), os.W_OK) == 0:
+        return 0
+    return ctypes.get_errno() or errno.EACCES
+
+
+def check_open_engine(engine: object, path: Path) -> None:
+    """The per-sweep check of a long-running agent, through its own engine (no file opened beside it):
+    ``PRAGMA quick_check`` and that the file and its folder can be written."""
+    from sqlalchemy import Engine, text
+
+    assert isinstance(engine, Engine)
+    try:
+        with engine.connect() as conn:
+            rows = [r[0] for r in conn.execute(text("PRAGMA quick_check(5)"))]
+    except Exception as exc:  # noqa: BLE001 - a damaged file may fail the pragma itself
+        raise StorageGuardError(describe_sqlite_error(str(getattr(exc, "orig", None) or exc), path)) from None
+    if rows != ["ok"]:
+        raise StorageGuardError(
+            f"database {path} is damaged (quick_check: {rows[0] if rows else 'no answer'}); nothing was "
+            "written; " + RECOVER_HINT.format(path=path)
+        )
+    _check_writable(path)
 
 
 def describe_sqlite_error(message: str, path: Path | str | None = None) -> str:
