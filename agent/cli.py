@@ -260,10 +260,36 @@ def report(
         typer.Option("--html", help="Also write one self-contained HTML report (plots embedded)."),
     ] = None,
     device: DeviceOption = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column that has data, however wide the terminal.")
+    ] = False,
+    columns: Annotated[
+        str | None,
+        typer.Option(
+            "--columns",
+            help="Only these table columns, e.g. model,quant,ctx,tg,ttft,kld (a wrong name lists them).",
+        ),
+    ] = None,
 ) -> None:
-    """One row per config: cold start apart from steady state, quality beside speed, verdicts."""
-    from edgeprof.report import RENDERERS, ReportError, build_rows, latest_sweep_id
+    """One row per config: cold start apart from steady state, quality beside speed, verdicts.
+
+    On a terminal the table fits its width: columns with no data are left out, columns with one value in
+    every row are said once above it, and the least telling columns are left out (and named) when needed."""
+    from edgeprof.report import (
+        RENDERERS,
+        ColumnError,
+        ReportError,
+        build_rows,
+        latest_sweep_id,
+        parse_columns,
+        render_table,
+    )
     from edgeprof.storage.db import new_session
+
+    try:
+        picked = parse_columns(columns) if columns is not None else None
+    except ColumnError as exc:
+        fail(str(exc))
 
     engine = _open_engine(db, read_only=True)
     with new_session(engine) as session:
@@ -287,7 +313,18 @@ def report(
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
-    typer.echo(RENDERERS[fmt.value](rows))
+    if fmt is ReportFormat.table:
+        import shutil
+
+        # A terminal's own width; piped (a file, a pager) only when COLUMNS says so.
+        width = (
+            shutil.get_terminal_size().columns
+            if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+            else None
+        )
+        typer.echo(render_table(rows, width=width, columns=picked, wide=wide))
+    else:
+        typer.echo(RENDERERS[fmt.value](rows))
 
 
 class CompareFormat(str, Enum):

@@ -114,7 +114,7 @@ CONFIG_HEADERS = (
     "pp t/s med [min–max]",
     "tg t/s med [min–max]",
     "TTFT p50/p95 ms",
-    "RSS MB",
+    "RSS MiB",
     "mem pred/peak MB",
     "BW GB/s (%)",
     "shared/GPU MB",

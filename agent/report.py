@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from edgeprof.serving_report import (
 )
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run, Sweep
+from edgeprof.tables import drop_constant_columns, drop_empty_columns, fit_columns, render_grid
 from edgeprof.workload_report import (
     PARAM_KEYS_EXTRA,
     WORKLOAD_FIELDS,
@@ -361,8 +363,8 @@ TABLE_COLUMNS = (
     "pp t/s med [min–max]",
     "tg t/s med [min–max]",
     "TTFT p50/p95 ms",
-    "RSS MB",
-    "mem pred/peak MB",
+    "RSS MiB",
+    "mem pred/peak MiB",
     "BW GB/s (%)",
     "agree vs ref",
     "KLD / same-top",
@@ -464,12 +466,83 @@ def stability_note(row: Mapping[str, Any]) -> str:
     return f"{where}: unstable; whether other work competed for the CPU was not measured"
 
 
-def render_table(rows: list[dict[str, Any]]) -> str:
+# Short names for `report --columns`, one per TABLE_COLUMNS entry, in the same order.
+COLUMN_KEYS = (
+    "model", "quant", "ctx", "depth", "ngl", "thr", "workload", "tokens", "status", "load", "cold", "pp",
+    "tg", "ttft", "rss", "mem", "bw", "agree", "kld", "tg_ref", "pp_ref", "temp", "power", "j_tok",
+    "throttle", "stability", "interference",
+)  # fmt: skip
+# Never left out to fit a terminal: without them a row does not say what it is or how fast it ran.
+ESSENTIAL_KEYS = ("model", "quant", "ctx", "status", "tg")
+# Left out first when the table is wider than the terminal (least telling first); each one is named.
+FIT_DROP_ORDER = (
+    "agree", "pp_ref", "bw", "load", "tokens", "rss", "depth", "ngl", "thr", "interference", "throttle",
+    "mem", "cold", "pp", "workload", "ttft", "temp", "power", "j_tok", "tg_ref", "stability", "kld",
+)  # fmt: skip
+
+
+class ColumnError(ValueError):
+    pass
+
+
+def parse_columns(spec: str) -> tuple[str, ...]:
+    """``--columns model,quant,tg`` -> keys, refusing an unknown one (with the list of valid ones)."""
+    keys = tuple(k.strip() for k in spec.split(",") if k.strip())
+    unknown = [k for k in keys if k not in COLUMN_KEYS]
+    if unknown or not keys:
+        raise ColumnError(
+            f"unknown column(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(COLUMN_KEYS)}"
+        )
+    return keys
+
+
+def table_lines(
+    rows: list[dict[str, Any]],
+    *,
+    width: int | None = None,
+    columns: tuple[str, ...] | None = None,
+    wide: bool = False,
+) -> list[str]:
+    """The per-config table. Columns without data are left out (off a Jetson: temperatures, power, J/token),
+    columns with one value in every row are said once above it (unless ``wide``), and with ``width`` the
+    least telling columns are left out until it fits, named below it. ``columns`` picks exact columns."""
+    key_of_header = dict(zip(TABLE_COLUMNS, COLUMN_KEYS, strict=True))
+    headers = list(TABLE_COLUMNS)
+    cells = [_cells(r) for r in rows]
+    if columns is not None:
+        idx = [COLUMN_KEYS.index(k) for k in columns]
+        return render_grid([headers[i] for i in idx], [[c[i] for i in idx] for c in cells])
+    essential = [h for h, k in key_of_header.items() if k in ESSENTIAL_KEYS]
+    common: list[tuple[str, str]] = []
+    if wide:
+        headers, cells, _ = drop_empty_columns(headers, cells, keep=essential)
+    else:
+        headers, cells, common = drop_constant_columns(headers, cells, keep=essential)
+    dropped: list[str] = []
+    if width is not None and not wide:
+        order = [h for k in FIT_DROP_ORDER for h, kk in key_of_header.items() if kk == k]
+        headers, cells, dropped = fit_columns(headers, cells, width, order)
+    lines = []
+    if common:
+        lines += ["every row: " + "  ".join(f"{h}={v}" for h, v in common)]
+    lines += render_grid(headers, cells)
+    if dropped:
+        names = ", ".join(key_of_header[h] for h in dropped)
+        lines += [f"(left out to fit {width} columns: {names}; --wide shows every column, --columns picks)"]
+    if width is not None:
+        lines = [part for line in lines for part in _wrap_line(line, width)]
+    return lines
+
+
+def render_table(
+    rows: list[dict[str, Any]],
+    *,
+    width: int | None = None,
+    columns: tuple[str, ...] | None = None,
+    wide: bool = False,
+) -> str:
     everything, rows = rows, [r for r in rows if r.get("runner", "llama-cpp") == "llama-cpp"]
-    cells = [list(TABLE_COLUMNS)] + [_cells(r) for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(TABLE_COLUMNS))]
-    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for c in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = table_lines(rows, width=width, columns=columns, wide=wide)
     recs = recommendation_lines(rows)  # issue 9: the report opens with the answer
     if recs:
         lines = [*recs, "", *lines]
@@ -485,7 +558,16 @@ def render_table(rows: list[dict[str, Any]]) -> str:
         lines += [f"  {x}" for x in depth_lines]
     lines += ["", "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."]
     lines += render_serving(everything)  # issue 14: the HTTP API, apart
+    if width is not None:  # the notes around the table wrap to the terminal too
+        lines = [part for line in lines for part in _wrap_line(line, width)]
     return "\n".join(lines)
+
+
+def _wrap_line(line: str, width: int) -> list[str]:
+    if len(line) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False) or [line]
 
 
 def render_markdown(rows: list[dict[str, Any]]) -> str:
@@ -493,11 +575,12 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
         return text.replace("|", "\\|")
 
     everything, rows = rows, [r for r in rows if r.get("runner", "llama-cpp") == "llama-cpp"]
-    lines = ["| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    headers, cells, _ = drop_empty_columns(list(TABLE_COLUMNS), [_cells(r) for r in rows])
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     recs = recommendation_lines(rows)  # issue 9: the report opens with the answer
     if recs:
         lines = [*(f"- {esc(x.strip())}" for x in recs), "", *lines]
-    lines += ["| " + " | ".join(esc(c) for c in _cells(r)) + " |" for r in rows]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in cells]
     fails = _failures(rows)
     if fails:
         lines += ["", "**Failed configs and device changes:**", ""] + [f"- {esc(f)}" for f in fails]

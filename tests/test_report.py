@@ -353,3 +353,63 @@ def test_table_and_markdown_have_one_header_per_cell() -> None:
     row = dict.fromkeys(FIELD_NAMES)
     row.update(model_label="m", workload="w", status="ok", ctx=1, ngl=0, threads=1, pp_tps_n=0, tg_tps_n=0)
     assert len(_cells(row)) == len(TABLE_COLUMNS)
+
+
+# -- the terminal table (issue 16) --------------------------------------------------------------------------
+def _wide_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The fixture's rows with verdicts and quality filled in, so the table has many columns with data."""
+    out = []
+    for i, r in enumerate(rows):
+        out.append(
+            {
+                **r,
+                "stability_verdict": "stable" if i else "unstable",
+                "throttle_verdict": "not_throttled",
+                "interference_verdict": "quiet",
+                "mem_predicted_mb": 90.0,
+                "kld_mean": 0.01 * i,
+                "same_top_pct": 99.0 - i,
+            }
+        )
+    return out
+
+
+def test_the_table_fits_a_120_column_terminal_and_names_what_it_left_out(rows: list[dict[str, Any]]) -> None:
+    from edgeprof.report import TABLE_COLUMNS, table_lines
+
+    wide = _wide_rows(rows)
+    lines = table_lines(wide, width=120)
+    assert all(len(line) <= 120 for line in lines), max(lines, key=len)
+    header = next(line for line in lines if line.startswith("model"))
+    for essential in ("model", "quant", "ctx", "status", "tg t/s"):
+        assert essential in header
+    note = " ".join(lines[lines.index(next(x for x in lines if x.startswith("(left out"))) :])
+    assert note.startswith("(left out to fit 120 columns:") and "--wide" in note
+    # Not measured off a Jetson: no temperature, power or J/token column at all, not even in --wide.
+    full = "\n".join(table_lines(wide, wide=True))
+    for absent in ("start/max °C", "W dec", "J/tok net"):
+        assert absent not in full
+    for present in ("RSS MiB", "KLD / same-top", "stability"):
+        assert present in full
+    assert "RSS MB" not in full  # the unit is MiB (VmHWM / 1024)
+    assert len(full.splitlines()[0]) > 120  # --wide really is wider than the fitted table
+    assert set(TABLE_COLUMNS) >= {"RSS MiB"}
+
+
+def test_constant_columns_are_said_once(rows: list[dict[str, Any]]) -> None:
+    from edgeprof.report import table_lines
+
+    lines = table_lines(_wide_rows(rows))
+    assert lines[0].startswith("every row: ")
+    assert "thr=" in lines[0]  # one thread count in the whole sweep
+    header = lines[1]
+    assert "thr" not in header.split()
+
+
+def test_columns_picks_exactly_and_refuses_unknown_names(rows: list[dict[str, Any]]) -> None:
+    from edgeprof.report import ColumnError, parse_columns, table_lines
+
+    lines = table_lines(rows, columns=parse_columns("model,ctx,tg"))
+    assert lines[0].split() == ["model", "ctx", "tg", "t/s", "med", "[min–max]"]
+    with pytest.raises(ColumnError, match="unknown column\\(s\\) speed; choose from model, quant"):
+        parse_columns("model,speed")
