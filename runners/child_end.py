@@ -19,8 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from edgeprof.runners.llama import SIGNAL_REASONS
 from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
+
+SIGNAL_REASONS = {
+    "SIGILL": "killed by SIGILL: this llama.cpp build uses CPU instructions this machine lacks "
+    "(rebuild with scripts/setup.sh, which picks portable flags)",
+    "SIGKILL": "killed by SIGKILL: most likely the kernel's OOM killer (model + KV cache too large for RAM; "
+    "see `dmesg`), or killed by hand",
+    "SIGSEGV": "crashed with SIGSEGV (invalid memory access inside llama.cpp or its backend)",
+    "SIGBUS": "crashed with SIGBUS (the model file changed or shrank while mapped, or a bad mmap)",
+    "SIGABRT": "aborted (SIGABRT): llama.cpp hit an assertion; the log tail says which",
+    "SIGFPE": "crashed with SIGFPE (arithmetic fault inside llama.cpp)",
+    "SIGTERM": "terminated by SIGTERM",
+}
 
 EXIT_MEANINGS = {
     EXIT_LOAD_FAILED: "load failed",

@@ -21,24 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgeprof.runners.child_end import classify_child_end
 from edgeprof.runners.child_guard import BOOTSTRAP, PARENT_PID_ENV
 from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_REQUEST_FAILED
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_BYTES = 4000
 
-SIGNAL_REASONS = {
-    "SIGILL": "killed by SIGILL: this llama.cpp build uses CPU instructions this machine lacks "
-    "(rebuild with scripts/setup.sh, which picks portable flags)",
-    "SIGKILL": "killed by SIGKILL: most likely the kernel's OOM killer (model + KV cache too large for RAM; "
-    "see `dmesg`), or killed by hand",
-    "SIGSEGV": "crashed with SIGSEGV (invalid memory access inside llama.cpp or its backend)",
-    "SIGBUS": "crashed with SIGBUS (the model file changed or shrank while mapped, or a bad mmap)",
-    "SIGABRT": "aborted (SIGABRT): llama.cpp hit an assertion; the log tail says which",
-    "SIGFPE": "crashed with SIGFPE (arithmetic fault inside llama.cpp)",
-    "SIGTERM": "terminated by SIGTERM",
-}
 
 
 @dataclass
@@ -74,14 +63,6 @@ def _tail(path: Path) -> str:
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def _last_error_line(log_tail: str) -> str | None:
-    for line in reversed(log_tail.splitlines()):
-        low = line.lower()
-        if "error" in low or "failed" in low or "assert" in low:
-            return line.strip()[:300]
-    return None
 
 
 def run_child(
@@ -228,44 +209,18 @@ def run_child(
     with contextlib.suppress(OSError):
         log_path.unlink()
 
-    if status_code is not None and os.WIFSIGNALED(status_code):
-        sig = os.WTERMSIG(status_code)
-        try:
-            result.signal_name = signal.Signals(sig).name
-        except ValueError:
-            result.signal_name = f"SIG{sig}"
-    elif status_code is not None and os.WIFEXITED(status_code):
-        result.exit_code = os.WEXITSTATUS(status_code)
-
-    if interrupted:
-        result.status, result.reason = "interrupted", "stopped by the user (Ctrl-C / SIGTERM) during this run"
-    elif timed_out:
-        result.status = "timeout"
-        result.reason = f"no result within the {timeout_s:g} s timeout; the child was killed"
-    elif result.signal_name is not None:
-        result.status = "crashed"
-        result.reason = SIGNAL_REASONS.get(result.signal_name, f"killed by {result.signal_name}")
-    elif error_event is not None:
-        stage = error_event.get("stage")
-        result.status = "load_failed" if stage == "load" else "error"
-        detail = error_event.get("message") or "unknown error"
-        hint = _last_error_line(result.log_tail)
-        result.reason = f"{stage}: {detail}" + (f" — {hint}" if hint and hint not in detail else "")
-    elif result.exit_code == 0 and done:
-        result.status, result.reason = "ok", None
-    else:
-        result.status = "error"
-        known = {
-            EXIT_LOAD_FAILED: "load failed",
-            EXIT_REQUEST_FAILED: "request failed",
-            EXIT_BAD_SPEC: "bad job",
-        }
-        what = known.get(result.exit_code or -1, f"exited with code {result.exit_code}")
-        hint = _last_error_line(result.log_tail)
-        result.reason = f"worker {what} before finishing" + (f" — {hint}" if hint else "")
-    if result.injected_fault is not None and result.status != "ok":
-        # Never stored as a real crash, OOM kill or hang: the reason says the test suite caused it.
-        result.reason = f"injected by the test suite ({result.injected_fault}): {result.reason}"
+    end = classify_child_end(
+        wait_status=status_code,
+        timed_out=timed_out,
+        interrupted=interrupted,
+        timeout_s=timeout_s,
+        error_event=error_event,
+        done=done,
+        log_tail=result.log_tail,
+        injected_fault=result.injected_fault,
+    )
+    result.status, result.reason = end.status, end.reason
+    result.exit_code, result.signal_name = end.exit_code, end.signal_name
     if interrupted:
         raise RunInterrupted(result)
     return result

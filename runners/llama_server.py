@@ -216,7 +216,7 @@ def _system_info(log_path: Path) -> str | None:
     return None
 
 
-def _last_error_line(text: str) -> str | None:
+def _last_error_line(text: str) -> str | None:  # the server also names exceptions
     for line in reversed(text.splitlines()):
         low = line.lower()
         if "error" in low or "failed" in low or "assert" in low or "exception" in low:
