@@ -1,7 +1,7 @@
 """One self-contained HTML report of a sweep: every figure embedded as a base64 data URI, CSS inline, no
 script and nothing fetched from anywhere, so the file can be mailed, archived or opened offline on a Jetson.
 
-Sections: summary, configs (the ``edgeprof.report.build_rows`` rows with their verdicts), figures, verdicts with
+Sections: summary, configs (the ``report.build_rows`` rows with their verdicts), figures, verdicts with
 their evidence, failed runs with reasons and log tails, device / build / power mode, collectors, the plan.
 """
 

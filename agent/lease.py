@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -202,7 +202,7 @@ def _try_take(engine: Engine, key: str, token: str, owner: Owner, now: datetime)
     }
     try:
         with engine.begin() as conn:
-            conn.execute(SweepLease.__table__.insert().values(lease_key=key, sweep_id=None, **values))
+            conn.execute(insert(SweepLease).values(lease_key=key, sweep_id=None, **values))
         return None
     except IntegrityError:
         pass  # a row exists: live holder, or a dead one to take over

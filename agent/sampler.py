@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.stats import nearest_rank
 from edgeprof.collectors.base import Collector
+from edgeprof.stats import nearest_rank
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ from edgeprof.lease import Lease, lease_key, mark_interrupted, reconcile_plan
 from edgeprof.lease import acquire as acquire_lease
 from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.progress import Progress
+from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
-from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.syscheck import system_warnings
 
 # FINISHED_STATUSES and utcnow live in run_states (light enough for `status`); imported here for the sweep's

@@ -46,8 +46,8 @@ def make_log(path: Path, mb: float, seed: int = 0) -> int:
             temp_off = max(-10.0, min(30.0, temp_off + rng.choice((-0.031, 0.0, 0.031))))
             mw_off = max(-1000, min(8000, mw_off + rng.randrange(-200, 201)))
             body = _CPU.sub(lambda m: f"{rng.randrange(0, 101)}%@{m.group(2)}", body)
-            body = _TEMP.sub(lambda m: f"@{float(m.group(1)) + temp_off:.3f}C", body)
-            body = _MW.sub(lambda m: f"{int(m.group(1)) + mw_off}mW/{int(m.group(2)) + mw_off}mW", body)
+            body = _TEMP.sub(lambda m, dt=temp_off: f"@{float(m.group(1)) + dt:.3f}C", body)
+            body = _MW.sub(lambda m, dw=mw_off: f"{int(m.group(1)) + dw}mW/{int(m.group(2)) + dw}mW", body)
             stamp = time.strftime("%m-%d-%Y %H:%M:%S", time.gmtime(t + n))
             line = f"{stamp} {body}\n"
             f.write(line)

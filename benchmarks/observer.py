@@ -27,9 +27,9 @@ from edgeprof.demo_models import build_demo_models  # noqa: E402
 from edgeprof.plan import Collect, Cooldown, parse_plan  # noqa: E402
 from edgeprof.report import build_rows  # noqa: E402
 from edgeprof.stats import median  # noqa: E402
+from edgeprof.storage.db import new_session, open_engine  # noqa: E402
 from edgeprof.sweep import run_plan  # noqa: E402
 from edgeprof.telemetry import Telemetry  # noqa: E402
-from edgeprof.storage.db import new_session, open_engine  # noqa: E402
 
 PLAN = """
 name = "observer-{tag}"

@@ -24,7 +24,7 @@ from edgeprof.collectors.base import (
     read_int,
     read_text,
 )
-from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors.roles import Component, MetricRole
 
 POWERCAP_CLASS = "/sys/class/powercap"
 
@@ -190,5 +190,5 @@ def rapl_role(metric: str) -> MetricRole | None:
         return MetricRole("energy", "uJ", "board", whole_board=True, scope="board_input")
     if zone == "package" or zone.startswith("package_zone"):
         return MetricRole("energy", "uJ", "cpu", scope="device", instance=zone)
-    component = "dram" if "dram" in zone else "gpu" if "uncore" in zone else "cpu"
+    component: Component = "dram" if "dram" in zone else "gpu" if "uncore" in zone else "cpu"
     return MetricRole("energy", "uJ", component)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
-from edgeprof.collectors.roles import MetricRole, component_of_sensor, temperature
+from edgeprof.collectors.roles import Component, MetricRole, component_of_sensor, temperature
 from edgeprof.collectors.tegrastats_parse import (
     SECOND_TEMP_SUFFIX,
     TEGRASTATS_METRIC_UNITS,
@@ -478,7 +478,7 @@ def jetson_role(metric: str) -> MetricRole | None:
     if leaf == "freq_mhz" and is_core:
         return MetricRole("clock", "MHz", "cpu", domain="cpu", per_core=True)
     if head in ("gpu", "emc") and leaf in ("util_pct", "freq_mhz"):
-        component = "gpu" if head == "gpu" else "dram"
+        component: Component = "gpu" if head == "gpu" else "dram"
         if leaf == "util_pct":
             return MetricRole("utilization", "pct", component)
         return MetricRole("clock", "MHz", component, domain="gpu" if head == "gpu" else None)

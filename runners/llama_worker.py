@@ -1,6 +1,6 @@
 """The child process of one run: load a model with llama.cpp, serve the fixed requests, report events.
 
-Run as ``python -m edgeprof.runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
+Run as ``edgeprof.runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
 lines on fd N; stdout is pointed at stderr first, so nothing llama.cpp prints can corrupt the event stream.
 
 Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the

@@ -13,7 +13,7 @@ once give one row and no error.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, select
@@ -46,7 +46,7 @@ def content_default(kind: str, *columns: str) -> Callable[[Any], str]:
     return default
 
 
-def insert_ignore(conn: Connection | Session, table: Table, rows: list[Mapping[str, Any]]) -> int:
+def insert_ignore(conn: Connection | Session, table: Table, rows: Sequence[Mapping[str, Any]]) -> int:
     """INSERT the rows, skipping any that conflict with a row (any unique key); returns rows added."""
     if not rows:
         return 0

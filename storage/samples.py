@@ -472,7 +472,7 @@ def max_value(
     b = SampleBlock
     q = select(b.id, b.run_id, b.t_start_mono, b.t_end_mono, b.n_values).where(b.run_id.in_(list(run_ids)))
     for block_id, run_id, b0, b1, n_values in session.execute(q):
-        t0, t1 = spans[run_id] if spans is not None else (None, None)
+        t0, t1 = spans[run_id] if spans is not None and run_id is not None else (None, None)
         if t0 is not None and t1 is not None and (b1 < t0 or b0 > t1):
             continue
         key = (int(block_id), b0, b1, n_values, t0, t1, names)

@@ -6,15 +6,14 @@
 
 from __future__ import annotations
 
+# The worker's fault injection (EDGEPROF_TEST_FAULT) works only when armed; only the test suite arms it.
+import os as _os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from edgeprof.demo_models import build_demo_models
-
-# The worker's fault injection (EDGEPROF_TEST_FAULT) works only when armed; only the test suite arms it.
-import os as _os
-
 from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
 _os.environ[FAULT_ARM_ENV] = FAULT_ARM_VALUE

@@ -11,7 +11,12 @@ from typing import Any
 
 import pytest
 
-from edgeprof.collectors.nvml import CLOCK_EVENT_REASONS, INSTALL_HINT, NvmlCollector, decode_clock_event_reasons
+from edgeprof.collectors.nvml import (
+    CLOCK_EVENT_REASONS,
+    INSTALL_HINT,
+    NvmlCollector,
+    decode_clock_event_reasons,
+)
 
 
 class NVMLError(Exception):

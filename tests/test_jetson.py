@@ -10,7 +10,13 @@ from captures import read_capture
 from sqlalchemy import select
 
 from edgeprof.device import board_model, l4t_release
-from edgeprof.jetson import comparable_state, jetson_state, parse_jetson_clocks_show, parse_nvpmodel_q, read_fan
+from edgeprof.jetson import (
+    comparable_state,
+    jetson_state,
+    parse_jetson_clocks_show,
+    parse_nvpmodel_q,
+    read_fan,
+)
 
 
 def capture(name: str) -> str:
@@ -119,9 +125,9 @@ def test_not_a_jetson_has_no_state(tmp_path: Path) -> None:
 def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tiny_models) -> None:
     from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows, render_table
-    from edgeprof.sweep import run_plan
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
+    from edgeprof.sweep import run_plan
 
     plan = parse_plan(
         f"""

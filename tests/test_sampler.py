@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from edgeprof.sampler import Sampler, SampleRow
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
+from edgeprof.sampler import Sampler, SampleRow
 
 
 class FakeClock:

@@ -16,10 +16,10 @@ from sqlalchemy import func, select
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows
-from edgeprof.sweep import run_plan
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep
+from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.llama
 

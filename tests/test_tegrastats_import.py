@@ -16,17 +16,17 @@ import typer
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
+from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Sweep
+from edgeprof.storage.samples import count_samples, read_samples
+from edgeprof.tegrastats_cli import register
 from edgeprof.tegrastats_import import (
     SOURCE,
     TegrastatsImportError,
     import_log,
     parse_timestamp,
 )
-from edgeprof.tegrastats_cli import register
-from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
-from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Device, Sweep
-from edgeprof.storage.samples import count_samples, read_samples
 
 TEGRASTATS_DIR = Path(__file__).resolve().parents[2] / "shared" / "captures" / "tegrastats"
 SCHEMA_KEYS = set(record_to_json(parse_line("")))
