@@ -49,6 +49,17 @@ def emit(event_type: str, /, **fields: Any) -> None:
         view = view[written:]
 
 
+def emit_hello(ll: Any) -> None:
+    """The build this child runs (stored as the run's build record): version, system_info, offload."""
+    emit(
+        "hello",
+        t=time.monotonic(),
+        llama_cpp_python=getattr(ll, "__version__", "unknown"),
+        system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
+        gpu_offload=bool(ll.llama_supports_gpu_offload()),
+    )
+
+
 def maybe_fault(stage: str, model_path: str) -> None:
     spec = os.environ.get(FAULT_ENV, "")
     # Honoured only when the test suite armed it too (tests/conftest.py): a user's or a service's stray
@@ -468,13 +479,7 @@ def main(argv: list[str]) -> int:
 
     install_log_capture(ll)
     ll.llama_backend_init()
-    emit(
-        "hello",
-        t=time.monotonic(),
-        llama_cpp_python=getattr(ll, "__version__", "unknown"),
-        system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
-        gpu_offload=bool(ll.llama_supports_gpu_offload()),
-    )
+    emit_hello(ll)
 
     t_load = time.monotonic()
     try:

@@ -183,13 +183,7 @@ def main(argv: list[str]) -> int:
     import llama_cpp as ll
 
     ll.llama_backend_init()
-    emit(
-        "hello",
-        t=time.monotonic(),
-        llama_cpp_python=getattr(ll, "__version__", "unknown"),
-        system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
-        gpu_offload=bool(ll.llama_supports_gpu_offload()),
-    )
+    llama_worker.emit_hello(ll)
     t_load = time.monotonic()
     try:
         maybe_fault("load", model_path)
