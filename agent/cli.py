@@ -137,15 +137,16 @@ def _guard_write(db: str | None) -> None:
         fail(str(exc))
 
 
-def _open_engine(db: str | None, *, read_only: bool = False) -> Any:
-    """Writers migrate to the head; readers (read_only) never migrate or write (issue 13)."""
+def _open_engine(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
+    """Writers migrate to the head; readers (read_only) never migrate or write (issue 13). Every expected
+    failure is one line (password masked), exit 2."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
     from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
 
     try:
-        return open_engine(db, read_only=read_only)
+        return open_engine(db, read_only=read_only, migrate=migrate)
     except DatabaseError as exc:
         fail(scrub(str(exc), db))
     except (SchemaTooNewError, SchemaOutdatedError) as exc:

@@ -26,20 +26,9 @@ def _fail(message: str) -> Any:
 
 def _engine(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
     """``open_engine`` with every expected failure as one line (password masked), exit 2."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from edgeprof.cli import _open_engine
 
-    from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
-    from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
-
-    try:
-        return open_engine(db, read_only=read_only, migrate=migrate)
-    except DatabaseError as exc:
-        _fail(scrub(str(exc), db))
-    except (SchemaTooNewError, SchemaOutdatedError) as exc:
-        _fail(f"{mask_url(db)}: {scrub(str(exc), db)}")
-    except (SQLAlchemyError, OSError) as exc:
-        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-        _fail(f"cannot open database {mask_url(db)}: {scrub(first[0], db)}")
+    return _open_engine(db, read_only=read_only, migrate=migrate)
 
 
 def db_version(
