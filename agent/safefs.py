@@ -220,6 +220,10 @@ def replace_file(path: Path, data: bytes) -> None:
             os.unlink(tmp, dir_fd=dir_fd)
         create_new(dir_fd, tmp, data)
         os.rename(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
     finally:
         os.close(dir_fd)
 
@@ -258,16 +262,4 @@ def replace_report(out: Path, data: bytes, protect: tuple[Path, ...] = ()) -> No
             raise UnsafePath(
                 errno.EEXIST, f"{out} exists and is not an earlier edgeprof report; give another file name"
             )
-    dir_fd = open_dir(out.parent)
-    tmp = f".{out.name}.{os.getpid()}.tmp"
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        create_new(dir_fd, tmp, data)
-        os.rename(tmp, out.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    finally:
-        os.close(dir_fd)
+    replace_file(out, data)
