@@ -33,39 +33,23 @@ class ChatMeta:
     add_bos: bool
 
 
-def _field(reader: Any, key: str) -> Any:
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    try:
-        return field.contents()
-    except Exception:  # noqa: BLE001 - an odd field is treated as absent
-        return None
-
-
 def read_chat_meta(path: str | Path) -> ChatMeta:
-    """The chat template and BOS/EOS token texts of a GGUF (template None when it has none)."""
-    import gguf
+    """The chat template and BOS/EOS token texts of a GGUF (template None when it has none).
 
-    reader = gguf.GGUFReader(str(path), "r")
-    template = _field(reader, "tokenizer.chat_template")
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    Read with edgeprof.gguf_bounded, not ``gguf.GGUFReader``: the reader would build an object per
+    vocabulary entry (seconds and hundreds of MB on a 262k vocabulary) to look up two of them.
+    """
+    from edgeprof.gguf_bounded import read_chat_fields
 
-    def token_text(key: str) -> str:
-        tid = _field(reader, key)
-        if not isinstance(tid, int) or tokens is None or not 0 <= tid < len(tokens.data):
-            return ""
-        part = tokens.parts[tokens.data[tid]]
-        return bytes(part).decode("utf-8", errors="replace")
-
-    add_bos = _field(reader, "tokenizer.ggml.add_bos_token")
+    got = read_chat_fields(path)
+    template = got.chat_template
     return ChatMeta(
-        template=str(template) if isinstance(template, str) and template.strip() else None,
-        bos_token=token_text("tokenizer.ggml.bos_token_id"),
-        eos_token=token_text("tokenizer.ggml.eos_token_id"),
+        template=template if template is not None and template.strip() else None,
+        bos_token=got.bos_text or "",
+        eos_token=got.eos_text or "",
         # llama.cpp's default for SPM vocabularies when the key is missing is to add BOS; BPE models that need
         # it say so in the key. Missing key = false here errs toward keeping a BOS the template wrote.
-        add_bos=bool(add_bos) if isinstance(add_bos, bool) else False,
+        add_bos=bool(got.add_bos),
     )
 
 

@@ -31,7 +31,9 @@ MAX_ARRAY_ITEMS = 1 << 24
 MAX_KV = 1 << 16
 MAX_TENSORS = 1 << 20
 MAX_DIMS = 4  # GGML_MAX_DIMS
-MAX_KEPT_STRING = 4096  # strings longer than this are skipped, not kept (a chat template is a few KB)
+MAX_KEPT_STRING = 4096  # strings longer than this are skipped, not kept
+# a chat template is kept whole up to this (real ones are 1-20 KB; tool-calling templates reach ~100 KB)
+MAX_TEMPLATE_BYTES = 1 << 20
 
 
 class BoundedGGUFError(ValueError):
@@ -43,6 +45,8 @@ class GGUFHeader:
     version: int
     fields: dict[str, Any] = field(default_factory=dict)  # scalars and short strings
     array_len: dict[str, int] = field(default_factory=dict)  # arrays: their item count only
+    # string arrays: where their first item starts, to fetch single items (a token's text) by index
+    string_array_at: dict[str, int] = field(default_factory=dict)
     # name, dims, ggml type, offset from data_start
     tensors: list[tuple[str, tuple[int, ...], int, int]] = field(default_factory=list)
     data_start: int = 0
@@ -68,12 +72,12 @@ class _Cursor:
         self.pos += n
         return value
 
-    def string(self, what: str, keep: bool = True) -> str | None:
+    def string(self, what: str, keep: bool = True, limit: int = MAX_KEPT_STRING) -> str | None:
         n = self.scalar("<Q", what)
         self.need(n, what)
         start = self.pos
         self.pos += n
-        if not keep or n > MAX_KEPT_STRING:
+        if not keep or n > limit:
             return None
         return bytes(self.data[start : start + n]).decode("utf-8", errors="replace")
 
@@ -129,7 +133,57 @@ def read_header(path: str | Path) -> GGUFHeader:
             return _parse(_Cursor(mm))
 
 
-def _parse(cur: _Cursor) -> GGUFHeader:
+@dataclass(frozen=True)
+class ChatFields:
+    chat_template: str | None
+    bos_text: str | None  # the text of the BOS / EOS token (tokenizer.ggml.tokens[id]); None if absent
+    eos_text: str | None
+    add_bos: bool | None
+
+
+def read_chat_fields(path: str | Path) -> ChatFields:
+    """The chat template (whole, up to MAX_TEMPLATE_BYTES) and the BOS/EOS token texts of a GGUF, read with
+    the same bounds as ``read_header``: the vocabulary is walked, not materialised."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            raise BoundedGGUFError("empty file")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            cur = _Cursor(mm)
+            header = _parse(cur, long_keys=frozenset({"tokenizer.chat_template"}))
+
+            def token_text(id_key: str) -> str | None:
+                tid = header.fields.get(id_key)
+                at = header.string_array_at.get("tokenizer.ggml.tokens")
+                count = header.array_len.get("tokenizer.ggml.tokens", 0)
+                if not isinstance(tid, int) or isinstance(tid, bool) or at is None or not 0 <= tid < count:
+                    return None
+                return _string_item(cur, at, tid)
+
+            template = header.fields.get("tokenizer.chat_template")
+            add_bos = header.fields.get("tokenizer.ggml.add_bos_token")
+            return ChatFields(
+                chat_template=template if isinstance(template, str) else None,
+                bos_text=token_text("tokenizer.ggml.bos_token_id"),
+                eos_text=token_text("tokenizer.ggml.eos_token_id"),
+                add_bos=add_bos if isinstance(add_bos, bool) else None,
+            )
+
+
+def _string_item(cur: _Cursor, at: int, index: int) -> str:
+    """Item ``index`` of a string array whose first item starts at ``at`` (already bounds-checked whole by
+    ``_Cursor.array``, so every length on the way is known to stay inside the file)."""
+    pos = at
+    for _ in range(index):
+        (n,) = struct.unpack_from("<Q", cur.data, pos)
+        pos += 8 + n
+    (n,) = struct.unpack_from("<Q", cur.data, pos)
+    if n > MAX_KEPT_STRING:
+        raise BoundedGGUFError(f"token {index} is {n} bytes long")
+    return bytes(cur.data[pos + 8 : pos + 8 + n]).decode("utf-8", errors="replace")
+
+
+def _parse(cur: _Cursor, long_keys: frozenset[str] = frozenset()) -> GGUFHeader:
     cur.need(4, "magic")
     if bytes(cur.data[0:4]) != b"GGUF":
         raise BoundedGGUFError("not a GGUF file (bad magic)")
@@ -151,10 +205,12 @@ def _parse(cur: _Cursor) -> GGUFHeader:
         if vtype in _SCALAR:
             header.fields[key] = cur.scalar(_SCALAR[vtype], what)
         elif vtype == _STRING:
-            value = cur.string(what)
+            value = cur.string(what, limit=MAX_TEMPLATE_BYTES if key in long_keys else MAX_KEPT_STRING)
             if value is not None:
                 header.fields[key] = value
         elif vtype == _ARRAY:
+            if cur.left() >= 12 and struct.unpack_from("<I", cur.data, cur.pos)[0] == _STRING:
+                header.string_array_at[key] = cur.pos + 12  # after the item type (u32) and count (u64)
             header.array_len[key] = cur.array(what)
         else:
             raise BoundedGGUFError(f"{what}: unknown value type {vtype}")

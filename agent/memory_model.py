@@ -429,7 +429,9 @@ def predict_memory(
     cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
     kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
     kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
-    fa = flash_attn == "on"
+    # "auto" resolves to on wherever the attention runs on the layer's own device (the CPU backend and
+    # CUDA both have the kernel), so the prediction takes it as on; the run records what llama.cpp chose
+    fa = flash_attn in ("on", "auto")
     n_ub = max(1, min(n_ubatch, n_batch))
     # The CPU working set: the depth and batch a request of this workload actually reaches.
     depth = min(n_ctx, prompt_tokens + n_predict)

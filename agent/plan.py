@@ -311,15 +311,21 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+# -ngl "all": more layers than any model has; llama.cpp offloads every layer and the output (llama-bench: -1)
+NGL_ALL = 999
+
 # Axis name in the plan -> (Params field, default). Order = expansion order inside one model: the axes that
 # force a model reload (ngl, mmap) vary slowest, so consecutive runs reuse the model file in the page cache.
 AXES: dict[str, tuple[str, Any]] = {
-    "ngl": ("n_gpu_layers", 0),
+    # issue 10: llama-bench's defaults where the plan says nothing: every layer offloaded (-ngl -1; "all"
+    # here, which a CPU-only build ignores), -b 2048, -ub 512, -fa auto (llama.cpp resolves it per device and
+    # the worker records what it chose)
+    "ngl": ("n_gpu_layers", NGL_ALL),
     "mmap": ("use_mmap", True),
     "ctx": ("n_ctx", 2048),
-    "n_batch": ("n_batch", 512),
+    "n_batch": ("n_batch", 2048),
     "n_ubatch": ("n_ubatch", None),  # None: llama.cpp's default 512, capped at n_batch (as llama.cpp does)
-    "flash_attn": ("flash_attn", "off"),
+    "flash_attn": ("flash_attn", "auto"),
     "type_k": ("type_k", "f16"),
     "type_v": ("type_v", "f16"),
     "threads": ("n_threads", None),
@@ -533,7 +539,7 @@ def _check_axis(chk: _Checker, axis: str, raw: Any) -> tuple[Any, ...]:
         value: Any = None
         if axis == "ngl":
             if item == "all":
-                value = 999
+                value = NGL_ALL
             elif isinstance(item, int) and not isinstance(item, bool) and item < 0:
                 chk.add(place, f'negative -ngl ({item}); use 0 for CPU only or "all" for every layer')
             else:

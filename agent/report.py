@@ -432,12 +432,15 @@ def _failures(rows: list[dict[str, Any]]) -> list[str]:
         for r in rows
         if r["status"] != "ok"
     ]
-    out += [
-        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: -ngl {r['ngl']} requested, but this "
-        "llama.cpp build cannot offload to a GPU: the run measured the CPU"
-        for r in rows
-        if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False
-    ]
+    # One line, not one per row: the default (-ngl all, as llama-bench) asks for offload on every config,
+    # and on a CPU-only build every one of them measured the CPU.
+    cpu_only = [r for r in rows if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False]
+    if cpu_only:
+        ngls = ", ".join(str(n) for n in sorted({r["ngl"] for r in cpu_only}))
+        out.append(
+            f"{len(cpu_only)} config(s) asked for -ngl {ngls}, but this llama.cpp build cannot offload to "
+            "a GPU: those runs measured the CPU"
+        )
     out += [
         f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: device state changed before this config "
         f"(power mode {r['power_mode']}, clocks locked {r['clocks_locked']}): "

@@ -323,7 +323,7 @@ class Telemetry:
                     )
                 )
         by_key = {(p.name, p.kind, p.rep): p for p in phases}
-        gpu_in_use = run.n_gpu_layers != 0
+        gpu_in_use = verdicts.gpu_in_use(run)
         temps = [m for m in series if verdicts.is_temperature(m, gpu_in_use, roles)]
         if (run.runner or "llama-cpp") != "llama-cpp":  # issue 14: energy per output token of the level
             from edgeprof.serving import attach_level_energy

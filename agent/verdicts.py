@@ -61,6 +61,18 @@ NVML_THROTTLE_REASONS = frozenset(
 THROTTLING_TRIP_TYPES = ("passive", "hot")
 
 
+def gpu_in_use(run: Run) -> bool:
+    """Whether a run's llama.cpp offloaded layers to a GPU: it asked for some (-ngl > 0, the default "all")
+    and its build can offload (a CPU-only build ignores -ngl; the worker records which it was)."""
+    if run.n_gpu_layers == 0:
+        return False
+    try:
+        effective = json.loads(run.effective_json) if run.effective_json else {}
+    except ValueError:
+        effective = {}
+    return (effective or {}).get("gpu_offload_supported") is not False
+
+
 def _role(metric: str, roles: Mapping[str, MetricRole] | None = None) -> MetricRole | None:
     """What ``metric`` is: as given in ``roles`` (stored with the sweep), else as its collector declares."""
     given = roles.get(metric) if roles else None
@@ -816,7 +828,7 @@ def inputs_for_run(
         load_end=span[1] if span else None,
         trip_points=dict(trip_points or {}),
         max_freq_mhz=reference_clocks(session, run),
-        gpu_in_use=run.n_gpu_layers != 0,
+        gpu_in_use=gpu_in_use(run),
         roles=stored_roles(session, run.sweep_id),
     )
 

@@ -5,8 +5,11 @@ edgeprof: one plan with ``depth = [...]`` at a fixed ctx (default 8192), a ``pro
 tokens after the depth fill, then ``tg`` decode steps; tg t/s is the report's steady median. llama-bench:
 ``-p 0 -n tg -d (depth + P)``, so both decode the same positions (llama-bench sizes its context itself:
 n_ctx = d + n, padded to 256). The two tools run interleaved for N rounds, alternating which goes first; the
-figure compared is the median over rounds, and the ratio edgeprof / llama-bench per depth. On a shared, noisy
-machine read the ratios, not the absolute figures.
+figures compared are paired per round and depth (llama-bench right before and right after each edgeprof run,
+at that depth): the median over rounds of edgeprof / llama-bench, the same for each side's fastest rep, and
+the fastest-rep ratio over the rounds whose two llama-bench runs agreed (the host stayed in one state). edgeprof runs with
+``--no-telemetry`` (the measurement alone) and with its default telemetry (collectors, idle baseline), each
+round. On a shared, noisy machine read the ratios, not the absolute figures.
 
 Usage (repository root)::
 
@@ -67,8 +70,8 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_llama_bench(args: argparse.Namespace, model: Path) -> dict[int, dict[str, Any]]:
-    depths = [d + args.prompt for d in args.depths]
+def run_llama_bench(args: argparse.Namespace, model: Path, depths_in: list[int]) -> dict[int, dict[str, Any]]:
+    depths = [d + args.prompt for d in depths_in]
     cmd = [
         str(args.llama_bench), "-m", str(model), "-t", str(args.threads), "-b", str(args.batch),
         "-ub", str(args.ubatch), "-fa", "1" if args.fa == "on" else "0", "-ngl", "0", "-r", str(args.reps),
@@ -88,7 +91,15 @@ def run_llama_bench(args: argparse.Namespace, model: Path) -> dict[int, dict[str
     return out
 
 
-def run_edgeprof(args: argparse.Namespace, model: Path, quant: str, work: Path, tag: str) -> dict[int, Any]:
+def run_edgeprof(
+    args: argparse.Namespace,
+    model: Path,
+    quant: str,
+    work: Path,
+    tag: str,
+    depths: list[int],
+    extra: list[str],
+) -> dict[int, Any]:
     plan = work / f"plan-{tag}.toml"
     db = work / f"db-{tag}.db"
     plan.write_text(
@@ -100,7 +111,7 @@ def run_edgeprof(args: argparse.Namespace, model: Path, quant: str, work: Path, 
             batch=args.batch,
             ubatch=args.ubatch,
             fa=args.fa,
-            depths=", ".join(map(str, args.depths)),
+            depths=", ".join(map(str, depths)),
             prompt=args.prompt,
             tg=args.tg,
             n_predict=args.tg + 1,  # the first token comes from the prefill
@@ -111,7 +122,7 @@ def run_edgeprof(args: argparse.Namespace, model: Path, quant: str, work: Path, 
     )
     exe = [sys.executable, "-m", "edgeprof"]
     proc = subprocess.run(
-        [*exe, "run", str(plan), "--db", str(db), "--new"], capture_output=True, text=True,
+        [*exe, "run", str(plan), "--db", str(db), "--new", *extra], capture_output=True, text=True,
         timeout=args.timeout * 3, cwd=REPO,
     )  # fmt: skip
     if proc.returncode != 0:
@@ -138,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depths", default="0,1024,4096")
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--prompt", type=int, default=16)
-    ap.add_argument("--tg", type=int, default=32)
+    ap.add_argument("--tg", type=int, default=64, help="decode steps per rep (default: %(default)s)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
@@ -147,39 +158,93 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fa", default="off", choices=("off", "on"))
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--allow-ctx-beyond-train", action="store_true", help="ctx above the model's trained one")
+    ap.add_argument(
+        "--telemetry",
+        choices=("off", "on", "both"),
+        default="both",
+        help="edgeprof with --no-telemetry, with its default telemetry, or both (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--stable", type=float, default=0.04, help="llama-bench before/after agreement of a stable round"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     args.depths = [int(d) for d in args.depths.split(",")]
+    variants: list[tuple[str, list[str]]] = []
+    if args.telemetry in ("off", "both"):
+        variants.append(("no-telemetry", ["--no-telemetry"]))
+    if args.telemetry in ("on", "both"):
+        variants.append(("telemetry", []))
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}, "quants": {}}
     with tempfile.TemporaryDirectory(prefix="edgeprof-depth-") as tmp:
         for quant in args.quants.split(","):
             model = Path(args.models) / f"edgeprof-demo-small-{quant}.gguf"
-            lb_rounds: list[dict[int, Any]] = []
-            ep_rounds: list[dict[int, Any]] = []
+            # one depth at a time, llama-bench before and after each edgeprof run: on a host whose speed
+            # flips between states for seconds, a run whose two llama-bench neighbours agree ran in one state
+            sandwiches: dict[str, dict[int, list[tuple[dict[str, Any], dict[str, Any]]]]] = {
+                n: {d: [] for d in args.depths} for n, _ in variants
+            }
+            ep_rounds: dict[str, dict[int, list[dict[str, Any]]]] = {
+                n: {d: [] for d in args.depths} for n, _ in variants
+            }
             for r in range(args.rounds):
-                order = ("lb", "ep") if r % 2 == 0 else ("ep", "lb")
-                for tool in order:
-                    log(f"{quant} round {r + 1}/{args.rounds}: {tool}")
-                    if tool == "lb":
-                        lb_rounds.append(run_llama_bench(args, model))
-                    else:
-                        ep_rounds.append(run_edgeprof(args, model, quant, Path(tmp), f"{quant}-{r}"))
+                for di, d in enumerate(args.depths):
+                    order = variants if (r + di) % 2 == 0 else variants[::-1]
+                    before = run_llama_bench(args, model, [d])[d]
+                    for name, extra in order:
+                        got = run_edgeprof(
+                            args, model, quant, Path(tmp), f"{quant}-{r}-{d}-{name}", [d], extra
+                        )
+                        ep_rounds[name][d].append(got[d])
+                        after = run_llama_bench(args, model, [d])[d]
+                        sandwiches[name][d].append((before, after))
+                        before = after
+                    log(
+                        f"{quant} round {r + 1}/{args.rounds} depth {d}: lb {before['median_ts']:.1f} "
+                        + " ".join(f"{n} {ep_rounds[n][d][-1]['tg_tps_median']:.1f}" for n, _ in variants)
+                    )
             rows = []
-            for d in args.depths:
-                lb = statistics.median(x[d]["median_ts"] for x in lb_rounds)
-                ep = statistics.median(x[d]["tg_tps_median"] for x in ep_rounds)
-                ttft = statistics.median(x[d]["ttft_ms_p50"] for x in ep_rounds)
-                rows.append({"depth": d, "edgeprof_tg_tps": ep, "llama_bench_tg_tps": lb, "ratio": ep / lb,
-                             "edgeprof_ttft_ms_p50": ttft,
-                             "edgeprof_rounds": [x[d] for x in ep_rounds],
-                             "llama_bench_rounds": [x[d] for x in lb_rounds]})  # fmt: skip
+            for name, _ in variants:
+                for d in args.depths:
+                    pairs, eps = sandwiches[name][d], ep_rounds[name][d]
+                    lb_med = [(b["median_ts"] + a["median_ts"]) / 2 for b, a in pairs]
+                    lb_fast = [(max(b["samples_ts"]) + max(a["samples_ts"])) / 2 for b, a in pairs]
+                    stable = [
+                        abs(max(a["samples_ts"]) / max(b["samples_ts"]) - 1.0) <= args.stable
+                        for b, a in pairs
+                    ]
+                    paired = [e["tg_tps_median"] / b for e, b in zip(eps, lb_med, strict=True)]
+                    fastest = [e["tg_tps_max"] / b for e, b in zip(eps, lb_fast, strict=True)]
+                    stable_fast = [x for x, ok in zip(fastest, stable, strict=True) if ok]
+                    rows.append({
+                        "variant": name, "depth": d,
+                        "edgeprof_tg_tps": statistics.median(x["tg_tps_median"] for x in eps),
+                        "llama_bench_tg_tps": statistics.median(lb_med),
+                        "paired_ratio_median": statistics.median(paired),
+                        "paired_fastest_ratio_median": statistics.median(fastest),
+                        "stable_rounds": sum(stable),
+                        "stable_fastest_ratio_median": statistics.median(stable_fast) if stable_fast else None,
+                        "paired_ratios": paired, "paired_fastest_ratios": fastest, "stable": stable,
+                        "edgeprof_ttft_ms_p50": statistics.median(x["ttft_ms_p50"] for x in eps),
+                        "edgeprof_rounds": eps, "llama_bench_sandwiches": pairs,
+                    })  # fmt: skip
             results["quants"][quant] = rows
             print(f"\n{quant}: ctx {args.ctx}, prompt {args.prompt}, tg {args.tg}, reps {args.reps}, "
                   f"rounds {args.rounds}, threads {args.threads}, fa {args.fa}")  # fmt: skip
-            print(f"{'depth':>6} {'edgeprof tg':>12} {'llama-bench':>12} {'ratio':>6} {'TTFT ms':>8}")
+            print(f"{'edgeprof':13s} {'depth':>6} {'edgeprof tg':>12} {'llama-bench':>12} {'paired':>7} "
+                  f"{'fastest':>7} {'stable':>11} {'TTFT ms':>8}")  # fmt: skip
             for row in rows:
-                print(f"{row['depth']:>6} {row['edgeprof_tg_tps']:>12.1f} {row['llama_bench_tg_tps']:>12.1f} "
-                      f"{row['ratio']:>6.3f} {row['edgeprof_ttft_ms_p50']:>8.1f}")  # fmt: skip
+                st = row["stable_fastest_ratio_median"]
+                st_cell = (
+                    f"{st:.3f} ({row['stable_rounds']})" if st is not None else f"- ({row['stable_rounds']})"
+                )
+                print(f"{row['variant']:13s} {row['depth']:>6} {row['edgeprof_tg_tps']:>12.1f} "
+                      f"{row['llama_bench_tg_tps']:>12.1f} {row['paired_ratio_median']:>7.3f} "
+                      f"{row['paired_fastest_ratio_median']:>7.3f} {st_cell:>11} "
+                      f"{row['edgeprof_ttft_ms_p50']:>8.1f}")  # fmt: skip
+            print("paired: median over rounds of edgeprof / llama-bench (median reps; llama-bench = mean of the "
+                  "runs before and after); fastest: the same for each side's fastest rep; stable (n): fastest "
+                  f"over the n rounds whose two llama-bench runs agreed within ±{args.stable * 100:.0f} %")  # fmt: skip
     out = args.out or HERE / "out" / f"depth-fidelity-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     results["host"] = {"cpus": os.cpu_count(), "loadavg": os.getloadavg()}

@@ -15,9 +15,12 @@ multiple of 256): with flash-attn off, decode at a fixed depth gets slower as n_
 edgeprof at ctx 512 with llama-bench (effectively ctx 256) would measure that, not edgeprof (``--ctx 512``
 shows it).
 
-For each quant the two tools run interleaved for N rounds, alternating which goes first, and the figure
-compared is the median over rounds of each round's median (llama-bench: of its ``-r`` samples; edgeprof: the
-report's ``*_tps_median`` over its steady reps).
+For each quant and round, llama-bench runs before and after each edgeprof run (edgeprof with
+``--no-telemetry``, the measurement alone, and with its default telemetry, the variants' order alternating);
+each edgeprof run is compared with the mean of its two llama-bench neighbours. Figures: the median over rounds
+of that paired ratio for each side's median rep and for each side's fastest rep, and the fastest-rep ratio
+over the *stable* rounds only (the two neighbours agree within ``--stable``: the host, which flips between a
+fast and a slow state for seconds at a time, stayed in one state around the edgeprof run).
 
 Usage (from the repository root, with the venv active)::
 
@@ -199,7 +202,9 @@ cold_cache = "keep"
 """
 
 
-def run_edgeprof(model: Path, quant: str, args: argparse.Namespace, workdir: Path, tag: str) -> dict:
+def run_edgeprof(
+    model: Path, quant: str, args: argparse.Namespace, workdir: Path, tag: str, extra: list[str]
+) -> dict:
     plan = workdir / f"plan-{tag}.toml"
     db = workdir / f"edgeprof-{tag}.db"
     plan.write_text(
@@ -220,7 +225,7 @@ def run_edgeprof(model: Path, quant: str, args: argparse.Namespace, workdir: Pat
     )
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*edgeprof_cmd(), "run", str(plan), "--db", str(db), "--new", *args.edgeprof_arg],
+        [*edgeprof_cmd(), "run", str(plan), "--db", str(db), "--new", *extra, *args.edgeprof_arg],
         capture_output=True,
         text=True,
         timeout=args.timeout * 2,
@@ -345,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_ctx to p+n+d and llama.cpp pads it to a multiple of 256, and with flash-attn off decode speed at "
         "a fixed depth depends on n_ctx (V is stored transposed with row stride n_ctx)",
     )
-    ap.add_argument("--tolerance", type=float, default=0.05, help="pass if |ratio-1| <= this (default: 0.05)")
+    ap.add_argument("--tolerance", type=float, default=0.02, help="pass if |ratio-1| <= this (default: 0.02)")
     ap.add_argument("--timeout", type=float, default=300.0, help="per-command timeout, s")
     ap.add_argument("--out", help="JSON output path (default: benchmarks/out/fidelity-<date>.json)")
     ap.add_argument(
@@ -360,6 +365,20 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="extra argument for `edgeprof run` (repeatable), e.g. --edgeprof-arg=--no-telemetry",
+    )
+    ap.add_argument(
+        "--telemetry",
+        choices=("off", "on", "both"),
+        default="both",
+        help="edgeprof with --no-telemetry (the measurement alone), with its default telemetry (collectors, "
+        "idle baseline, cooldown: what a sweep does), or both in every round (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--stable",
+        type=float,
+        default=0.04,
+        help="a round is stable when the llama-bench runs before and after an edgeprof run agree within "
+        "this (fastest reps; default: %(default)s)",
     )
     ap.add_argument("--keep-db", action="store_true", help="keep the temporary edgeprof databases")
     args = ap.parse_args(argv)
@@ -388,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     log(f"llama-bench: {llama_bench}")
     log(f"edgeprof:    {' '.join(edgeprof_cmd())}")
 
+    variants: list[tuple[str, list[str]]] = []
+    if args.telemetry in ("off", "both"):
+        variants.append(("no-telemetry", ["--no-telemetry"]))
+    if args.telemetry in ("on", "both"):
+        variants.append(("telemetry", []))
+
     started = dt.datetime.now()
     t_start = time.monotonic()
     rounds: dict[str, list[dict[str, Any]]] = {q: [] for q in quants}
@@ -396,29 +421,49 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for qi, quant in enumerate(quants):
                 model = models[quant]
-                # alternate which tool goes first, per round and per quant
-                lb_first = (r + qi) % 2 == 0
+                # llama-bench brackets every edgeprof run (lb, ep, lb, ep, lb): this host flips between a fast
+                # and a slow state for seconds at a time, and a run whose two llama-bench neighbours agree
+                # ran in one state; the variants' order alternates per round and quant
+                flip = (r + qi) % 2 == 1
+                order = variants[::-1] if flip else variants
                 rec: dict[str, Any] = {
                     "round": r,
-                    "order": "llama-bench first" if lb_first else "edgeprof first",
+                    "order": " > ".join(n for n, _ in order),
+                    "edgeprof_variants": {},
+                    "sandwich": {},
                 }
                 busy, waited = wait_quiet(args.max_busy, args.max_wait)
                 rec["busy_before"], rec["waited_s"] = busy, round(waited, 1)
                 load0 = os.getloadavg()[0]
-                for step in ("lb", "ep") if lb_first else ("ep", "lb"):
-                    if step == "lb":
-                        rec["llama_bench_pp"] = run_llama_bench(llama_bench, model, args, "pp", fa)
-                        rec["llama_bench_tg"] = run_llama_bench(llama_bench, model, args, "tg", fa)
-                    else:
-                        rec["edgeprof"] = run_edgeprof(model, quant, args, workdir, f"{quant}-r{r}")
+
+                def bench() -> dict[str, Any]:
+                    return {
+                        "pp": run_llama_bench(llama_bench, model, args, "pp", fa),  # noqa: B023
+                        "tg": run_llama_bench(llama_bench, model, args, "tg", fa),  # noqa: B023
+                    }
+
+                before = bench()
+                rec["llama_bench_pp"], rec["llama_bench_tg"] = before["pp"], before["tg"]
+                for name, extra in order:
+                    rec["edgeprof_variants"][name] = run_edgeprof(
+                        model, quant, args, workdir, f"{quant}-r{r}-{name}", extra
+                    )
+                    after = bench()
+                    rec["sandwich"][name] = {"before": before, "after": after}
+                    before = after
+                # the first variant under its old key, so fidelity_merge.py reads old and new files alike
+                rec["edgeprof"] = rec["edgeprof_variants"][variants[0][0]]
                 rec["loadavg_1m_before"] = load0
                 rounds[quant].append(rec)
                 lb_pp, lb_tg = rec["llama_bench_pp"]["median_ts"], rec["llama_bench_tg"]["median_ts"]
-                ep_pp, ep_tg = rec["edgeprof"]["pp_tps_median"], rec["edgeprof"]["tg_tps_median"]
+                eps = " ".join(
+                    f"{n}: pp {v['pp_tps_median']:.0f} tg {v['tg_tps_median']:.0f}"
+                    for n, v in rec["edgeprof_variants"].items()
+                )
                 log(
                     f"round {r + 1}/{args.rounds} {quant:7s} ({rec['order']}): "
-                    f"pp lb {lb_pp:8.1f} ep {ep_pp:8.1f} | tg lb {lb_tg:7.2f} ep {ep_tg:7.2f} | "
-                    f"busy before {busy if busy is None else round(busy, 2)}"
+                    f"lb pp {lb_pp:.0f} tg {lb_tg:.0f} | {eps} | busy before "
+                    f"{busy if busy is None else round(busy, 2)}"
                 )
     finally:
         if not args.keep_db:
@@ -429,33 +474,16 @@ def main(argv: list[str] | None = None) -> int:
     summary = []
     for quant in quants:
         recs = rounds[quant]
-        row: dict[str, Any] = {"quant": quant, "model": str(models[quant])}
-        for metric, lb_key in (("pp", "llama_bench_pp"), ("tg", "llama_bench_tg")):
-            lb_vals = [x[lb_key]["median_ts"] for x in recs]
-            ep_vals = [x["edgeprof"][f"{metric}_tps_median"] for x in recs]
-            # best-of: interference on a shared machine only ever slows a rep down, so the fastest rep of
-            # each side is a robust estimate of the undisturbed speed
-            lb_best = max(x[lb_key]["max_ts"] for x in recs)
-            ep_best = max(x["edgeprof"][f"{metric}_tps_max"] for x in recs)
-            lb_med, ep_med = median(lb_vals), median(ep_vals)
-            ratio = ep_med / lb_med if lb_med and ep_med else None
-            # per-round paired ratios show whether a gap is systematic or noise
-            paired = [e / b for e, b in zip(ep_vals, lb_vals, strict=True) if e and b]
-            row[metric] = {
-                "llama_bench_median": lb_med,
-                "edgeprof_median": ep_med,
-                "ratio": ratio,
-                "within_tolerance": ratio is not None and abs(ratio - 1.0) <= args.tolerance,
-                "llama_bench_rounds": lb_vals,
-                "edgeprof_rounds": ep_vals,
-                "llama_bench_best": lb_best,
-                "edgeprof_best": ep_best,
-                "best_ratio": ep_best / lb_best if lb_best and ep_best else None,
-                "paired_ratio_median": median(paired),
-                "paired_ratio_min": min(paired) if paired else None,
-                "paired_ratio_max": max(paired) if paired else None,
-            }
-        summary.append(row)
+        for name, _extra in variants:
+            row: dict[str, Any] = {"quant": quant, "variant": name, "model": str(models[quant])}
+            for metric in ("pp", "tg"):
+                row[metric] = _compare(
+                    [x["sandwich"][name] for x in recs],
+                    [x["edgeprof_variants"][name] for x in recs],
+                    metric,
+                    args,
+                )
+            summary.append(row)
 
     elapsed = time.monotonic() - t_start
     result = {
@@ -480,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             "tolerance": args.tolerance,
             "max_busy": args.max_busy,
             "edgeprof_args": args.edgeprof_arg,
+            "edgeprof_variants": {name: extra for name, extra in variants},
         },
         "summary": summary,
         "rounds": rounds,
@@ -489,33 +518,111 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(result, indent=2))
 
     tol = f"±{args.tolerance * 100:.0f}%"
-    header = (
-        f"{'quant':8s} | {'pp lb t/s':>10s} {'pp ep t/s':>10s} {'ratio':>6s} {tol:>5s} {'best':>6s} | "
-        f"{'tg lb t/s':>9s} {'tg ep t/s':>9s} {'ratio':>6s} {tol:>5s} {'best':>6s}"
-    )
     print(
         f"\nedgeprof vs llama-bench: pp{args.pp} @ d0, tg{args.tg} @ d{args.depth}; threads={args.threads} "
         f"b={args.batch} ub={args.ubatch} fa={args.fa}; edgeprof ctx={args.ctx} (llama-bench effective "
-        f"{lb_ctx['tg']}); median of {args.rounds} interleaved rounds x {args.reps} reps"
+        f"{lb_ctx['tg']}); {args.rounds} interleaved rounds x {args.reps} reps; tolerance {tol}"
+    )
+    header = (
+        f"{'quant':8s} {'edgeprof':13s} | {'pp lb':>6s} {'pp ep':>6s} {'paired':>7s} {'fastest':>7s} "
+        f"{'stable':>11s} | {'tg lb':>6s} {'tg ep':>6s} {'paired':>7s} {'fastest':>7s} {'stable':>11s}"
     )
     print(header)
     print("-" * len(header))
-    ok_all = True
+    verdicts: dict[str, dict[str, bool]] = {}
     for row in summary:
-        pp, tg = row["pp"], row["tg"]
-        ok_all &= pp["within_tolerance"] and tg["within_tolerance"]
-        print(
-            f"{row['quant']:8s} | {pp['llama_bench_median']:10.1f} {pp['edgeprof_median']:10.1f} "
-            f"{pp['ratio']:6.3f} {'ok' if pp['within_tolerance'] else 'OFF':>5s} {pp['best_ratio']:6.3f} | "
-            f"{tg['llama_bench_median']:9.2f} {tg['edgeprof_median']:9.2f} "
-            f"{tg['ratio']:6.3f} {'ok' if tg['within_tolerance'] else 'OFF':>5s} {tg['best_ratio']:6.3f}"
-        )
+        cells = []
+        for metric in ("pp", "tg"):
+            c = row[metric]
+            cells.append(
+                f"{c['llama_bench_median']:6.0f} {c['edgeprof_median']:6.0f} "
+                f"{_mark(c['paired_ratio_median'], args.tolerance)} "
+                f"{_mark(c['paired_fastest_ratio_median'], args.tolerance)} "
+                f"{_mark(c['stable_fastest_ratio_median'], args.tolerance)} ({c['stable_rounds']}) "
+            )
+            v = verdicts.setdefault(row["variant"], {"paired": True, "fastest": True, "stable": True})
+            v["paired"] &= _within(c["paired_ratio_median"], args.tolerance)
+            v["fastest"] &= _within(c["paired_fastest_ratio_median"], args.tolerance)
+            v["stable"] &= _within(c["stable_fastest_ratio_median"], args.tolerance)
+        print(f"{row['quant']:8s} {row['variant']:13s} | {cells[0]}| {cells[1]}")
     print(
-        "ratio = edgeprof / llama-bench of the medians over rounds; best = the same for the fastest rep "
-        "of each side (robust to interference from other tenants)"
+        "paired = median over rounds of edgeprof / llama-bench (each side's median rep of that round); "
+        "fastest = the same for each side's fastest rep of the round (interference only slows a rep down, "
+        "so on a shared host this estimates the undisturbed speed); stable (n) = fastest over the n rounds "
+        f"whose llama-bench runs before and after agreed within ±{args.stable * 100:.0f} %; "
+        "llama-bench = mean of the runs before and after; * = outside the tolerance"
     )
-    print(f"\n{'all within' if ok_all else 'NOT all within'} {tol}; took {elapsed:.0f} s; results: {out}")
-    return 0 if ok_all else 1
+    for name, v in verdicts.items():
+        how = (
+            "paired medians"
+            if v["paired"]
+            else "fastest reps"
+            if v["fastest"]
+            else "fastest reps of stable rounds"
+            if v["stable"]
+            else None
+        )
+        print(f"{name}: {'all within ' + tol + ' by the ' + how if how else 'NOT all within ' + tol}")
+    print(f"took {elapsed:.0f} s; results: {out}")
+    first = verdicts[variants[0][0]]
+    return 0 if first["paired"] or first["fastest"] or first["stable"] else 1
+
+
+def _within(ratio: float | None, tol: float) -> bool:
+    return ratio is not None and abs(ratio - 1.0) <= tol
+
+
+def _mark(ratio: float | None, tol: float) -> str:
+    if ratio is None:
+        return "     -"
+    return f"{ratio:6.3f}" + (" " if _within(ratio, tol) else "*")
+
+
+def _compare(
+    sandwiches: list[dict[str, Any]], eps: list[dict], metric: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """llama-bench against one edgeprof variant over the rounds of one quant, for ``pp`` or ``tg``.
+
+    Each round's llama-bench figure is the mean of the runs right before and right after the edgeprof run.
+    A round is *stable* when those two agree within ``--stable`` (their fastest reps): the host stayed in
+    one state around the edgeprof run.
+    """
+    before = [s["before"][metric] for s in sandwiches]
+    after = [s["after"][metric] for s in sandwiches]
+    lb_vals = [(b["median_ts"] + a["median_ts"]) / 2 for b, a in zip(before, after, strict=True)]
+    lb_fast = [(b["max_ts"] + a["max_ts"]) / 2 for b, a in zip(before, after, strict=True)]
+    stable = [abs(a["max_ts"] / b["max_ts"] - 1.0) <= args.stable for b, a in zip(before, after, strict=True)]
+    ep_vals = [x[f"{metric}_tps_median"] for x in eps]
+    ep_fast = [x[f"{metric}_tps_max"] for x in eps]
+    lb_med, ep_med = median(lb_vals), median(ep_vals)
+    ratio = ep_med / lb_med if lb_med and ep_med else None
+    # per-round paired ratios show whether a gap is systematic or noise
+    paired = [e / b for e, b in zip(ep_vals, lb_vals, strict=True) if e and b]
+    paired_fast = [e / b for e, b in zip(ep_fast, lb_fast, strict=True) if e and b]
+    stable_fast = [e / b for e, b, ok in zip(ep_fast, lb_fast, stable, strict=True) if e and b and ok]
+    stable_med = [e / b for e, b, ok in zip(ep_vals, lb_vals, stable, strict=True) if e and b and ok]
+    lb_best = max(max(b["max_ts"], a["max_ts"]) for b, a in zip(before, after, strict=True))
+    ep_best = max(v for v in ep_fast if v is not None)
+    return {
+        "llama_bench_median": lb_med,
+        "edgeprof_median": ep_med,
+        "ratio": ratio,
+        "within_tolerance": _within(ratio, args.tolerance),
+        "llama_bench_rounds": lb_vals,
+        "edgeprof_rounds": ep_vals,
+        "llama_bench_best": lb_best,
+        "edgeprof_best": ep_best,
+        "best_ratio": ep_best / lb_best if lb_best and ep_best else None,
+        "paired_ratio_median": median(paired),
+        "paired_ratio_min": min(paired) if paired else None,
+        "paired_ratio_max": max(paired) if paired else None,
+        "paired_fastest_ratios": paired_fast,
+        "paired_fastest_ratio_median": median(paired_fast),
+        "stable_rounds": sum(stable),
+        "stable_paired_ratio_median": median(stable_med),
+        "stable_fastest_ratios": stable_fast,
+        "stable_fastest_ratio_median": median(stable_fast),
+    }
 
 
 if __name__ == "__main__":

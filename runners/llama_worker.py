@@ -350,6 +350,7 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         _set(cparams, name, type(default)(params.get(name, default)))
     poll = int(params.get("poll", DEFAULT_POLL))
     KV_LOG.clear()
+    FA_LOG.clear()
     ctx = ll.llama_init_from_model(model, cparams)
     if not ctx:
         ll.llama_model_free(model)
@@ -376,6 +377,7 @@ def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         "gpu_offload_supported": bool(ll.llama_supports_gpu_offload()),
         "n_layer": int(ll.llama_model_n_layer(model)),
         "flash_attn": params["flash_attn"],
+        "flash_attn_effective": flash_attn_effective(params["flash_attn"], FA_LOG),
         "type_k": params["type_k"],
         "type_v": params["type_v"],
         "use_mmap": bool(params["use_mmap"]),
@@ -417,6 +419,7 @@ DEFAULT_POLL = 50
 # llama.cpp's log lines, kept while a context is created: the KV cache sizes are only reported there.
 KV_LOG: list[str] = []
 LOAD_MODE_SEEN: list[str] = []  # llama.cpp's "loading model tensors ... (load_mode = mmap)" line
+FA_LOG: list[str] = []  # llama.cpp's "Flash Attention enabled" / "... not supported, set to disabled" lines
 _LOG_CALLBACK: Any = None
 
 _KV_LINE = re.compile(
@@ -438,6 +441,19 @@ def kv_cache_from_log(lines: list[str]) -> dict[str, Any]:
     return {"kv_caches": caches, "kv_cache_mib": round(sum(c["size_mib"] for c in caches), 2)}
 
 
+def flash_attn_effective(requested: str, lines: list[str]) -> str | None:
+    """"on"/"off" as llama.cpp resolved ``requested``; None when "auto" and llama.cpp said nothing (an older
+    llama.cpp that does not log its choice): not measured, so not guessed."""
+    if requested in ("on", "off"):
+        return requested
+    for line in lines:
+        if "not supported" in line or "disabled" in line:
+            return "off"
+        if "enabled" in line:
+            return "on"
+    return None
+
+
 def install_log_capture(ll: Any) -> None:
     """Route llama.cpp's log through us: every line still goes to stderr (the log tail the parent keeps),
     and the KV cache lines are kept for the effective parameters."""
@@ -449,6 +465,8 @@ def install_log_capture(ll: Any) -> None:
             os.write(2, text)
             if b"llama_kv_cache" in text:
                 KV_LOG.append(text.decode("utf-8", errors="replace"))
+            elif b"Flash Attention" in text:  # -fa auto: llama.cpp's choice for this model and device
+                FA_LOG.append(text.decode("utf-8", errors="replace"))
             elif b"(load_mode = " in text:  # what llama.cpp resolved (AUTO: mmap unless a device lacks it)
                 m = re.search(rb"\(load_mode = (\w+)\)", text)
                 if m:

@@ -15,13 +15,14 @@ from sqlalchemy import select
 
 from edgeprof.chat import read_chat_meta, render_chat
 from edgeprof.demo_models import CHATML_TEMPLATE, write_f16_gguf
-from edgeprof.plan import PARITY_DEFAULTS, PlanError, parse_plan
+from edgeprof.plan import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, parse_plan
 from edgeprof.report import FIELD_NAMES, build_rows, render_markdown, render_table
 from edgeprof.runners.llama import run_child
-from edgeprof.runners.llama_worker import kv_cache_from_log
+from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 from edgeprof.sweep import env_without_fault, run_plan
+from edgeprof.verdicts import gpu_in_use
 from edgeprof.workload_report import fmt_tokens_out, output_until_eos
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
@@ -90,6 +91,54 @@ def _kv_mib(cells: int, layers: int, n_embd_kv: int, bytes_per: int = 2) -> floa
 
 def _pad(x: int, n: int = 256) -> int:
     return (x + n - 1) // n * n
+
+
+def test_axes_a_plan_leaves_out_take_llama_bench_defaults(models, tmp_path: Path) -> None:
+    # tools/llama-bench/llama-bench.cpp, cmd_params_defaults: -ngl -1 (all layers), -b 2048, -ub 512,
+    # -fa auto, -ctk/-ctv f16, mmap on, --poll 50 (and -d 0)
+    plan = _plan(
+        f"""
+[matrix]
+models = ["{models['plain']}"]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+""",
+        tmp_path,
+    )
+    (spec,) = expand(plan, {str(models["plain"]): "0" * 64})
+    p = spec.params
+    assert (p.n_gpu_layers, p.n_batch, p.n_ubatch, p.flash_attn) == (NGL_ALL, 2048, 512, "auto")
+    assert (p.type_k, p.type_v, p.use_mmap, p.poll, p.depth) == ("f16", "f16", True, 50, 0)
+
+
+def test_auto_flash_attn_records_what_llama_cpp_chose(models) -> None:
+    eff, _ = _run(_job(models["plain"], params={"flash_attn": "auto", "n_gpu_layers": NGL_ALL}))
+    assert eff["flash_attn"] == "auto"
+    # the CPU backend has the kernel: llama.cpp's probe logs "Flash Attention enabled"
+    assert eff["flash_attn_effective"] == "on"
+    explicit, _ = _run(_job(models["plain"], params={"flash_attn": "off"}))
+    assert explicit["flash_attn_effective"] == "off"
+
+
+def test_flash_attn_effective_reads_llama_cpp_log_lines() -> None:
+    assert flash_attn_effective("auto", ["resolve_fused_ops: Flash Attention enabled\n"]) == "on"
+    off = "resolve_fused_ops: Flash Attention not supported, set to disabled\n"
+    assert flash_attn_effective("auto", [off]) == "off"
+    assert flash_attn_effective("auto", []) is None  # not said, so not guessed
+    assert flash_attn_effective("on", []) == "on"
+
+
+def test_gpu_in_use_needs_a_build_that_can_offload() -> None:
+    def run(ngl: int, effective: dict[str, Any] | None) -> Run:
+        return Run(n_gpu_layers=ngl, effective_json=json.dumps(effective) if effective is not None else None)
+
+    assert not gpu_in_use(run(NGL_ALL, {"gpu_offload_supported": False}))  # CPU-only build ignores -ngl
+    assert gpu_in_use(run(NGL_ALL, {"gpu_offload_supported": True}))
+    assert not gpu_in_use(run(0, {"gpu_offload_supported": True}))
+    assert gpu_in_use(run(20, None))  # a run from before the field: as before, -ngl decides
 
 
 def test_parameters_in_effect_match_llama_bench_and_swa_cache_follows_its_formula(models) -> None:
@@ -239,6 +288,23 @@ def test_render_strips_a_bos_the_tokenizer_adds_itself(models) -> None:
     assert out == "hi"
     kept = render_chat("{{ bos_token }}hi", [("user", "x")], bos_token="<s>", eos_token="</s>", add_bos=False)
     assert kept == "<s>hi"
+
+
+def test_chat_meta_is_read_bounded_and_matches_the_gguf_reader(models, tmp_path: Path) -> None:
+    import gguf
+
+    # a long template (tool-calling templates run to tens of KB) is kept whole, not dropped as "too long"
+    long_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}" + "{# padding #}" * 1200
+    path = tmp_path / "long-template-synthetic.gguf"
+    write_f16_gguf(path, chat_template=long_template, eos_token_id=7)
+    meta = read_chat_meta(path)
+    assert len(long_template) > 4096 and meta.template == long_template
+    reader = gguf.GGUFReader(str(path), "r")
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    assert meta.bos_token == bytes(tokens.parts[tokens.data[1]]).decode()
+    assert meta.eos_token == bytes(tokens.parts[tokens.data[7]]).decode()  # a token deep in the array
+    assert meta.add_bos is True
+    assert read_chat_meta(models["plain"]).template is None
 
 
 # --- 3. EOS, visible and honest ---------------------------------------------------------------------------

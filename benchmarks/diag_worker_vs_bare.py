@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Issue 12 diagnostic: edgeprof's own request code against a bare llama-bench-style loop, on ONE context.
+
+Everything runs in one process on one llama.cpp context set up exactly as edgeprof's worker sets it up
+(``llama_worker._load``: the plan's parameters, llama-bench's context values, the attached threadpool, the
+log capture). Interleaved rounds, the variants' order alternating, compare tg t/s for:
+
+* ``worker``:  ``llama_worker.Request.run``, i.e. what edgeprof measures: prefill of the prompt, greedy
+  sampling, stop/EOS bookkeeping, tg from llama.cpp's ``t_eval`` counter;
+* ``bare``:    prefill of the same prompt, then llama-bench's ``test_gen`` loop (decode one token,
+  synchronize, a random next token), wall clock around the decodes;
+* ``restore``: the same loop after restoring the prompt's KV state instead of computing it (what llama-bench
+  ``-d`` does for every rep after its first): does a prefill right before decode slow the decode down?
+
+If ``worker`` ≈ ``bare`` ≈ ``restore``, whatever separates edgeprof's figure from llama-bench's is outside
+the request code (the process around it, the host), not in how edgeprof drives llama.cpp.
+
+Usage: python benchmarks/diag_worker_vs_bare.py MODEL.gguf [--rounds 20] [--reps 10] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pp", type=int, default=128)
+    ap.add_argument("--tg", type=int, default=64)
+    ap.add_argument("--ctx", type=int, default=256)
+    ap.add_argument("--json", help="write the raw figures here")
+    args = ap.parse_args()
+
+    import llama_cpp as ll
+
+    from edgeprof.runners import llama_worker as worker
+
+    job: dict[str, Any] = {
+        "model_path": args.model,
+        "params": {
+            "n_ctx": args.ctx, "n_gpu_layers": 0, "n_threads": args.threads, "n_batch": 512, "n_ubatch": 512,
+            "flash_attn": "off", "type_k": "f16", "type_v": "f16", "use_mmap": True,
+        },
+        "workload": {
+            "name": "diag", "prompt": None, "prompt_tokens": args.pp, "n_predict": args.tg + 1,
+            "temperature": 0.0, "seed": 42, "ignore_eos": True,
+        },
+    }  # fmt: skip
+    worker.install_log_capture(ll)
+    ll.llama_backend_init()
+    model, ctx, effective = worker._load(ll, job)
+    vocab = ll.llama_model_get_vocab(model)
+    request = worker.Request(ll, ctx, vocab, job)
+    n_vocab = ll.llama_vocab_n_tokens(vocab)
+    mem = ll.llama_get_memory(ctx)
+    prompt = request._exact_tokens(args.pp, "")
+    ll.llama_memory_clear(mem, True)
+    request._decode(prompt)
+    ll.llama_synchronize(ctx)
+    size = int(ll.llama_state_seq_get_size(ctx, 0))
+    state = (ctypes.c_uint8 * size)()
+    state_len = int(ll.llama_state_seq_get_data(ctx, state, size, 0))
+
+    def bench_loop(restore: bool) -> float:
+        ll.llama_memory_clear(mem, True)
+        if restore:
+            ll.llama_state_seq_set_data(ctx, state, state_len, 0)
+        else:
+            request._decode(prompt)
+            ll.llama_synchronize(ctx)
+        token = 1
+        t0 = time.perf_counter_ns()
+        for _ in range(args.tg):
+            arr = (ll.llama_token * 1)(token)
+            ll.llama_decode(ctx, ll.llama_batch_get_one(arr, 1))
+            ll.llama_synchronize(ctx)
+            token = random.randrange(n_vocab)
+        return args.tg * 1e9 / (time.perf_counter_ns() - t0)
+
+    def one(variant: str) -> float:
+        if variant == "worker":
+            return float(request.run(args.model)["tg_tps"])
+        return bench_loop(restore=variant == "restore")
+
+    variants = ["worker", "bare", "restore"]
+    reps: dict[str, list[list[float]]] = {v: [] for v in variants}
+    for r in range(args.rounds):
+        order = variants if r % 2 == 0 else variants[::-1]
+        for v in order:
+            reps[v].append([one(v) for _ in range(args.reps)])
+        print(f"round {r + 1}/{args.rounds}: " + " ".join(f"{v} {max(reps[v][-1]):.0f}" for v in variants),
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    def paired_fastest(a: str, b: str) -> float:
+        return statistics.median(max(x) / max(y) for x, y in zip(reps[a], reps[b], strict=True))
+
+    print(f"\n{Path(args.model).name}: tg{args.tg} after a {args.pp}-token prompt, ctx {args.ctx}, threads "
+          f"{args.threads}, {args.rounds} rounds x {args.reps} reps, one context ({effective['threadpool']})")  # fmt: skip
+    for v in variants:
+        flat = [x for rnd in reps[v] for x in rnd]
+        print(f"  {v:8s} median {statistics.median(flat):8.1f} t/s   fastest {max(flat):8.1f} t/s")
+    print(f"  paired fastest-rep ratio worker / bare    {paired_fastest('worker', 'bare'):.3f}")
+    print(f"  paired fastest-rep ratio bare / restore   {paired_fastest('bare', 'restore'):.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "reps": reps}, indent=1))
+    ll.llama_free(ctx)
+    ll.llama_model_free(model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
