@@ -39,11 +39,12 @@ from edgeprof.workload_report import (
     workload_fields,
 )
 
-REPORT_SCHEMA_VERSION = 8  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
+REPORT_SCHEMA_VERSION = 9  # v3 (issue 9): quality fields appended; v4 (issue 15): energy basis, interference
 # v5 (issue 10): depth, tokens out / EOS, prompt as tokenized, llama.cpp parity parameters in effect
 # v6 (issue 9 part B): predicted memory, achieved bandwidth and its share, the recommendation
 # v7 (issue 14): the runner, and the serving levels' figures (agent/serving_report.py)
 # v8 (issue 13): the device and build of each row (agent/fleet_report.py), for a fleet's central DB
+# v9 (issue 10): the flash-attention llama.cpp chose when the plan said "auto" (llama-bench's default)
 
 # (field, JSON type) — the JSON report's contract.
 REPORT_FIELDS: tuple[tuple[str, str], ...] = (
@@ -123,6 +124,8 @@ REPORT_FIELDS: tuple[tuple[str, str], ...] = (
     *SERVING_FIELDS,
     # v8, issue 13: where the row was measured: device (hostname, board, L4T, uid), build, sweep uid
     *FLEET_FIELDS,
+    # v9, issue 10: "on"/"off" as llama.cpp resolved flash_attn (null: older runs, or llama.cpp said nothing)
+    ("flash_attn_effective", "string|null"),
 )
 FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 
@@ -274,6 +277,7 @@ def build_rows(
         row["attempts"] = attempts[run.spec_id]
         effective = json.loads(run.effective_json) if run.effective_json else {}
         row["_gpu_offload_supported"] = effective.get("gpu_offload_supported")  # for notes, not the schema
+        row["flash_attn_effective"] = effective.get("flash_attn_effective")
         rows.append(row)
         tokens_of[run.id] = _tokens(run)
 

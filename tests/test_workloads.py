@@ -254,6 +254,8 @@ def test_chat_is_rendered_with_the_models_template_and_tokenized_with_specials(
     row = rows[0]
     assert row["parse_special"] is True
     assert row["prompt_sha256"] == hashlib.sha256(rendered.encode()).hexdigest()
+    # the plan left flash_attn out: llama-bench's "auto", and the report says what llama.cpp chose on the CPU
+    assert (row["flash_attn"], row["flash_attn_effective"]) == ("auto", "on")
 
     # the same text tokenized without specials is much longer: each '<|im_start|>' becomes many pieces
     with_specials = _run(_job(models["chat"], rendered_prompt=rendered))[1][0]
