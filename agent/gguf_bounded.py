@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,14 +125,20 @@ class _Cursor:
         return int(count)
 
 
-def read_header(path: str | Path) -> GGUFHeader:
-    """Header, metadata (scalars and short strings; arrays as lengths) and tensor table of a GGUF file."""
+@contextmanager
+def _mapped(path: str | Path) -> Iterator[_Cursor]:
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
         if size == 0:
             raise BoundedGGUFError("empty file")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _parse(_Cursor(mm))
+            yield _Cursor(mm)
+
+
+def read_header(path: str | Path) -> GGUFHeader:
+    """Header, metadata (scalars and short strings; arrays as lengths) and tensor table of a GGUF file."""
+    with _mapped(path) as cur:
+        return _parse(cur)
 
 
 @dataclass(frozen=True)
@@ -144,30 +152,25 @@ class ChatFields:
 def read_chat_fields(path: str | Path) -> ChatFields:
     """The chat template (whole, up to MAX_TEMPLATE_BYTES) and the BOS/EOS token texts of a GGUF, read with
     the same bounds as ``read_header``: the vocabulary is walked, not materialised."""
-    with open(path, "rb") as fh:
-        size = fh.seek(0, 2)
-        if size == 0:
-            raise BoundedGGUFError("empty file")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            cur = _Cursor(mm)
-            header = _parse(cur, long_keys=frozenset({"tokenizer.chat_template"}))
+    with _mapped(path) as cur:
+        header = _parse(cur, long_keys=frozenset({"tokenizer.chat_template"}))
 
-            def token_text(id_key: str) -> str | None:
-                tid = header.fields.get(id_key)
-                at = header.string_array_at.get("tokenizer.ggml.tokens")
-                count = header.array_len.get("tokenizer.ggml.tokens", 0)
-                if not isinstance(tid, int) or isinstance(tid, bool) or at is None or not 0 <= tid < count:
-                    return None
-                return _string_item(cur, at, tid)
+        def token_text(id_key: str) -> str | None:
+            tid = header.fields.get(id_key)
+            at = header.string_array_at.get("tokenizer.ggml.tokens")
+            count = header.array_len.get("tokenizer.ggml.tokens", 0)
+            if not isinstance(tid, int) or isinstance(tid, bool) or at is None or not 0 <= tid < count:
+                return None
+            return _string_item(cur, at, tid)
 
-            template = header.fields.get("tokenizer.chat_template")
-            add_bos = header.fields.get("tokenizer.ggml.add_bos_token")
-            return ChatFields(
-                chat_template=template if isinstance(template, str) else None,
-                bos_text=token_text("tokenizer.ggml.bos_token_id"),
-                eos_text=token_text("tokenizer.ggml.eos_token_id"),
-                add_bos=add_bos if isinstance(add_bos, bool) else None,
-            )
+        template = header.fields.get("tokenizer.chat_template")
+        add_bos = header.fields.get("tokenizer.ggml.add_bos_token")
+        return ChatFields(
+            chat_template=template if isinstance(template, str) else None,
+            bos_text=token_text("tokenizer.ggml.bos_token_id"),
+            eos_text=token_text("tokenizer.ggml.eos_token_id"),
+            add_bos=add_bos if isinstance(add_bos, bool) else None,
+        )
 
 
 def _string_item(cur: _Cursor, at: int, index: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.gguf_info import GGUFError, GGUFInfo, read_gguf_info
-from edgeprof.plan_bounds import MAX_PLAN_BYTES, check_bounds, count_configs
+from edgeprof.plan_bounds import MAX_NGL, MAX_PLAN_BYTES, check_bounds, count_configs
 from edgeprof.quality_plan import QualitySpec, is_quality, parse_quality, quality_params
 from edgeprof.recommend import QualityBudget, parse_budget
 from edgeprof.runners.protocol import KV_CACHE_TYPES
@@ -311,8 +311,9 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-# -ngl "all": more layers than any model has; llama.cpp offloads every layer and the output (llama-bench: -1)
-NGL_ALL = 999
+# -ngl "all": the bound itself, more layers than any model has; llama.cpp offloads every layer and the output
+# (llama-bench: -1)
+NGL_ALL = MAX_NGL
 
 # Axis name in the plan -> (Params field, default). Order = expansion order inside one model: the axes that
 # force a model reload (ngl, mmap) vary slowest, so consecutive runs reuse the model file in the page cache.
