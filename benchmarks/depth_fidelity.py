@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bracketing import bracketed
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -207,24 +209,23 @@ def main(argv: list[str] | None = None) -> int:
             for name, _ in variants:
                 for d in args.depths:
                     pairs, eps = sandwiches[name][d], ep_rounds[name][d]
-                    lb_med = [(b["median_ts"] + a["median_ts"]) / 2 for b, a in pairs]
-                    lb_fast = [(max(b["samples_ts"]) + max(a["samples_ts"])) / 2 for b, a in pairs]
-                    stable = [
-                        abs(max(a["samples_ts"]) / max(b["samples_ts"]) - 1.0) <= args.stable
-                        for b, a in pairs
-                    ]
-                    paired = [e["tg_tps_median"] / b for e, b in zip(eps, lb_med, strict=True)]
-                    fastest = [e["tg_tps_max"] / b for e, b in zip(eps, lb_fast, strict=True)]
-                    stable_fast = [x for x, ok in zip(fastest, stable, strict=True) if ok]
+                    br = bracketed(
+                        [(b["median_ts"], max(b["samples_ts"])) for b, _ in pairs],
+                        [(a["median_ts"], max(a["samples_ts"])) for _, a in pairs],
+                        [e["tg_tps_median"] for e in eps],
+                        [e["tg_tps_max"] for e in eps],
+                        args.stable,
+                    )
                     rows.append({
                         "variant": name, "depth": d,
                         "edgeprof_tg_tps": statistics.median(x["tg_tps_median"] for x in eps),
-                        "llama_bench_tg_tps": statistics.median(lb_med),
-                        "paired_ratio_median": statistics.median(paired),
-                        "paired_fastest_ratio_median": statistics.median(fastest),
-                        "stable_rounds": sum(stable),
-                        "stable_fastest_ratio_median": statistics.median(stable_fast) if stable_fast else None,
-                        "paired_ratios": paired, "paired_fastest_ratios": fastest, "stable": stable,
+                        "llama_bench_tg_tps": statistics.median(br["llama_bench_rounds"]),
+                        "paired_ratio_median": br["paired_ratio_median"],
+                        "paired_fastest_ratio_median": br["paired_fastest_ratio_median"],
+                        "stable_rounds": br["stable_rounds"],
+                        "stable_fastest_ratio_median": br["stable_fastest_ratio_median"],
+                        "paired_ratios": br["paired_ratios"], "paired_fastest_ratios": br["paired_fastest_ratios"],
+                        "stable": br["stable"],
                         "edgeprof_ttft_ms_p50": statistics.median(x["ttft_ms_p50"] for x in eps),
                         "edgeprof_rounds": eps, "llama_bench_sandwiches": pairs,
                     })  # fmt: skip

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bracketing import bracketed
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT_DIR = HERE / "out"
@@ -589,19 +591,19 @@ def _compare(
     """
     before = [s["before"][metric] for s in sandwiches]
     after = [s["after"][metric] for s in sandwiches]
-    lb_vals = [(b["median_ts"] + a["median_ts"]) / 2 for b, a in zip(before, after, strict=True)]
-    lb_fast = [(b["max_ts"] + a["max_ts"]) / 2 for b, a in zip(before, after, strict=True)]
-    stable = [abs(a["max_ts"] / b["max_ts"] - 1.0) <= args.stable for b, a in zip(before, after, strict=True)]
     ep_vals = [x[f"{metric}_tps_median"] for x in eps]
     ep_fast = [x[f"{metric}_tps_max"] for x in eps]
+    b = bracketed(
+        [(x["median_ts"], x["max_ts"]) for x in before],
+        [(x["median_ts"], x["max_ts"]) for x in after],
+        ep_vals,
+        ep_fast,
+        args.stable,
+    )
+    lb_vals, paired = b["llama_bench_rounds"], b["paired_ratios"]
     lb_med, ep_med = median(lb_vals), median(ep_vals)
     ratio = ep_med / lb_med if lb_med and ep_med else None
-    # per-round paired ratios show whether a gap is systematic or noise
-    paired = [e / b for e, b in zip(ep_vals, lb_vals, strict=True) if e and b]
-    paired_fast = [e / b for e, b in zip(ep_fast, lb_fast, strict=True) if e and b]
-    stable_fast = [e / b for e, b, ok in zip(ep_fast, lb_fast, stable, strict=True) if e and b and ok]
-    stable_med = [e / b for e, b, ok in zip(ep_vals, lb_vals, stable, strict=True) if e and b and ok]
-    lb_best = max(max(b["max_ts"], a["max_ts"]) for b, a in zip(before, after, strict=True))
+    lb_best = max(max(x["max_ts"], y["max_ts"]) for x, y in zip(before, after, strict=True))
     ep_best = max(v for v in ep_fast if v is not None)
     return {
         "llama_bench_median": lb_med,
@@ -613,15 +615,21 @@ def _compare(
         "llama_bench_best": lb_best,
         "edgeprof_best": ep_best,
         "best_ratio": ep_best / lb_best if lb_best and ep_best else None,
-        "paired_ratio_median": median(paired),
+        # per-round paired ratios show whether a gap is systematic or noise
+        "paired_ratio_median": b["paired_ratio_median"],
         "paired_ratio_min": min(paired) if paired else None,
         "paired_ratio_max": max(paired) if paired else None,
-        "paired_fastest_ratios": paired_fast,
-        "paired_fastest_ratio_median": median(paired_fast),
-        "stable_rounds": sum(stable),
-        "stable_paired_ratio_median": median(stable_med),
-        "stable_fastest_ratios": stable_fast,
-        "stable_fastest_ratio_median": median(stable_fast),
+        **{
+            k: b[k]
+            for k in (
+                "paired_fastest_ratios",
+                "paired_fastest_ratio_median",
+                "stable_rounds",
+                "stable_paired_ratio_median",
+                "stable_fastest_ratios",
+                "stable_fastest_ratio_median",
+            )
+        },
     }
 
 
