@@ -33,6 +33,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -162,22 +163,59 @@ def summarize(
     return out
 
 
+def preemptions(pid: int) -> int | None:
+    """Involuntary context switches of all of a process's threads so far (None once it is gone). This
+    kernel has no schedstats (run-queue wait), so the count of preemptions is what can be seen."""
+    total = 0
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with open(f"{task.path}/status") as fh:
+                for line in fh:
+                    if line.startswith("nonvoluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+    except OSError:
+        return None
+    return total
+
+
+def _delta(after: int | None, before: int | None) -> int | None:
+    return after - before if after is not None and before is not None else None
+
+
 def run_edgeprof_side(exe: Path, model: Path, quant: str, args: argparse.Namespace) -> dict[str, Any]:
     from edgeprof.runners.llama import run_child
 
     probe = Probe(exe, model, args)
     probe_reps: list[dict[str, float | None]] = []
+    worker_pid: list[int] = []
+    go_count: list[int | None] = [None]  # the worker's count when it was last told to go
+    preempted: dict[str, list[int | None]] = {"edgeprof": [], "probe": []}
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+            worker_pid.append(event["pid"])
+
+    def probe_rep() -> None:
+        before = preemptions(probe.proc.pid)
+        probe_reps.append(probe.rep())
+        preempted["probe"].append(_delta(preemptions(probe.proc.pid), before))
 
     def between(_event: dict[str, Any]) -> float:
+        now = preemptions(worker_pid[0]) if worker_pid else None
+        if go_count[0] is not None:  # the worker's rep that just ended
+            preempted["edgeprof"].append(_delta(now, go_count[0]))
         time.sleep(args.gap_ms / 1000.0)
-        probe_reps.append(probe.rep())
+        probe_rep()
         time.sleep(args.gap_ms / 1000.0)
+        go_count[0] = preemptions(worker_pid[0]) if worker_pid else None
         return 0.0
 
     try:
-        result = run_child(edgeprof_job(model, quant, args), args.timeout, between_reps=between)
+        result = run_child(
+            edgeprof_job(model, quant, args), args.timeout, on_event=on_event, between_reps=between
+        )
         time.sleep(args.gap_ms / 1000.0)
-        probe_reps.append(probe.rep())  # the bracket after the last edgeprof rep
+        probe_rep()  # the bracket after the last edgeprof rep
     finally:
         probe.close()
     if result.status != "ok":
@@ -188,24 +226,37 @@ def run_edgeprof_side(exe: Path, model: Path, quant: str, args: argparse.Namespa
     if len(steady) != len(probe_reps) - 1:
         raise RuntimeError(f"{len(steady)} edgeprof reps against {len(probe_reps)} probe reps")
     side = {metric: [m.get(f"{metric}_tps") for m in steady] for metric in METRICS}
-    return summarize("edgeprof", side, probe_reps)
+    out = summarize("edgeprof", side, probe_reps)
+    out["preemptions_per_rep"] = preempted  # the worker's last rep ends with the process: not counted
+    return out
 
 
 def run_control_side(exe: Path, model: Path, args: argparse.Namespace) -> dict[str, Any]:
     a, b = Probe(exe, model, args), Probe(exe, model, args)
     try:
         a.rep(), b.rep()  # warm both like the edgeprof side's cold + warm-up reps
-        probe_reps, side_reps = [a.rep()], []
+        preempted: dict[str, list[int | None]] = {"control": [], "probe": []}
+
+        def rep(p: Probe, into: list[dict[str, float | None]], who: str) -> None:
+            before = preemptions(p.proc.pid)
+            into.append(p.rep())
+            preempted[who].append(_delta(preemptions(p.proc.pid), before))
+
+        probe_reps: list[dict[str, float | None]] = []
+        side_reps: list[dict[str, float | None]] = []
+        rep(a, probe_reps, "probe")
         for _ in range(args.pairs):
             time.sleep(args.gap_ms / 1000.0)
-            side_reps.append(b.rep())
+            rep(b, side_reps, "control")
             time.sleep(args.gap_ms / 1000.0)
-            probe_reps.append(a.rep())
+            rep(a, probe_reps, "probe")
     finally:
         a.close()
         b.close()
     side = {metric: [r[metric] for r in side_reps] for metric in METRICS}
-    return summarize("control (probe vs probe)", side, probe_reps)
+    out = summarize("control (probe vs probe)", side, probe_reps)
+    out["preemptions_per_rep"] = preempted
+    return out
 
 
 def main() -> int:
@@ -252,6 +303,9 @@ def main() -> int:
                 res = fn()
                 res["quant"], res["session"] = quant, session
                 results.append(res)
+                pre = {k: [x for x in v if x is not None] for k, v in res["preemptions_per_rep"].items()}
+                log("  preemptions per rep (median): " + ", ".join(
+                    f"{k} {statistics.median(v):g}" for k, v in pre.items() if v))  # fmt: skip
                 for metric in METRICS:
                     if metric in res:
                         m = res[metric]
