@@ -6,16 +6,13 @@
 // build_llama_bench.sh.
 //
 // usage: ctx_probe MODEL N_CTX FLASH_ATTN(0|1) [ITERS=6] [THREADS=2]
-#include "ggml-backend.h"
-#include "llama.h"
+#include "probe_common.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-static void quiet(ggml_log_level, const char *, void *) {}
 
 int main(int argc, char ** argv) {
     if (argc < 4) {
@@ -29,20 +26,12 @@ int main(int argc, char ** argv) {
     const int    threads = argc > 5 ? atoi(argv[5]) : 2;
     const int    n_depth = 128, n_gen = 64;
 
-    llama_log_set(quiet, nullptr);
-    ggml_backend_load_all();
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers       = 0;
-    llama_model * model   = llama_model_load_from_file(path, mp);
+    llama_model * model = probe_load_model(path);
     if (!model) {
-        fprintf(stderr, "cannot load %s\n", path);
         return 1;
     }
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx                = n_ctx;
-    cp.n_batch = cp.n_ubatch = 512;
+    llama_context_params cp = probe_context_params(n_ctx, 512, fa != 0);
     cp.n_threads = cp.n_threads_batch = threads;
-    cp.flash_attn_type = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "cannot create context\n");

@@ -32,48 +32,23 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from diag_context import add_arguments, worker_context
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model")
+    add_arguments(ap)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--pp", type=int, default=128)
-    ap.add_argument("--tg", type=int, default=64)
-    ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--work", default="greedy,worker,spin50")
     ap.add_argument("--json", help="write the per-token ratios here")
     args = ap.parse_args()
 
-    import llama_cpp as ll
-
-    from edgeprof.runners import llama_worker as worker
-
-    job: dict[str, Any] = {
-        "model_path": args.model,
-        "params": {
-            "n_ctx": args.ctx, "n_gpu_layers": 0, "n_threads": args.threads, "n_batch": 512, "n_ubatch": 512,
-            "flash_attn": "off", "type_k": "f16", "type_v": "f16", "use_mmap": True,
-        },
-        "workload": {
-            "name": "diag", "prompt": None, "prompt_tokens": args.pp, "n_predict": args.tg + 1,
-            "temperature": 0.0, "seed": 42, "ignore_eos": True,
-        },
-    }  # fmt: skip
-    worker.install_log_capture(ll)
-    ll.llama_backend_init()
-    model, ctx, _effective = worker._load(ll, job)
-    vocab = ll.llama_model_get_vocab(model)
-    n_vocab = ll.llama_vocab_n_tokens(vocab)
-    request = worker.Request(ll, ctx, vocab, job)
-    mem = ll.llama_get_memory(ctx)
-    prompt = request._exact_tokens(args.pp, "")
+    wc = worker_context(args)
+    ll, ctx, vocab, mem, request, prompt, n_vocab = (
+        wc.ll, wc.ctx, wc.vocab, wc.mem, wc.request, wc.prompt, wc.n_vocab
+    )  # fmt: skip
     sampler = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
     ll.llama_sampler_chain_add(sampler, ll.llama_sampler_init_greedy())
     clock = time.perf_counter_ns
@@ -145,8 +120,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "ratios": ratios, "work_us": work_us}))
     ll.llama_sampler_free(sampler)
-    ll.llama_free(ctx)
-    ll.llama_model_free(model)
+    wc.free()
     return 0
 
 

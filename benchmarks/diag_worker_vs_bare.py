@@ -28,47 +28,21 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from diag_context import add_arguments, worker_context
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model")
+    add_arguments(ap)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--pp", type=int, default=128)
-    ap.add_argument("--tg", type=int, default=64)
-    ap.add_argument("--ctx", type=int, default=256)
     ap.add_argument("--json", help="write the raw figures here")
     args = ap.parse_args()
 
-    import llama_cpp as ll
-
-    from edgeprof.runners import llama_worker as worker
-
-    job: dict[str, Any] = {
-        "model_path": args.model,
-        "params": {
-            "n_ctx": args.ctx, "n_gpu_layers": 0, "n_threads": args.threads, "n_batch": 512, "n_ubatch": 512,
-            "flash_attn": "off", "type_k": "f16", "type_v": "f16", "use_mmap": True,
-        },
-        "workload": {
-            "name": "diag", "prompt": None, "prompt_tokens": args.pp, "n_predict": args.tg + 1,
-            "temperature": 0.0, "seed": 42, "ignore_eos": True,
-        },
-    }  # fmt: skip
-    worker.install_log_capture(ll)
-    ll.llama_backend_init()
-    model, ctx, effective = worker._load(ll, job)
-    vocab = ll.llama_model_get_vocab(model)
-    request = worker.Request(ll, ctx, vocab, job)
-    n_vocab = ll.llama_vocab_n_tokens(vocab)
-    mem = ll.llama_get_memory(ctx)
-    prompt = request._exact_tokens(args.pp, "")
+    wc = worker_context(args)
+    ll, ctx, mem, request, prompt, n_vocab = wc.ll, wc.ctx, wc.mem, wc.request, wc.prompt, wc.n_vocab
+    effective = wc.effective
     ll.llama_memory_clear(mem, True)
     request._decode(prompt)
     ll.llama_synchronize(ctx)
@@ -118,8 +92,7 @@ def main() -> int:
     print(f"  paired fastest-rep ratio bare / restore   {paired_fastest('bare', 'restore'):.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "reps": reps}, indent=1))
-    ll.llama_free(ctx)
-    ll.llama_model_free(model)
+    wc.free()
     return 0
 
 

@@ -58,7 +58,8 @@ def build_probe() -> Path:
     libdir = build / "bin"
     source = HERE / "lockstep_probe.cpp"
     exe = HERE / "out" / "lockstep_probe"
-    if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
+    newest = max(source.stat().st_mtime, (HERE / "probe_common.h").stat().st_mtime)
+    if not exe.exists() or exe.stat().st_mtime < newest:
         cmd = [
             "g++", "-O2", "-std=c++17", f"-I{src}/include", f"-I{src}/ggml/include", str(source),
             f"-L{libdir}", "-lllama", "-lggml", "-lggml-base", "-lggml-cpu", f"-Wl,-rpath,{libdir}",

@@ -14,9 +14,8 @@
 // between two reps, so a restore would start the decode with cold caches that a prefill has warmed).
 //
 // usage: lockstep_probe MODEL N_DEPTH N_GEN FLASH_ATTN(0|1) THREADS N_BATCH [PREFILL(0|1)]
-#include "ggml-backend.h"
 #include "ggml-cpu.h"
-#include "llama.h"
+#include "probe_common.h"
 
 #include <chrono>
 #include <cstdio>
@@ -24,8 +23,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-static void quiet(ggml_log_level, const char *, void *) {}
 
 static bool decode_one(llama_context * ctx, llama_batch_ext * batch, llama_token tok, llama_pos pos) {
     llama_batch_ext_clear(batch);
@@ -55,19 +52,11 @@ int main(int argc, char ** argv) {
     const int    n_batch = atoi(argv[6]);
     const bool   prefill = argc > 7 && atoi(argv[7]) != 0;
 
-    llama_log_set(quiet, nullptr);
-    ggml_backend_load_all();
-    llama_model_params mp = llama_model_default_params();
-    mp.n_gpu_layers       = 0;
-    llama_model * model   = llama_model_load_from_file(path, mp);
+    llama_model * model = probe_load_model(path);
     if (!model) {
-        fprintf(stderr, "cannot load %s\n", path);
         return 1;
     }
-    llama_context_params cp = llama_context_default_params();
-    cp.n_ctx                = n_depth + n_gen;
-    cp.n_batch = cp.n_ubatch = n_batch;
-    cp.flash_attn_type       = fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    llama_context_params cp = probe_context_params(n_depth + n_gen, n_batch, fa != 0);
     cp.swa_full              = false;
     cp.no_perf               = false;  // llama-bench leaves the counters off; here they are half the output
     llama_context * ctx      = llama_init_from_model(model, cp);
