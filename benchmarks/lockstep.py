@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12: edgeprof's decode figure against llama-bench's loop, timed in lock-step across two processes.
+"""Issue 12: edgeprof's pp and tg figures against llama-bench's loops, timed in lock-step across two processes.
 
 ``fidelity.py`` compares whole runs a few seconds apart, and this host flips between a fast and a slow
 state for seconds at a time, so one round's ratio is ≈ 1.0, ≈ 1.3 or ≈ 0.75 depending on where the flips
@@ -7,23 +7,26 @@ fell. Here both sides stay loaded and take turns, one rep each:
 
 * ``edgeprof``: the real worker process (``runners/llama_worker.py``, started by ``run_child``, the parent
   code ``edgeprof run`` uses), the plan ``fidelity.py`` writes, paced through the worker's own
-  between-reps handshake (the one the per-rep cooldown uses). Its figure is edgeprof's ``tg_tps``, from
-  llama.cpp's counters;
-* ``probe``: ``lockstep_probe.cpp``, llama-bench's tg test (``-n 64 -d 128``: its context values, its
-  threadpool with poll 50, ``llama_process`` on an extended batch, a synchronize and a random token per
-  step, the depth restored before each rep, the wall clock around the decodes), built against the
-  llama.cpp that ``build_llama_bench.sh`` built from the same sdist as edgeprof's wheel.
+  between-reps handshake (the one the per-rep cooldown uses). Its figures are edgeprof's ``pp_tps`` and
+  ``tg_tps``, from llama.cpp's counters;
+* ``probe``: ``lockstep_probe.cpp``, llama-bench's pp and tg tests (``-p 128``, ``-n 64 -d 128``: its
+  context values, its threadpool with poll 50, ``llama_process`` on an extended batch, a synchronize and
+  a random token per step, the wall clock), built against the llama.cpp that ``build_llama_bench.sh``
+  built from the same sdist as edgeprof's wheel. By default it computes the depth before each rep, as
+  edgeprof's request does (``--probe-depth restore``: llama-bench's restored state instead).
 
 Each edgeprof rep is divided by the probe rep right before it and by the one right after it (≈ 0.1 s on
 either side), so a host flip spoils at most the pairs it falls into. ``--control`` runs a second probe in
-the edgeprof slot: an A/A check of the method itself (its median ratio should be 1.000).
+the edgeprof slot: an A/A check of the method itself. Turns are ``--gap-ms`` apart, so that the side that
+just finished has its OpenMP threads asleep before the other starts: without the gap they spin into the
+next turn and cost it 2–3.5 % (benchmarks/README.md). Each side's preemptions per rep are counted too.
 
-While one side decodes the other waits on a pipe, so each rep starts with its OpenMP threads asleep and
-the L3 holding the other process's weights: the same for both sides, and the reason the absolute t/s here
-are below llama-bench's back-to-back figures. The ratio is the result.
+While one side decodes the other waits on a pipe, so each rep starts with sleeping threads and an L3 that
+holds the other process's weights: the same for both sides, and the reason the absolute t/s here are
+below llama-bench's back-to-back figures. The ratio is the result.
 
-Usage: python benchmarks/lockstep.py [--quants q8_0,q5_k_m,q4_k_m] [--pairs 200] [--threads 2] [--control]
-       [--models-dir DIR] [--json out/lockstep-<date>.json]
+Usage: python benchmarks/lockstep.py [--quants q8_0,q5_k_m,q4_k_m] [--sessions 8] [--pairs 40] [--control]
+       [--threads 2] [--gap-ms 20] [--models-dir DIR] [--json out/lockstep-<date>.json]
 """
 
 from __future__ import annotations
