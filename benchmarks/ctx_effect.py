@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
 import random
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from probe_build import build_probe
 
 
 def main() -> int:
@@ -35,18 +34,7 @@ def main() -> int:
     ap.add_argument("--ctx", default="256,512,2048")
     args = ap.parse_args()
 
-    builds = sorted(glob.glob(str(HERE / "out" / "llama-bench" / "build-*")))
-    if not builds:
-        sys.exit("run benchmarks/build_llama_bench.sh first")
-    build = Path(builds[-1])
-    src = next((build.parent / "src").glob("*/vendor/llama.cpp"))
-    libdir = build / "bin"
-    exe = HERE / "out" / "ctx_probe"
-    cmd = [
-        "g++", "-O2", "-std=c++17", f"-I{src}/include", f"-I{src}/ggml/include", str(HERE / "ctx_probe.cpp"),
-        f"-L{libdir}", "-lllama", "-lggml", "-lggml-base", f"-Wl,-rpath,{libdir}", "-o", str(exe),
-    ]  # fmt: skip
-    subprocess.run(cmd, check=True)
+    exe = build_probe("ctx_probe")
 
     ctxs = [c.strip() for c in args.ctx.split(",")]
     variants = [(c, fa) for fa in ("0", "1") for c in ctxs]

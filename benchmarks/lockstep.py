@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -49,28 +50,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from fidelity import PLAN_TEMPLATE, ensure_models, log, pad256  # noqa: E402
-
-
-def build_probe() -> Path:
-    """Compile lockstep_probe.cpp against build_llama_bench.sh's llama.cpp (again only when it changed)."""
-    builds = sorted((HERE / "out" / "llama-bench").glob("build-*"))
-    if not builds:
-        sys.exit("run benchmarks/build_llama_bench.sh first")
-    build = builds[-1]
-    src = next((build.parent / "src").glob("*/vendor/llama.cpp"))
-    libdir = build / "bin"
-    source = HERE / "lockstep_probe.cpp"
-    exe = HERE / "out" / "lockstep_probe"
-    newest = max(source.stat().st_mtime, (HERE / "probe_common.h").stat().st_mtime)
-    if not exe.exists() or exe.stat().st_mtime < newest:
-        cmd = [
-            "g++", "-O2", "-std=c++17", f"-I{src}/include", f"-I{src}/ggml/include", str(source),
-            f"-L{libdir}", "-lllama", "-lggml", "-lggml-base", "-lggml-cpu", f"-Wl,-rpath,{libdir}",
-            "-o", str(exe),
-        ]  # fmt: skip
-        subprocess.run(cmd, check=True)
-    return exe
-
+from probe_build import build_probe  # noqa: E402
 
 METRICS = ("tg", "pp")
 
@@ -102,6 +82,11 @@ class Probe:
         self.proc.wait(timeout=30)
 
 
+@functools.cache
+def _sha256(model: Path) -> str:
+    return hashlib.sha256(model.read_bytes()).hexdigest()  # once per model, not once per session
+
+
 def edgeprof_job(model: Path, quant: str, args: argparse.Namespace) -> dict[str, Any]:
     """The worker's job for fidelity.py's plan, from the plan machinery itself, paced between reps."""
     from edgeprof.plan import expand, parse_plan
@@ -111,8 +96,7 @@ def edgeprof_job(model: Path, quant: str, args: argparse.Namespace) -> dict[str,
         ubatch=args.batch, fa=args.fa, pp=args.depth, tg=args.tg, n_predict=args.tg + 1, reps=args.pairs,
         timeout=int(args.timeout),
     )  # fmt: skip
-    sha = hashlib.sha256(model.read_bytes()).hexdigest()
-    (spec,) = expand(parse_plan(text, source="lockstep"), {str(model): sha})
+    (spec,) = expand(parse_plan(text, source="lockstep"), {str(model): _sha256(model)})
     return dataclasses.replace(spec, cooldown_per_rep=True).job()
 
 
@@ -290,7 +274,7 @@ def main() -> int:
     ap.add_argument("--json", help="write everything here (default out/lockstep-<time>.json)")
     args = ap.parse_args()
 
-    exe = build_probe()
+    exe = build_probe("lockstep_probe")
     quants = [q.strip() for q in args.quants.split(",") if q.strip()]
     models = ensure_models(Path(args.models_dir), quants)
     t0 = time.monotonic()
