@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgeprof.analysis import SeriesLike
 from edgeprof.collectors.registry import role_of
@@ -43,6 +43,11 @@ class InterferenceThresholds:
     # One runnable task more than the benchmark's own (median over the rep's readings): something else
     # waits for a CPU the whole time.
     max_runq_excess: float = 1.0
+    # /proc counts CPU time in USER_HZ ticks (10 ms on every mainstream kernel build), so each counter's
+    # delta can be a tick off. ``other_cores`` is three counters (machine, child, edgeprof): over readings
+    # 20 ms apart that is +-1.5 cores of pure rounding. A figure is judged only where its rounding error
+    # alone could not pass the threshold; shorter reps are judged together (the steady window).
+    cpu_time_tick_s: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,15 @@ def _bracket(series: SeriesLike, t0: float, t1: float) -> tuple[Point, Point] | 
     return (start, end) if end[0] > start[0] else None
 
 
-def _delta(series: SeriesLike | None, t0: float, t1: float) -> tuple[float, float] | None:
-    """(increase, seconds it spans) of a counter around [t0, t1]; None without two readings."""
+class Delta(NamedTuple):
+    increase: float
+    span_s: float
+    t_start: float
+    t_end: float
+
+
+def _delta(series: SeriesLike | None, t0: float, t1: float) -> Delta | None:
+    """A counter's increase around [t0, t1] and the readings it spans; None without two readings."""
     if series is None:
         return None
     pair = _bracket(series, t0, t1)
@@ -82,7 +94,13 @@ def _delta(series: SeriesLike | None, t0: float, t1: float) -> tuple[float, floa
     (ta, va), (tb, vb) = pair
     if vb < va:
         return None  # a counter that went back (a new child pid, a reset): no number beats a wrong one
-    return vb - va, tb - ta
+    return Delta(vb - va, tb - ta, ta, tb)
+
+
+def _same_span(a: Delta, b: Delta) -> bool:
+    # One collector reads both counters in one sample, so their readings share timestamps. A child that had
+    # exited by the closing reading has no value there, and its delta would span less than the machine's.
+    return abs(a.t_start - b.t_start) < 1e-6 and abs(a.t_end - b.t_end) < 1e-6
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -120,21 +138,30 @@ def judge_rep(
     steal = _delta(series.get(names.get("host_steal", "")), rep.t_start, rep.t_end)
     reasons: list[str] = []
     judged = False
-    if busy is not None and child is not None:
-        span = busy[1]
-        others_s = busy[0] - child[0] - (own[0] if own is not None else 0.0)
-        # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
-        other_cores = max(0.0, others_s) / span if span > 0 else None
-        entry.update({"other_cpu_s": _r(max(0.0, others_s)), "other_cores": _r(other_cores)})
-        entry["child_cores"] = _r(child[0] / child[1]) if child[1] > 0 else None
-        if other_cores is not None:
+    if busy is not None and child is not None and not _same_span(busy, child):
+        entry["note"] = "the child's CPU-time readings do not span the machine's"
+    elif busy is not None and child is not None and busy.span_s > 0:
+        span = busy.span_s
+        own_s = own.increase if own is not None and _same_span(busy, own) else 0.0
+        others_s = busy.increase - child.increase - own_s
+        rounding_cores = 3 * th.cpu_time_tick_s / span
+        if rounding_cores > th.max_other_cores:
+            entry["note"] = (
+                f"readings {span:.3f} s apart: CPU-time ticks of {th.cpu_time_tick_s:g} s leave other_cores "
+                f"+-{rounding_cores:.2f}"
+            )
+        else:
+            # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
+            other_cores = max(0.0, others_s) / span
+            entry.update({"other_cpu_s": _r(max(0.0, others_s)), "other_cores": _r(other_cores)})
+            entry["child_cores"] = _r(child.increase / child.span_s) if child.span_s > 0 else None
             judged = True
             if other_cores > th.max_other_cores:
                 reasons.append(f"other processes used {other_cores:.2f} cores (limit {th.max_other_cores:g})")
-    if total is not None and total[1] > 0:
-        entry["cpus"] = _r(total[0] / total[1], 2)
-        if steal is not None and total[0] > 0:
-            fraction = steal[0] / total[0]
+    if total is not None and total.span_s > 0:
+        entry["cpus"] = _r(total.increase / total.span_s, 2)
+        if steal is not None and total.increase >= th.cpu_time_tick_s / th.max_steal_fraction:
+            fraction = steal.increase / total.increase
             entry["steal_fraction"] = _r(fraction, 4)
             judged = True
             if fraction > th.max_steal_fraction:
@@ -167,29 +194,58 @@ def interference_verdict(
     """(``contended``|``quiet``|``inconclusive``, evidence) over a run's steady reps."""
     th = thresholds or InterferenceThresholds()
     per_rep = [judge_rep(r, series, roles, benchmark_threads, th) for r in sorted(reps, key=lambda r: r.rep)]
-    contended = [e["rep"] for e in per_rep if e["status"] == "contended"]
-    judged = [e for e in per_rep if e["status"] != "unknown"]
     evidence: dict[str, Any] = {
         "thresholds": asdict(th),
         "benchmark_threads": benchmark_threads,
         "reps": per_rep,
-        "contended_reps": contended,
+        "contended_reps": [e["rep"] for e in per_rep if e["status"] == "contended"],
         "reasons": [],
     }
-    other = [e["other_cores"] for e in per_rep if e.get("other_cores") is not None]
-    if other:
-        evidence["other_cores_median"] = _r(median(other))
-        evidence["other_cores_max"] = _r(max(other))
     if not per_rep:
         evidence["reasons"].append("no steady reps")
         return "inconclusive", evidence
-    if not judged:
-        evidence["reasons"].append("no CPU-time counters during the steady reps (proc_stat collector off?)")
-        return "inconclusive", evidence
-    if contended:
-        first = next(e for e in per_rep if e["status"] == "contended")
-        why = "; ".join(first["reasons"])
-        evidence["reasons"].append(f"{len(contended)} of {len(per_rep)} steady reps contended: {why}")
+    other = [e["other_cores"] for e in per_rep if e.get("other_cores") is not None]
+    window: dict[str, Any] | None = None
+    if other:
+        evidence["other_cores_median"] = _r(median(other))
+        evidence["other_cores_max"] = _r(max(other))
+    else:
+        # Reps too short for the CPU-time ticks one by one: the steady window as a whole (first rep's start
+        # to the last one's end, whatever ran between them) still gives one honest figure.
+        window = judge_rep(
+            Rep(-1, min(r.t_start for r in reps), max(r.t_end for r in reps)),
+            series,
+            roles,
+            benchmark_threads,
+            th,
+        )
+        evidence["steady_window"] = window
+        if window.get("other_cores") is not None:
+            evidence["other_cores_median"] = evidence["other_cores_max"] = window["other_cores"]
+    first = next((e for e in per_rep if e["status"] == "contended"), None)
+    if first is not None:
+        n = len(evidence["contended_reps"])
+        evidence["reasons"].append(
+            f"{n} of {len(per_rep)} steady reps contended: {'; '.join(first['reasons'])}"
+        )
+    if window is not None and window["status"] == "contended":
+        why = "; ".join(window["reasons"])
+        evidence["reasons"].append(f"the steady window ({len(per_rep)} reps together) was contended: {why}")
+    if evidence["reasons"]:
         return "contended", evidence
-    evidence["reasons"].append(f"{len(judged)} steady reps without competing CPU work")
-    return "quiet", evidence
+    judged = [e for e in per_rep if e["status"] != "unknown"]
+    if window is not None and window["status"] == "quiet":
+        evidence["reasons"].append(
+            f"no competing CPU work in the steady window ({len(per_rep)} reps, too short one by one)"
+        )
+        return "quiet", evidence
+    if judged:
+        evidence["reasons"].append(f"{len(judged)} steady reps without competing CPU work")
+        return "quiet", evidence
+    note = (window or {}).get("note")
+    evidence["reasons"].append(
+        f"steady reps too short to judge: {note}"
+        if note
+        else "no CPU-time counters during the steady reps (proc_stat collector off?)"
+    )
+    return "inconclusive", evidence

@@ -4,6 +4,11 @@ Ticks are scheduled on a grid (t0 + k·interval) so a slow tick does not shift e
 falls more than one interval behind is counted as missed rather than run late. A collector that fails
 ``max_failures`` times in a row is disabled with its reason, and the others go on. The clock, the wait and
 the sink are injected, so tests drive the loop with a fake clock and no thread.
+
+Off the grid, ``mark_boundary`` asks for one extra reading of the collectors whose counters bracket a
+repetition (``Collector.reads_at_boundaries``) the moment a rep ends: a rep shorter than the interval, or
+one that ends just before the run does, still has a counter reading after it. The extra reading is taken
+on the sampler's own thread, so no collector is ever read by two threads at once.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class CollectorState:
 @dataclass
 class SamplerStats:
     ticks: int = 0
+    boundary_ticks: int = 0
     missed_ticks: int = 0
     rows: int = 0
     flushes: int = 0
@@ -55,6 +61,7 @@ class SamplerStats:
         return {
             "target_ms": target_s * 1000.0,
             "ticks": self.ticks,
+            "boundary_ticks": self.boundary_ticks,
             "missed_ticks": self.missed_ticks,
             "rows": self.rows,
             "flushes": self.flushes,
@@ -108,7 +115,11 @@ class Sampler:
         self._next_tick: float | None = None
         self._lock = threading.Lock()
         self._flush_lock = threading.RLock()
+        self._boundary_done = threading.Condition(self._lock)
+        self._boundary_requested = 0  # both under _lock: requests made, and the last one served
+        self._boundary_served = 0
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.sink_errors: list[str] = []
 
@@ -130,8 +141,32 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, name="edgeprof-sampler", daemon=True)
         self._thread.start()
 
+    def mark_boundary(self) -> None:
+        """A boundary reading now (from any thread; the sampler's thread takes it within milliseconds).
+        Without a running thread (tests driving ``step``) it is taken here and now."""
+        if self._thread is None:
+            self._boundary_tick()
+            return
+        with self._lock:
+            self._boundary_requested += 1
+        self._wake.set()
+
+    def settle(self, timeout_s: float = 2.0) -> bool:
+        """Wait until every boundary reading asked for so far has been taken (True), or ``timeout_s``
+        passed: a run's last reading must carry its run id, so ``set_run(None)`` waits for it."""
+        deadline = time.monotonic() + timeout_s
+        with self._boundary_done:
+            target = self._boundary_requested
+            while self._boundary_served < target and self._thread is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._boundary_done.wait(remaining)
+        return True
+
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -146,8 +181,16 @@ class Sampler:
         cpu0 = time.thread_time()
         wall0 = self.clock()
         while not self._stop.is_set():
+            with self._lock:
+                target = self._boundary_requested
+            if target > self._boundary_served:
+                self._boundary_tick()
+                with self._boundary_done:
+                    self._boundary_served = target
+                    self._boundary_done.notify_all()
             delay = self.step()
-            self._stop.wait(delay)
+            self._wake.wait(delay)
+            self._wake.clear()
             self.stats.cpu_s = time.thread_time() - cpu0
             self.stats.wall_s = self.clock() - wall0
 
@@ -170,16 +213,26 @@ class Sampler:
     def tick(self) -> None:
         """Poll every enabled collector once."""
         t = self.clock()
-        t_wall = self.wall()
         if self._last_tick is not None:
             self.stats.intervals_s.append(t - self._last_tick)
         self._last_tick = t
         self.stats.ticks += 1
+        self._poll(t, boundary=False)
+
+    def _boundary_tick(self) -> None:
+        # Off the grid: neither the interval statistics nor the schedule see it.
+        self.stats.boundary_ticks += 1
+        self._poll(self.clock(), boundary=True)
+
+    def _poll(self, t: float, boundary: bool) -> None:
+        t_wall = self.wall()
         with self._lock:
             run_id = self.run_id
         rows: list[SampleRow] = []
         for state in self.states:
             if not state.ok or state.disabled_reason is not None:
+                continue
+            if boundary and not getattr(state.collector, "reads_at_boundaries", False):
                 continue
             values, error = state.collector.safe_sample()
             if error is not None:

@@ -272,10 +272,16 @@ class Telemetry:
         return self.clock() - t0
 
     def on_child_event(self, run: Run, event: dict[str, Any]) -> None:
-        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+        kind = event.get("event")
+        if kind == "start" and isinstance(event.get("pid"), int):
             self.sampler.set_child_pid(event["pid"])
+        elif kind == "measurement":
+            # The rep has ended (the child reports after its last token): a CPU-time/energy reading now
+            # closes it, however short the rep is next to the sampling interval.
+            self.sampler.mark_boundary()
 
     def after_run(self, session: Session, run: Run, spec: RunSpec) -> None:
+        self.sampler.settle()  # the last rep's boundary reading still belongs to this run
         self.sampler.set_child_pid(None)
         self.sampler.set_run(None)
         self.sampler.flush_now()

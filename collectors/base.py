@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import ClassVar, Literal, NamedTuple
 
 from edgeprof.collectors.roles import MetricRole
 
@@ -54,6 +54,10 @@ class Collector(ABC):
     """Base class: subclasses set ``name`` and implement ``available``, ``metrics`` and ``sample``."""
 
     name: str = "collector"
+    # Cumulative counters read straight from files (CPU time, energy): cheap enough to read once more at
+    # the end of every repetition, so even a rep shorter than the sampling interval has a reading on each
+    # side (``Sampler.mark_boundary``). Gauges and streamed sources (tegrastats, jtop) stay on the grid.
+    reads_at_boundaries: ClassVar[bool] = False
 
     def __init__(self, root: Path | str = "/") -> None:
         self.root = Path(root)

@@ -93,6 +93,7 @@ def procstat_role(metric: str) -> MetricRole | None:
 
 class ProcStatCollector(Collector):
     name = "proc_stat"
+    reads_at_boundaries = True
 
     @classmethod
     def role_of(cls, metric: str) -> MetricRole | None:

@@ -79,6 +79,7 @@ class _Zone:
 
 class RaplCollector(Collector):
     name = "rapl"
+    reads_at_boundaries = True
 
     @classmethod
     def role_of(cls, metric: str) -> MetricRole | None:

@@ -77,12 +77,19 @@ def test_collector_reads_an_injected_proc_in_seconds(tmp_path: Path) -> None:
     assert ProcStatCollector(tmp_path / "nothing").available().ok is False
 
 
-def _series(child_cores: float, other_cores: float, steal_frac: float = 0.0, runq: float = 2.0, n: int = 11):
-    """Counters (seconds) sampled every 0.1 s over 1 s on a 2-CPU machine."""
+def _series(
+    child_cores: float,
+    other_cores: float,
+    steal_frac: float = 0.0,
+    runq: float = 2.0,
+    n: int = 11,
+    step: float = 0.1,
+):
+    """Counters (seconds) sampled every ``step`` s (0.1 s over 1 s by default) on a 2-CPU machine."""
     names = ("host.cpu_busy_s", "host.cpu_total_s", "host.cpu_steal_s", "host.procs_running")
     out: dict[str, list[tuple[float, float | None]]] = {k: [] for k in (*names, "proc.cpu_s", "self.cpu_s")}
     for i in range(n):
-        t = i * 0.1
+        t = i * step
         out["host.cpu_total_s"].append((t, 2.0 * t))
         out["host.cpu_steal_s"].append((t, steal_frac * 2.0 * t))
         out["host.cpu_busy_s"].append((t, (child_cores + other_cores + 0.01) * t))
@@ -127,6 +134,38 @@ def test_inconclusive_without_counters_and_unknown_for_a_counter_that_went_back(
     assert entry["status"] == "unknown" and "other_cores" not in entry
 
 
+def test_reps_too_short_for_the_tick_are_judged_together_as_the_steady_window() -> None:
+    # Readings every 20 ms, reps of 20 ms: three counters a 10-ms tick off each are +-1.5 cores, so no
+    # single rep is judged; ten of them together span 0.2 s (+-0.15 cores), enough.
+    short = [Rep(i, 0.1 + 0.02 * i, 0.12 + 0.02 * i) for i in range(10)]
+    quiet = _series(1.0, 0.0, n=51, step=0.02)
+    value, evidence = interference_verdict(short, quiet, benchmark_threads=1)
+    # (the run queue, a gauge, still judges a rep with a reading inside it)
+    assert all("other_cores" not in e and "ticks of 0.01 s" in e["note"] for e in evidence["reps"]), evidence
+    assert "+-1.50" in evidence["reps"][0]["note"]
+    assert value == "quiet" and evidence["steady_window"]["other_cores"] == pytest.approx(0.0, abs=1e-6)
+    value, evidence = interference_verdict(short, _series(1.0, 0.6, n=51, step=0.02), benchmark_threads=1)
+    assert value == "contended" and "steady window" in evidence["reasons"][0]
+    assert evidence["other_cores_median"] == pytest.approx(0.6)
+    # two of them (0.04 s) are too short even together; without the run queue nothing judges them
+    quiet.pop("host.procs_running")
+    value, evidence = interference_verdict(short[:2], quiet, benchmark_threads=1)
+    assert value == "inconclusive" and "too short" in evidence["reasons"][0], evidence["reasons"]
+
+
+def test_a_child_gone_before_the_closing_reading_is_not_counted_as_other_work() -> None:
+    # The machine's counters have a reading after the rep; the child's stops at 0.5 (it had exited): its
+    # delta spans less time than the machine's, and busy - child would charge its last 0.5 s to "others".
+    series = _series(1.0, 0.0)
+    series["proc.cpu_s"] = [p for p in series["proc.cpu_s"] if p[0] <= 0.5]
+    entry = judge_rep(Rep(0, 0.2, 0.9), series, benchmark_threads=1)
+    assert "other_cores" not in entry and "do not span" in entry["note"]
+    assert entry["status"] == "quiet"  # steal and the run queue still judge it
+    assert judge_rep(Rep(0, 0.2, 0.5), series, benchmark_threads=1)["other_cores"] == pytest.approx(
+        0.0, abs=1e-6
+    )
+
+
 def test_stability_note_says_whether_instability_coincides_with_contention() -> None:
     row = {"model_label": "q4", "ctx": 512, "ngl": 0, "stability_verdict": "unstable"}
     assert "competed for the CPU" in stability_note(row | {"interference_verdict": "contended"})
@@ -144,12 +183,12 @@ def _plan(tmp_path: Path, model: Path):
         f"""
         [matrix]
         models = ["{model}"]
-        ctx = [256]
+        ctx = [1024]
         threads = [1]
         [[workload]]
         name = "w"
         prompt_tokens = 16
-        n_predict = 48
+        n_predict = 1000
         [repeat]
         warmup = 0
         steady = 3
@@ -159,7 +198,7 @@ def _plan(tmp_path: Path, model: Path):
     )
 
 
-def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector) -> dict:
+def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_ms: int = 50) -> dict:
     from sqlalchemy import select
 
     from edgeprof.plan import Collect, Cooldown
@@ -173,7 +212,7 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector) -> dict:
     engine = open_engine(tmp_path / "t.db")
 
     def factory(sweep_id: int) -> Telemetry:
-        collect = Collect(interval_ms=50, idle_s=0.2)
+        collect = Collect(interval_ms=interval_ms, idle_s=0.2)
         return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0), collectors=[collector])
 
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
@@ -184,7 +223,21 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector) -> dict:
         verdict = s.scalars(select(Verdict).where(Verdict.kind == "interference")).one()
         rows = build_rows(s)
         evidence = json.loads(verdict.evidence_json)
-        return {"value": verdict.value, "evidence": evidence, "row": rows[0], "out": out.getvalue()}
+        from edgeprof.storage.models import Phase
+        from edgeprof.storage.samples import read_samples
+
+        decode_ends = [p.t_end_mono for p in s.scalars(select(Phase).where(Phase.name == "decode"))]
+        readings = [
+            r.t_mono for r in read_samples(s, None, metrics=["host.cpu_busy_s"], run_ids=[verdict.run_id])
+        ]
+        return {
+            "value": verdict.value,
+            "evidence": evidence,
+            "row": rows[0],
+            "out": out.getvalue(),
+            "decode_ends": decode_ends,
+            "cpu_readings": readings,
+        }
 
 
 class QuietProcStat(ProcStatCollector):
@@ -210,11 +263,23 @@ class QuietProcStat(ProcStatCollector):
 
 @pytest.mark.llama
 def test_a_sweep_on_a_quiet_machine_is_not_contended(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
-    result = _sweep(tmp_path, tiny_models["Q8_0"], QuietProcStat(tmp_path / "root"))
+    # A 2-s grid: the run is over in about one interval, so what judges the reps is the reading the
+    # sampler takes as each rep ends.
+    result = _sweep(tmp_path, tiny_models["Q8_0"], QuietProcStat(tmp_path / "root"), interval_ms=2000)
     assert result["value"] == "quiet", result["evidence"]
     assert result["row"]["interference_verdict"] == "quiet"
     judged = [e for e in result["evidence"]["reps"] if e["status"] != "unknown"]
-    assert len(judged) == 3
+    # Each rep is judged on its own unless it is too short for /proc's 10-ms ticks (0.12 s here: the
+    # reps are ~0.2 s on this VM, shorter on a faster one), and then it says so.
+    for e in result["evidence"]["reps"]:
+        assert e["status"] != "unknown" or "ticks" in e["note"], e
+    assert len(result["evidence"]["reps"]) == 3 and judged
+    # every rep (cold, steady) is closed by a CPU-time reading of this run taken after its last token and
+    # before the next rep's (~0.25 s later, where the 2-s grid has at most one reading for all four gaps)
+    ends = sorted(result["decode_ends"])
+    assert len(ends) == 4
+    for t_end, t_next in zip(ends, [*ends[1:], float("inf")], strict=True):
+        assert any(t_end <= t < t_next for t in result["cpu_readings"]), (t_end, result["cpu_readings"])
 
 
 @pytest.mark.llama

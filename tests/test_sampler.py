@@ -137,3 +137,54 @@ def test_the_thread_starts_and_stops(tmp_path) -> None:
     s.stop()
     assert s.stats.ticks >= 3
     assert sum(len(b) for b in batches) == s.stats.rows  # stop() flushed everything
+
+
+class BoundaryCounter(Counter):
+    """A cumulative counter the sampler may read once more at a rep's end."""
+
+    name = "boundary"
+    reads_at_boundaries = True
+
+    def sample(self) -> SampleValues:
+        self.n += 1
+        return {"boundary.count": float(self.n)}
+
+
+def test_a_boundary_reading_polls_only_boundary_collectors_off_the_grid() -> None:
+    clock, batches = FakeClock(), []
+    s = Sampler([Counter(), BoundaryCounter()], 0.2, batches.append, clock=clock, flush_every_s=100.0)
+    s.set_run(3)
+    s.step()
+    clock.t = 1000.05
+    s.mark_boundary()  # no thread: taken here and now, at its own time
+    clock.t = 1000.2
+    s.step()
+    s.flush()
+    rows = [r for b in batches for r in b]
+    assert [(r.t_mono, r.value) for r in rows if r.metric == "boundary.count"] == [
+        (1000.0, 1.0),
+        (1000.05, 2.0),
+        (1000.2, 3.0),
+    ]
+    assert [r.t_mono for r in rows if r.metric == "fake.count"] == [1000.0, 1000.2]  # gauges stay on the grid
+    assert all(r.run_id == 3 for r in rows)
+    assert s.stats.ticks == 2 and s.stats.boundary_ticks == 1
+    assert len(s.stats.intervals_s) == 1 and abs(s.stats.intervals_s[0] - 0.2) < 1e-9
+
+
+def test_settle_waits_for_the_boundary_reading_the_thread_takes() -> None:
+    batches: list[list[SampleRow]] = []
+    # A long interval: only the first grid tick happens during the test, so the second reading is the
+    # boundary one, and settle() must have waited for it before the run id is cleared.
+    s = Sampler([BoundaryCounter()], 60.0, batches.append, flush_every_s=100.0)
+    s.set_run(9)
+    s.start()
+    try:
+        s.mark_boundary()
+        assert s.settle(timeout_s=10.0)
+        s.set_run(None)
+    finally:
+        s.stop()
+    rows = [r for b in batches for r in b]
+    assert s.stats.boundary_ticks == 1
+    assert [r.run_id for r in rows] == [9, 9]
