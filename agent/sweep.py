@@ -313,7 +313,9 @@ def execute_spec(
             raise
         _store_child(session, run, child, is_main=cold_rep == 0)
         statuses.append((child.status, child.reason, child.exit_code, child.signal_name, child.log_tail))
-        session.flush()
+        # Stored for good before the next cold start: its heartbeats write the lease from another
+        # connection, which an open write transaction here would make wait out SQLite's busy timeout.
+        session.commit()
         if child.status != "ok":
             break  # a config that failed once is not hammered again; the failure is what we report
     status, reason, exit_code, sig, log_tail = next(
@@ -384,9 +386,7 @@ def run_plan(
             # A stop outside the config loop (telemetry stopping, the final commit): the loop's own handler
             # did not see it.
             _mark_aborted(engine, held.sweep_id, "stopped by the user")
-            return SweepOutcome(
-                sweep_id=held.sweep_id, n_specs=held.n_specs, n_skipped=0, interrupted=True
-            )
+            return SweepOutcome(sweep_id=held.sweep_id, n_specs=held.n_specs, n_skipped=0, interrupted=True)
         except (SQLAlchemyError, OSError) as exc:
             first = (str(exc).splitlines() or [type(exc).__name__])[0]
             where = f"sweep {held.sweep_id}" if held.sweep_id is not None else "the sweep"
@@ -458,6 +458,9 @@ def _run_plan_held(
             info = plan.model_info.get(model.path) or read_gguf_info(model.path)
             mf = get_or_create_model_file(session, info, progress=heartbeat)
             sha_of[model.path], mf_of[model.path] = mf.sha256, mf.id
+            # Hashing the next model beats the lease from its own connection: on SQLite an open write
+            # transaction here would make every beat wait out the busy timeout, and fail.
+            session.commit()
         specs = expand(plan, sha_of)
         sweep = None if new_sweep else find_resumable_sweep(session, plan, device)
         read_state = state_reader or (lambda: jetson_state(device_root))
@@ -517,6 +520,10 @@ def _run_plan_held(
             hooks = tele
             if hasattr(tele, "on_phase"):
                 tele.on_phase = progress.phase
+            if hasattr(tele, "heartbeat"):
+                # A cooldown or idle baseline can outlast the lease's staleness limit (max_wait_s is the
+                # user's): the telemetry's waits beat the lease too, or another host takes the sweep over.
+                tele.heartbeat = held.beat_with(tele.heartbeat)
             tele.start()
         try:
             with sigterm_as_interrupt():
@@ -627,7 +634,13 @@ def _run_plan_held(
                         from edgeprof.quality import execute_quality_spec
 
                         execute_quality_spec(
-                            session, run, spec, plan, on_event=relay, env=env, heartbeat=heartbeat,
+                            session,
+                            run,
+                            spec,
+                            plan,
+                            on_event=relay,
+                            env=env,
+                            heartbeat=heartbeat,
                             say=progress.line,
                         )
                     else:

@@ -181,8 +181,15 @@ def test_reused_pid_and_other_hosts_are_judged_by_start_time_and_heartbeat(engin
     me = Owner.me()
     now = utcnow()
     lease = SweepLease(
-        lease_key="k", sweep_id=None, token="t", host=me.host, pid=me.pid, proc_start=me.proc_start,
-        acquired_at=now, heartbeat_at=now, released_at=None,
+        lease_key="k",
+        sweep_id=None,
+        token="t",
+        host=me.host,
+        pid=me.pid,
+        proc_start=me.proc_start,
+        acquired_at=now,
+        heartbeat_at=now,
+        released_at=None,
     )
     assert not owner_dead(lease)
     lease.proc_start = "another-boot:123"  # same pid, another process: the owner is gone
@@ -199,23 +206,54 @@ def _sweep_with_lease(session: Any, pid: int, proc_start: str | None, host: str)
     session.add(device)
     session.flush()
     sweep = Sweep(
-        name="s", plan_text="", plan_hash=str(pid), device_id=device.id, edgeprof_version="t",
-        started_at=utcnow(), status="running", n_specs=1,
+        name="s",
+        plan_text="",
+        plan_hash=str(pid),
+        device_id=device.id,
+        edgeprof_version="t",
+        started_at=utcnow(),
+        status="running",
+        n_specs=1,
     )
     session.add(sweep)
     session.flush()
     session.add(
         Run(
-            sweep_id=sweep.id, spec_id="a", seq=1, model_label="m", model_group="g", model_path="/m",
-            workload_name="w", workload_hash="h", workload_json="{}", params_json="{}", repeat_json="{}",
-            n_ctx=1, n_gpu_layers=0, n_threads=1, n_batch=1, n_ubatch=1, flash_attn="off", type_k="f16",
-            type_v="f16", use_mmap=True, status="running", started_at=utcnow(),
+            sweep_id=sweep.id,
+            spec_id="a",
+            seq=1,
+            model_label="m",
+            model_group="g",
+            model_path="/m",
+            workload_name="w",
+            workload_hash="h",
+            workload_json="{}",
+            params_json="{}",
+            repeat_json="{}",
+            n_ctx=1,
+            n_gpu_layers=0,
+            n_threads=1,
+            n_batch=1,
+            n_ubatch=1,
+            flash_attn="off",
+            type_k="f16",
+            type_v="f16",
+            use_mmap=True,
+            status="running",
+            started_at=utcnow(),
         )
     )
     session.add(
         SweepLease(
-            lease_key=f"plan:{pid}", sweep_id=sweep.id, token="t", host=host, pid=pid, proc_start=proc_start,
-            acquired_at=utcnow(), heartbeat_at=utcnow(), released_at=None,
+            lease_key=f"plan:{pid}",
+            sweep_id=sweep.id,
+            token="t",
+            host=host,
+            pid=pid,
+            proc_start=proc_start,
+            acquired_at=utcnow(),
+            heartbeat_at=utcnow(),
+            released_at=None,
         )
     )
     session.commit()
@@ -344,6 +382,57 @@ def test_a_stop_after_the_last_config_does_not_leave_the_sweep_running(
         assert session.get(Sweep, outcome.sweep_id).status == "interrupted"
         assert {r.status for r in session.scalars(select(Run))} == {"ok"}
         assert session.scalars(select(SweepLease)).one().released_at is not None
+
+
+def test_the_lease_is_beaten_while_models_are_hashed_and_during_a_cooldown(
+    tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cooldown is the user's max_wait_s long, which may pass the lease's staleness limit: its waits must
+    # beat the lease, or a second host takes a live sweep over. Every beat is recorded (no rate limit), and
+    # each must find the database free to write (the sampler has no collectors, so nothing else writes):
+    # a beat that meets the sweep's own open transaction waits out the busy timeout and is lost.
+    from edgeprof import lease
+    from edgeprof.plan import Collect, Cooldown
+    from edgeprof.storage.models import Phase
+    from edgeprof.telemetry import Telemetry
+
+    beats: list[float] = []
+    locked: list[str] = []
+    original = lease.Lease.beat
+
+    def beat(self: lease.Lease, force: bool = False) -> None:
+        beats.append(time.monotonic())
+        probe = sqlite3.connect(tmp_path / "s.db", timeout=0)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.rollback()
+        except sqlite3.OperationalError as exc:
+            locked.append(str(exc))
+        finally:
+            probe.close()
+        original(self, force)
+
+    monkeypatch.setattr(lease, "HEARTBEAT_EVERY_S", 0.0)
+    monkeypatch.setattr(lease.Lease, "beat", beat)
+    engine = open_engine(tmp_path / "s.db")
+    # two cold starts: the second child runs after the first one's results are stored
+    two_cold = plan_text(tiny_models).replace("cold = 1", "cold = 2")
+    plan = parse_plan(two_cold, source=str(tmp_path / "p.toml"), base=tmp_path)
+
+    def factory(sweep_id: int) -> Telemetry:
+        return Telemetry(
+            engine, sweep_id, Collect(interval_ms=200, idle_s=0.0), Cooldown(delay_s=1.2), collectors=[]
+        )
+
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=factory)
+    assert outcome.counts == {"ok": 2}
+    assert locked == [], f"{len(locked)} of {len(beats)} beats met a locked database: {locked[0]}"
+    with new_session(engine) as session:
+        waits = list(session.scalars(select(Phase).where(Phase.name == "cooldown")))
+    assert len(waits) == 2
+    for w in waits:
+        inside = [t for t in beats if w.t_start_mono <= t <= w.t_end_mono]
+        assert len(inside) >= 2, (w.t_start_mono, w.t_end_mono, beats)  # at its start and every second
 
 
 class FillTheDisk:
@@ -764,7 +853,11 @@ def test_in_ci_a_missing_capture_fails_instead_of_skipping() -> None:
             env = {**clean_env(), "CI": ci}
             proc = subprocess.run(
                 [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(probe)],
-                capture_output=True, text=True, env=env, timeout=120, cwd=tests_dir.parent,
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                cwd=tests_dir.parent,
             )
             results[ci] = proc
     finally:
