@@ -384,7 +384,7 @@ def test_a_stop_after_the_last_config_does_not_leave_the_sweep_running(
         assert session.scalars(select(SweepLease)).one().released_at is not None
 
 
-def test_the_lease_is_beaten_while_models_are_hashed_and_during_a_cooldown(
+def test_the_lease_is_beaten_while_models_are_hashed_and_through_cooldowns(
     tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cooldown is the user's max_wait_s long, which may pass the lease's staleness limit: its waits must
@@ -392,7 +392,7 @@ def test_the_lease_is_beaten_while_models_are_hashed_and_during_a_cooldown(
     # each must find the database free to write (the sampler has no collectors, so nothing else writes):
     # a beat that meets the sweep's own open transaction waits out the busy timeout and is lost.
     from edgeprof import lease
-    from edgeprof.plan import Collect, Cooldown
+    from edgeprof.plan import Collect
     from edgeprof.storage.models import Phase
     from edgeprof.telemetry import Telemetry
 
@@ -415,21 +415,22 @@ def test_the_lease_is_beaten_while_models_are_hashed_and_during_a_cooldown(
     monkeypatch.setattr(lease, "HEARTBEAT_EVERY_S", 0.0)
     monkeypatch.setattr(lease.Lease, "beat", beat)
     engine = open_engine(tmp_path / "s.db")
-    # two cold starts: the second child runs after the first one's results are stored
-    two_cold = plan_text(tiny_models).replace("cold = 1", "cold = 2")
-    plan = parse_plan(two_cold, source=str(tmp_path / "p.toml"), base=tmp_path)
+    # Two cold starts (the second child runs after the first one's results are stored) and two steady
+    # reps with a cooldown before each config and between the steady reps, while the child waits.
+    text_ = plan_text(tiny_models).replace("cold = 1", "cold = 2").replace("steady = 1", "steady = 2")
+    text_ += "[cooldown]\ndelay_s = 1.2\nper_rep = true\n"
+    plan = parse_plan(text_, source=str(tmp_path / "p.toml"), base=tmp_path)
 
     def factory(sweep_id: int) -> Telemetry:
-        return Telemetry(
-            engine, sweep_id, Collect(interval_ms=200, idle_s=0.0), Cooldown(delay_s=1.2), collectors=[]
-        )
+        return Telemetry(engine, sweep_id, Collect(interval_ms=200, idle_s=0.0), plan.cooldown, collectors=[])
 
     outcome = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=factory)
     assert outcome.counts == {"ok": 2}
     assert locked == [], f"{len(locked)} of {len(beats)} beats met a locked database: {locked[0]}"
     with new_session(engine) as session:
         waits = list(session.scalars(select(Phase).where(Phase.name == "cooldown")))
-    assert len(waits) == 2
+    # one before each config, one before each steady rep
+    assert sorted(w.kind or "config" for w in waits) == ["config"] * 2 + ["steady"] * 4
     for w in waits:
         inside = [t for t in beats if w.t_start_mono <= t <= w.t_end_mono]
         assert len(inside) >= 2, (w.t_start_mono, w.t_end_mono, beats)  # at its start and every second
