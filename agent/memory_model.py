@@ -36,9 +36,10 @@ MIB = 1024 * 1024
 
 # The worker process before it loads a model: interpreter, llama_cpp and ggml libraries, the event pipe.
 # Measured as VmHWM minus weights, KV and the touched compute on the demo models on x86_64 (CPU build):
-# 52–56 MiB (54 keeps the error on both sides). A CUDA build adds the CUDA context on top, which only a run
-# on such a build can measure; it is not guessed here: the sweep replaces this constant by what its own
-# finished runs show (agent/fit.py).
+# 52–56 MiB right after setup.sh, 47–49 MiB once the libraries' pages have been evicted and read back (fresh
+# writes sit in large page-cache folios that a fault maps whole). 54 errs towards "does not fit" there.
+# A CUDA build adds the CUDA context on top, which only a run on such a build can measure; it is not
+# guessed here: the sweep replaces this constant by what its own finished runs show (agent/fit.py).
 RUNTIME_BASE_MIB = 54.0
 
 # Bytes per element of the KV cache types (llama-bench's -ctk/-ctv); block types as (block, bytes).

@@ -23,6 +23,7 @@ from edgeprof.bandwidth import (
 from edgeprof.demo_models import build_demo_models
 from edgeprof.gguf_info import GGUFError
 from edgeprof.memory_model import (
+    RUNTIME_BASE_MIB,
     ModelShape,
     TensorInfo,
     check_fit,
@@ -44,6 +45,13 @@ from edgeprof.sweep import run_plan
 # the error was within 2.3 % (1.4 MiB) over tiny and small demo, Q8_0/Q5_K_M/Q4_K_M, ctx 512/2048/8192.
 BAND_REL = 0.05
 BAND_ABS_MB = 4.0
+# The runtime's own share (interpreter and libraries, no model) is not a property of the code: libraries
+# freshly written to the page cache sit in large folios that a fault maps whole, the same files evicted and
+# read back map page by page. On this VM the worker's baseline is 53-55 MiB right after setup.sh and 47-49
+# MiB in a tree whose libraries were evicted since (every model term matched to <1 MiB in both). The sweep
+# therefore learns it from its first finished run (agent/fit.py); the test does the same, and holds the
+# constant it starts from to over-predicting by at most 10 MiB (the safe side) and under-predicting by 4.
+RUNTIME_OVER_MB, RUNTIME_UNDER_MB = 10.0, 4.0
 
 
 @pytest.fixture(scope="module")
@@ -95,28 +103,38 @@ def test_prediction_within_band_of_measured_peak(
         (small_models["Q4_K_M"], False, "off"),  # no mmap: no second copy
     ]
     report = []
+    runtime_mb: float | None = None  # learnt from the first case, as a sweep learns it from its first run
     for path, mmap, fa in cases:
         child = run_child(_job(path, ctx, mmap, fa), 180)
         assert child.status == "ok", child.reason
         assert child.peak_rss_mb is not None
-        pred = predict_memory(
-            read_model_shape(path),
-            n_ctx=ctx,
-            n_gpu_layers=0,
-            n_batch=512,
-            n_ubatch=512,
-            type_k="f16",
-            type_v="f16",
-            flash_attn=fa,
-            use_mmap=mmap,
-            prompt_tokens=128,
-            n_predict=8,
-        )
-        err = abs(pred.total_mb - child.peak_rss_mb)
+
+        def predict(runtime: float, path: Path = path, mmap: bool = mmap, fa: str = fa) -> float:
+            return predict_memory(
+                read_model_shape(path),
+                n_ctx=ctx,
+                n_gpu_layers=0,
+                n_batch=512,
+                n_ubatch=512,
+                type_k="f16",
+                type_v="f16",
+                flash_attn=fa,
+                use_mmap=mmap,
+                prompt_tokens=128,
+                n_predict=8,
+                runtime_mb=runtime,
+            ).total_mb
+
+        observed_runtime = child.peak_rss_mb - (predict(RUNTIME_BASE_MIB) - RUNTIME_BASE_MIB)
+        runtime_mb = observed_runtime if runtime_mb is None else runtime_mb
+        pred = predict(runtime_mb)
         report.append(
-            f"{path.name} mmap={mmap} fa={fa}: predicted {pred.total_mb:.1f}, peak {child.peak_rss_mb:.1f}"
+            f"{path.name} mmap={mmap} fa={fa}: predicted {pred:.1f} (runtime {runtime_mb:.1f}), "
+            f"peak {child.peak_rss_mb:.1f}, runtime seen {observed_runtime:.1f}"
         )
-        assert err <= BAND_REL * child.peak_rss_mb + BAND_ABS_MB, "\n".join(report)
+        assert abs(pred - child.peak_rss_mb) <= BAND_REL * child.peak_rss_mb + BAND_ABS_MB, "\n".join(report)
+        low, high = RUNTIME_BASE_MIB - RUNTIME_OVER_MB, RUNTIME_BASE_MIB + RUNTIME_UNDER_MB
+        assert low <= observed_runtime <= high, "\n".join(report)
 
 
 def test_gguf_shape_of_the_demo_model(tiny_models: dict[str, Path]) -> None:
@@ -170,8 +188,15 @@ def _synthetic_shape(n_swa: int = 0, swa: tuple[bool, ...] = (False, False, Fals
 def test_kv_and_weight_split_by_ngl_hand_computed() -> None:
     shape = _synthetic_shape()
     common: dict[str, Any] = dict(
-        n_ctx=1024, n_batch=512, n_ubatch=512, type_k="f16", type_v="q8_0", flash_attn="on", use_mmap=True,
-        prompt_tokens=16, n_predict=16,
+        n_ctx=1024,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="q8_0",
+        flash_attn="on",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
     )
     cpu = predict_memory(shape, n_gpu_layers=0, **common)
     # KV per layer and cell: 2 heads x 64 x (2 B for f16 K + 34/32 B for q8_0 V); 4 layers x 1024 cells
@@ -213,8 +238,17 @@ def test_meminfo_and_fit_check(tmp_path: Path) -> None:
     assert mem_available_mb(tmp_path) == 3200.0
     assert mem_available_mb(tmp_path / "nowhere") is None
     pred = predict_memory(
-        _synthetic_shape(), n_ctx=512, n_gpu_layers=0, n_batch=512, n_ubatch=512, type_k="f16",
-        type_v="f16", flash_attn="off", use_mmap=True, prompt_tokens=16, n_predict=16,
+        _synthetic_shape(),
+        n_ctx=512,
+        n_gpu_layers=0,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="f16",
+        flash_attn="off",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
     )
     assert check_fit(pred, 3200.0).fits is True
     fit = check_fit(pred, 60.0, reserve_mb=10.0)
@@ -243,7 +277,13 @@ def test_probe_measures_something_and_says_how() -> None:
 
 
 SYNTHETIC_PROBE = ProbeResult(  # synthetic: a fixed figure, so the report's BW % is checkable
-    gbps=10.0, read_gbps=10.0, copy_gbps=8.0, method="synthetic probe", threads=1, buffer_mb=1.0, passes=1,
+    gbps=10.0,
+    read_gbps=10.0,
+    copy_gbps=8.0,
+    method="synthetic probe",
+    threads=1,
+    buffer_mb=1.0,
+    passes=1,
     duration_s=0.0,
 )
 
@@ -258,8 +298,17 @@ def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
 
     def predicted(ctx: int) -> float:
         return predict_memory(
-            shape, n_ctx=ctx, n_gpu_layers=0, n_batch=512, n_ubatch=512, type_k="f32", type_v="f32",
-            flash_attn="off", use_mmap=True, prompt_tokens=16, n_predict=8,
+            shape,
+            n_ctx=ctx,
+            n_gpu_layers=0,
+            n_batch=512,
+            n_ubatch=512,
+            type_k="f32",
+            type_v="f32",
+            flash_attn="off",
+            use_mmap=True,
+            prompt_tokens=16,
+            n_predict=8,
         ).total_mb
 
     # A fake MemAvailable between the two configs' predictions: the large ctx cannot fit, the small one can.
@@ -313,7 +362,7 @@ cold_cache = "keep"
         for m in steady:  # bytes per token × t/s, at the rep's mean depth
             assert m.tg_tps is not None and m.n_prompt is not None and m.n_gen is not None
             depth = decode_mean_depth(m.n_prompt, m.n_gen)
-            expect = (weights_read_per_token(shape) + kv_read_per_token(shape, depth, 256, 512, "f32", "f32"))
+            expect = weights_read_per_token(shape) + kv_read_per_token(shape, depth, 256, 512, "f32", "f32")
             assert m.bw_gbps == pytest.approx(expect * m.tg_tps / 1e9, rel=1e-3)
         sweep = s.scalars(select(Sweep)).one()
         assert sweep.bw_probe_gbps == 10.0 and "synthetic" in (sweep.bw_probe_json or "")
