@@ -12,7 +12,9 @@ measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py`
 
 A rep is ``contended`` when any of them passes its threshold; the run is ``contended`` when any steady rep
 was, ``quiet`` when every judged rep was quiet, ``inconclusive`` when none could be judged (no counters).
-Pure: plain series in, a verdict with its evidence out.
+A CPU-time figure is judged only over readings far enough apart for /proc's 10-ms ticks; when no rep is
+that long, the steady window as a whole is judged instead. Pure: plain series in, a verdict with its
+evidence out.
 """
 
 from __future__ import annotations
