@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``import-tegrastats`` speed on a 100 MB log (SYNTHETIC: made from a real AGX Orin capture).
 
-The log is built from the three real AGX Orin 64GB lines in ``../shared/captures/tegrastats/``
+The log is built from the three real AGX Orin 64GB lines in ``tests/fixtures/captures/tegrastats/``
 (``agx-orin-64gb_jp6.2.1-r36.4.4_3.txt``): cycled, with consecutive 1-s timestamps and the CPU loads,
 clocks, temperatures and rail powers perturbed by random walks (so the values are not three lines
 repeated; the format is exactly the real one). Then it times, as child processes:
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CAPTURE = HERE.parent.parent / "shared" / "captures" / "tegrastats" / "agx-orin-64gb_jp6.2.1-r36.4.4_3.txt"
+CAPTURE = HERE.parent / "tests" / "fixtures" / "captures" / "tegrastats" / "agx-orin-64gb_jp6.2.1-r36.4.4_3.txt"
 _CPU = re.compile(r"(\d+)%@(\d+)")
 _TEMP = re.compile(r"@(\d+\.\d+)C")
 _MW = re.compile(r"(\d+)mW/(\d+)mW")

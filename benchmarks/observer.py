@@ -23,13 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgeprof.demo_models import build_demo_models  # noqa: E402
-from edgeprof.plan import Collect, Cooldown, parse_plan  # noqa: E402
-from edgeprof.report import build_rows  # noqa: E402
+from edgeprof.gguf.demo import build_demo_models  # noqa: E402
+from edgeprof.plan.parse import Collect, Cooldown, parse_plan  # noqa: E402
+from edgeprof.report.rows import build_rows  # noqa: E402
 from edgeprof.stats import median  # noqa: E402
 from edgeprof.storage.db import new_session, open_engine  # noqa: E402
-from edgeprof.sweep import run_plan  # noqa: E402
-from edgeprof.telemetry import Telemetry  # noqa: E402
+from edgeprof.sweep.loop import run_plan  # noqa: E402
+from edgeprof.sweep.telemetry import Telemetry  # noqa: E402
 
 PLAN = """
 name = "observer-{tag}"

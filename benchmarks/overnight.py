@@ -35,7 +35,6 @@ import numpy as np
 from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session
 
-from edgeprof.sampler import SampleRow
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.models import (
     Build,
@@ -56,6 +55,7 @@ from edgeprof.storage.samples import (
     seal_run,
     write_batch,
 )
+from edgeprof.telemetry.sampler import SampleRow
 
 HERE = Path(__file__).resolve().parent
 QUANTS = ("q8_0", "q5_k_m", "q4_k_m")

@@ -82,13 +82,13 @@ def main() -> int:
 
     from sqlalchemy import select
 
-    from edgeprof.demo_models import build_demo_models
-    from edgeprof.plan import parse_plan
-    from edgeprof.report import build_rows
+    from edgeprof.gguf.demo import build_demo_models
+    from edgeprof.plan.parse import parse_plan
+    from edgeprof.report.rows import build_rows
     from edgeprof.runners.llama_server import find_server, probe_server
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run, ServingRequest
-    from edgeprof.sweep import run_plan
+    from edgeprof.sweep.loop import run_plan
 
     server, where = find_server()
     if server is None:

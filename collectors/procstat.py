@@ -1,8 +1,9 @@
 """CPU time the machine spent on others' work: ``/proc/stat`` and the benchmark child's ``/proc/<pid>/stat``.
 
-The interference verdict (``edgeprof.interference``) needs, per steady repetition, how much CPU time went to
-processes other than the llama.cpp child (and other than edgeprof itself), how much the hypervisor stole,
-and how many tasks were waiting to run. This collector samples the cumulative counters those come from:
+The interference verdict (``edgeprof.verdicts.interference``) needs, per steady repetition, how much CPU
+time went to processes other than the llama.cpp child (and other than edgeprof itself), how much the
+hypervisor stole, and how many tasks were waiting to run. This collector samples the cumulative counters
+those come from:
 
 - ``host.cpu_busy_s``: all CPUs' non-idle time (user, nice, system, irq, softirq; guest time is already
   inside user/nice), in seconds -- idle, iowait and steal excluded;

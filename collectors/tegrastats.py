@@ -461,7 +461,7 @@ def _describe_exit(code: int | None) -> str:
 
 # A Jetson's board input rails: what the whole board draws (jtop uses the same names as its total).
 # VIN_SYS_5V0 is not one of them: on Thor, tegrastats prints VIN beside it at several times its value
-# (tests/fixtures/tegrastats_jp7), so it is one supply among the others.
+# (tests/fixtures/captures/tegrastats_jp7), so it is one supply among the others.
 BOARD_INPUT_RAILS = frozenset({"power.vdd_in_mw", "power.pom_5v_in_mw", "power.vin_mw"})
 
 

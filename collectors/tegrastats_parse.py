@@ -1,8 +1,8 @@
 """Parse one line of NVIDIA ``tegrastats`` output into a typed record.
 
 tegrastats has no documented, versioned grammar: every JetPack (3 to 7) and every board prints a slightly
-different line (see ``../shared/captures/tegrastats``). The parser therefore scans the line field by field
-with small anchored patterns and keeps whatever it cannot place in ``unknown`` instead of guessing or
+different line (see ``tests/fixtures/captures/tegrastats``). The parser therefore scans the line field by
+field with small anchored patterns and keeps whatever it cannot place in ``unknown`` instead of guessing or
 raising, so a benchmark sampling thread survives a board or release it has never seen.
 
 Pure: no I/O besides logging, no process or file handling (the collector that runs ``tegrastats`` lives

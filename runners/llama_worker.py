@@ -240,7 +240,7 @@ class Request:
             out = [token]
             finish = "length"
             # issue 10: why generation ended is stored per request; the first EOS is noted even when it
-            # is ignored, so quality never compares text past an EOS (agent/report.py)
+            # is ignored, so quality never compares text past an EOS (agent/report/rows.py)
             first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
             tail = self._piece(token) if stops else b""
             maybe_fault("decode", model_path)

@@ -26,10 +26,13 @@ class RunnerInfo:
 
 RUNNERS: dict[str, RunnerInfo] = {
     "llama-cpp": RunnerInfo(
-        "llama-cpp", "in-process (llama-cpp-python)", "edgeprof.sweep:execute_spec", False
+        "llama-cpp", "in-process (llama-cpp-python)", "edgeprof.sweep.loop:execute_spec", False
     ),
     "llama-server": RunnerInfo(
-        "llama-server", "HTTP API (llama-server, streamed)", "edgeprof.serving:execute_serving_spec", True
+        "llama-server",
+        "HTTP API (llama-server, streamed)",
+        "edgeprof.executors.serving:execute_serving_spec",
+        True,
     ),
 }
 

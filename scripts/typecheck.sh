@@ -7,7 +7,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TREE="$ROOT/build/typecheck"
 rm -rf "$TREE"
 mkdir -p "$TREE/edgeprof"
-for f in "$ROOT"/agent/*.py; do ln -s "$f" "$TREE/edgeprof/$(basename "$f")"; done
+for f in "$ROOT"/agent/*; do ln -s "$f" "$TREE/edgeprof/$(basename "$f")"; done
 for sub in collectors runners storage; do ln -s "$ROOT/$sub" "$TREE/edgeprof/$sub"; done
 cd "$TREE"
 exec "$ROOT/.venv/bin/python" -m mypy --config-file "$ROOT/pyproject.toml" -p edgeprof "$@"

@@ -512,8 +512,8 @@ _V12_SERVING = (
 
 # Issue 9 (part B): memory predicted before a config runs (and what the device had), the bytes a decode step
 # reads, achieved bandwidth per decode rep, and the sweep's bandwidth probe / datasheet figure.
-# issue 15: which metrics a run's energy came from (agent/energy.py precedence), whether they cover the
-# whole board, and the full list where it outgrows run.power_source.
+# Which metrics a run's energy came from (agent/telemetry/energy.py precedence), whether they cover
+# the whole board, and the full list where it outgrows run.power_source.
 _V13_ENERGY_SOURCE = (
     "ALTER TABLE run ADD COLUMN energy_basis VARCHAR(32)",
     "ALTER TABLE run ADD COLUMN energy_whole_board BOOLEAN",

@@ -174,7 +174,7 @@ class Run(Base):
     cooldown_reason: Mapped[str | None] = mapped_column(String(32))
     idle_power_mw: Mapped[float | None] = mapped_column(Float)
     power_source: Mapped[str | None] = mapped_column(String(96))
-    # issue 15 (migration 13): agent/energy.py's precedence step, whole-board coverage, every metric summed
+    # Migration 13: agent/telemetry/energy.py's precedence step, whole-board coverage, every metric summed
     energy_basis: Mapped[str | None] = mapped_column(String(32))
     energy_whole_board: Mapped[bool | None] = mapped_column(Boolean)
     energy_sources: Mapped[str | None] = mapped_column(Text)
@@ -187,7 +187,7 @@ class Run(Base):
     runner: Mapped[str | None] = mapped_column(String(32))
     concurrency: Mapped[int | None] = mapped_column(Integer)
     request_rate: Mapped[float | None] = mapped_column(Double)
-    # issue 9: predicted resident memory before the run (agent/memory_model.py), MemAvailable at that
+    # issue 9: predicted resident memory before the run (agent/gguf/memory.py), MemAvailable at that
     # moment, the prediction's parts; bytes one decode step reads (weights, and KV per cached position)
     mem_predicted_mb: Mapped[float | None] = mapped_column(Double)
     mem_available_mb: Mapped[float | None] = mapped_column(Double)
@@ -252,7 +252,7 @@ class Measurement(Base):
     decode_j_per_token_net: Mapped[float | None] = mapped_column(Float)
     decode_power_mw: Mapped[float | None] = mapped_column(Float)
     temp_max_c: Mapped[float | None] = mapped_column(Float)
-    # issue 9: bytes read per decode token x tg_tps (agent/bandwidth.py); NULL when not computable
+    # issue 9: bytes read per decode token x tg_tps (agent/gguf/bandwidth.py); NULL when not computable
     bw_gbps: Mapped[float | None] = mapped_column(Double)
     # issue 10: index of the first EOS in the output (even when ignored), the depth the request ran at and
     # the untimed fill that reached it (NULL when restored from the saved state), KV cells in use after the

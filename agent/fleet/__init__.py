@@ -1,0 +1,1 @@
+"""A fleet: many devices, one central database (list, push, export, import)."""

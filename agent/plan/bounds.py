@@ -1,0 +1,152 @@
+"""Upper bounds for every number of a plan, each with its reason (issue 11: bounded plans).
+
+A plan is unattended input: a typo of three zeros must be a validation line, not a 9 GB allocation, a
+hang with a fed watchdog, a uint32 wrap inside llama.cpp (ctx 4294967424 ran as 256) or a crash stored as a
+measurement. Lower bounds and types stay in agent/plan/parse.py; this module adds the ceilings and the
+matrix size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+# Above any released model's trained context and far below llama.cpp's uint32 n_ctx.
+MAX_CTX = 1 << 27
+# llama.cpp allocates the logical batch up front; beyond this no prompt step gets faster.
+MAX_BATCH = 65_536
+# -ngl counts layers; "all" is 999 and nothing has more layers.
+MAX_NGL = 999
+# The worker keeps every rep's output tokens; these keep one config's memory and duration bounded.
+MAX_COLD = 100
+MAX_WARMUP = 100
+MAX_STEADY = 1_000
+# llama.cpp's sampler seed is a uint32.
+MAX_SEED = 2**32 - 1
+# One child process may run a day, not forever: a hang is then a stored timeout by morning.
+MAX_TIMEOUT_S = 86_400.0
+MAX_WAIT_S = 86_400.0  # cooldown.max_wait_s
+MAX_DELAY_S = 3_600.0  # cooldown.delay_s, cooldown.window_s: an hour between configs is already a long night
+MAX_IDLE_S = 600.0  # collect.idle_s: a baseline needs seconds, not hours
+MAX_INTERVAL_MS = 60_000  # collect.interval_ms: slower sampling sees nothing of a run
+# A matrix larger than this needs [run] max_configs: 10 000 configs of even a minute each is a week.
+DEFAULT_MAX_CONFIGS = 10_000
+MAX_MAX_CONFIGS = 1_000_000
+# A plan is a page of TOML; a bigger file is refused before it is parsed.
+MAX_PLAN_BYTES = 1 << 20
+
+
+class Checker(Protocol):
+    def add(self, place: str, message: str) -> None: ...
+
+
+def logical_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _num(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _too_big(chk: Checker, place: str, value: float, limit: float, why: str) -> None:
+    if value > limit:
+        chk.add(place, f"{_num(value)} is above the limit {_num(limit)} ({why})")
+
+
+def _axis(chk: Checker, axes: Mapping[str, Iterable[Any]], axis: str, limit: float, why: str) -> None:
+    for i, value in enumerate(axes.get(axis, ())):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            _too_big(chk, f"matrix.{axis}[{i}]", value, limit, why)
+
+
+def check_bounds(
+    chk: Checker,
+    doc: Mapping[str, Any],
+    axes: Mapping[str, Iterable[Any]],
+    train_ctx: Mapping[str, int | None],
+    workloads: Iterable[Any],
+    repeat: Any,
+    timeout_s: float,
+    cooldown: Any,
+    collect: Any,
+    n_configs: int,
+) -> None:
+    """Add one problem per value above its ceiling; ``train_ctx``: model label -> GGUF context_length."""
+    run_t = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    assert isinstance(run_t, dict)
+    beyond = run_t.get("allow_ctx_beyond_train", False)
+    if not isinstance(beyond, bool):
+        chk.add("run.allow_ctx_beyond_train", f"expected true or false, got {beyond!r}")
+        beyond = False
+
+    ctxs = [c for c in axes.get("ctx", ()) if isinstance(c, int)]
+    for i, ctx in enumerate(ctxs):
+        _too_big(chk, f"matrix.ctx[{i}]", ctx, MAX_CTX, "llama.cpp's n_ctx is 32-bit; no model is that long")
+    if not beyond:
+        for label, trained in train_ctx.items():
+            over = [c for c in ctxs if trained and c > trained and c <= MAX_CTX]
+            if over:
+                chk.add(
+                    "matrix.ctx",
+                    f"{', '.join(map(str, over))} above model {label!r}'s trained context_length {trained} "
+                    "(the KV cache would be allocated for nothing the model can use); set [run] "
+                    "allow_ctx_beyond_train = true to measure it anyway",
+                )
+    _axis(chk, axes, "n_batch", MAX_BATCH, "llama.cpp allocates the batch up front")
+    _axis(chk, axes, "n_ubatch", MAX_BATCH, "llama.cpp allocates the batch up front")
+    _axis(chk, axes, "ngl", MAX_NGL, 'more than every layer; use "all"')
+    cpus = logical_cpus()
+    _axis(chk, axes, "threads", cpus, f"this machine has {cpus} logical CPUs; more only oversubscribes")
+
+    for place, value, cap in (
+        ("repeat.cold", repeat.cold, MAX_COLD),
+        ("repeat.warmup", repeat.warmup, MAX_WARMUP),
+        ("repeat.steady", repeat.steady, MAX_STEADY),
+    ):
+        _too_big(chk, place, value, cap, "each rep's output is kept in memory; split the plan instead")
+    for i, wl in enumerate(workloads):
+        seed = getattr(wl, "seed", 0)
+        _too_big(chk, f"workload[{i}].seed", seed, MAX_SEED, "llama.cpp's seed is 32-bit")
+        top_p = getattr(wl, "top_p", 0.0)
+        _too_big(chk, f"workload[{i}].top_p", top_p, 1.0, "a probability")
+    _too_big(chk, "run.timeout_s", timeout_s, MAX_TIMEOUT_S, "a hang must be a stored timeout by morning")
+    _too_big(chk, "cooldown.max_wait_s", cooldown.max_wait_s, MAX_WAIT_S, "the agent must not wait for days")
+    _too_big(chk, "cooldown.delay_s", cooldown.delay_s, MAX_DELAY_S, "the agent must not wait for days")
+    _too_big(chk, "cooldown.window_s", cooldown.window_s, MAX_DELAY_S, "a slope over an hour sees nothing")
+    _too_big(chk, "collect.idle_s", collect.idle_s, MAX_IDLE_S, "an idle baseline needs seconds")
+    _too_big(chk, "collect.interval_ms", collect.interval_ms, MAX_INTERVAL_MS, "slower sampling sees no run")
+
+    limit: int = DEFAULT_MAX_CONFIGS
+    if "max_configs" in run_t:
+        raw = run_t["max_configs"]
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_MAX_CONFIGS:
+            chk.add("run.max_configs", f"expected an integer from 1 to {MAX_MAX_CONFIGS}, got {raw!r}")
+        else:
+            limit = raw
+    if n_configs > limit:
+        chk.add(
+            "matrix",
+            f"{n_configs} configs is more than {limit}"
+            + (
+                "; set [run] max_configs if you mean it"
+                if "max_configs" not in run_t
+                else " ([run] max_configs)"
+            ),
+        )
+
+
+def count_configs(*dims: Iterable[Any] | int) -> int:
+    """The matrix size without building it (a 10^8-config matrix is refused, never expanded)."""
+    n = 1
+    for dim in dims:
+        n *= max(1, dim if isinstance(dim, int) else len(list(dim)))
+    return n
+
+
+def finite(value: float) -> bool:
+    return math.isfinite(value)

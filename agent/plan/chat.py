@@ -1,0 +1,110 @@
+"""Chat workloads: a model's own chat template (GGUF ``tokenizer.chat_template``), rendered as llama.cpp does.
+
+llama.cpp's chat handling (common/chat.cpp, and llama-cpp-python's Jinja2 formatter) renders the Jinja
+template with ``messages``, ``add_generation_prompt = true`` and the model's ``bos_token``/``eos_token``
+strings, drops a leading BOS text when the tokenizer adds BOS itself (otherwise the prompt would start with
+two BOS tokens), and tokenizes the result with special tokens parsed. We render in the agent, before the
+sweep, so that a chat workload on a model without a template is refused before anything runs and the
+rendered prompt (hash, size) is part of the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+
+class ChatTemplateError(ValueError):
+    """The template cannot be rendered; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class ChatMeta:
+    """What a GGUF says about chatting with it."""
+
+    template: str | None
+    bos_token: str
+    eos_token: str
+    add_bos: bool
+
+
+def read_chat_meta(path: str | Path) -> ChatMeta:
+    """The chat template and BOS/EOS token texts of a GGUF (template None when it has none).
+
+    Read with edgeprof.gguf.bounded, not ``gguf.GGUFReader``: the reader would build an object per
+    vocabulary entry (seconds and hundreds of MB on a 262k vocabulary) to look up two of them.
+    """
+    from edgeprof.gguf.bounded import read_chat_fields
+
+    got = read_chat_fields(path)
+    template = got.chat_template
+    return ChatMeta(
+        template=template if template is not None and template.strip() else None,
+        bos_token=got.bos_text or "",
+        eos_token=got.eos_text or "",
+        # llama.cpp's default for SPM vocabularies when the key is missing is to add BOS; BPE models that need
+        # it say so in the key. Missing key = false here errs toward keeping a BOS the template wrote.
+        add_bos=bool(got.add_bos),
+    )
+
+
+def _raise_exception(message: str) -> None:
+    # templates call raise_exception("...") to refuse a conversation shape (e.g. no system role)
+    raise ChatTemplateError(f"the chat template refused these messages: {message}")
+
+
+def _tojson(value: Any, indent: int | None = None, **_kwargs: Any) -> str:
+    # Transformers renders tojson without ASCII escapes; templates that embed tool schemas depend on it
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def render_chat(
+    template: str,
+    messages: Sequence[tuple[str, str]],
+    *,
+    bos_token: str,
+    eos_token: str,
+    add_bos: bool,
+    add_generation_prompt: bool = True,
+) -> str:
+    """The prompt text a chat becomes, ready to tokenize with ``parse_special = true``."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[jinja2.ext.loopcontrols],
+        undefined=jinja2.Undefined,
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        compiled = env.from_string(template)
+        text = compiled.render(
+            messages=[{"role": role, "content": content} for role, content in messages],
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+        )
+    except ChatTemplateError:
+        raise
+    except jinja2.TemplateError as exc:
+        raise ChatTemplateError(f"the chat template does not render: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a template can fail in many ways inside the sandbox
+        raise ChatTemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from None
+    # llama.cpp strips a BOS the template wrote when the tokenizer adds one (common/chat.cpp)
+    if add_bos and bos_token and text.startswith(bos_token):
+        text = text[len(bos_token) :]
+    return text
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

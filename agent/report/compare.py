@@ -1,0 +1,268 @@
+"""Compare two sweeps config by config: ratio of medians (B / A) and whether the difference is within noise.
+
+Configs match on the model (label and quant), ctx, ngl, threads, n_batch, flash_attn, type_k/type_v and the
+workload. A difference is "within noise" when the min–max ranges of the two sets of steady reps overlap: the
+slowest rep of one is not faster than the fastest of the other, so with a handful of reps no claim of a
+change can be made. With a single rep on each side the range is a point and only equal values overlap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from edgeprof.report.rows import build_rows
+from edgeprof.report.tables import drop_constant_columns, render_grid
+from edgeprof.stats import Summary
+from edgeprof.storage.models import Measurement
+
+MATCH_KEYS = (
+    "model_label",
+    "quant",
+    "ctx",
+    "ngl",
+    "threads",
+    "n_batch",
+    "flash_attn",
+    "type_k",
+    "type_v",
+    "workload",
+)
+# metric -> (median field, min field, max field) in the rows compare works on; higher is better for t/s,
+# lower for TTFT (the ratio is always B / A: > 1 is faster for t/s, slower for TTFT).
+METRICS: dict[str, tuple[str, str, str]] = {
+    "tg_tps": ("tg_tps_median", "tg_tps_min", "tg_tps_max"),
+    "pp_tps": ("pp_tps_median", "pp_tps_min", "pp_tps_max"),
+    "ttft_ms": ("ttft_ms_p50", "ttft_ms_min", "ttft_ms_max"),
+}
+COMPARE_FIELDS: tuple[str, ...] = (
+    *MATCH_KEYS,
+    "match",
+    "a_run_id",
+    "b_run_id",
+    "a_status",
+    "b_status",
+    *(f"{m}_{suffix}" for m in METRICS for suffix in ("a", "b", "ratio", "within_noise")),
+    "a_caveat",
+    "b_caveat",
+)
+
+# Verdict values that make one side's figure a poor base for a ratio: the report's own judgement of the
+# run (agent/verdicts/judge.py). A ratio between a quiet sweep and a busy one measures the machine, not
+# the change.
+CAVEAT_VERDICTS: dict[str, tuple[str, ...]] = {
+    "stability_verdict": ("unstable",),
+    "interference_verdict": ("contended",),
+    "throttle_verdict": ("throttled",),
+}
+
+
+def caveat_of(row: Mapping[str, Any] | None) -> str | None:
+    """'unstable', 'contended', 'throttled' (joined with '+') when the row's verdicts say so, else None."""
+    if row is None:
+        return None
+    found = [
+        str(row.get(field))
+        for field, bad in CAVEAT_VERDICTS.items()
+        if row.get(field) in bad
+    ]
+    return "+".join(found) or None
+
+
+def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    # issue 10: rows at another context depth are other configs; a row from before the depth axis ran at 0
+    return (*(row.get(k) for k in MATCH_KEYS), row.get("depth") or 0)
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """b / a; None when either is missing or a is 0."""
+    if a is None or b is None or a == 0:
+        return None
+    return b / a
+
+
+def ranges_overlap(
+    a_lo: float | None, a_hi: float | None, b_lo: float | None, b_hi: float | None
+) -> bool | None:
+    """True when [a_lo, a_hi] and [b_lo, b_hi] share a point; None when a range is unknown."""
+    if a_lo is None or a_hi is None or b_lo is None or b_hi is None:
+        return None
+    return max(a_lo, b_lo) <= min(a_hi, b_hi)
+
+
+def _with_ttft_range(session: Session, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add ``ttft_ms_min``/``ttft_ms_max`` over the steady reps (the report keeps p50/p95 only)."""
+    ids = [int(r["run_id"]) for r in rows]
+    by_run: dict[int, list[float | None]] = {}
+    if ids:
+        for run_id, ttft in session.execute(
+            select(Measurement.run_id, Measurement.ttft_ms).where(
+                Measurement.run_id.in_(ids), Measurement.kind == "steady"
+            )
+        ):
+            by_run.setdefault(run_id, []).append(ttft)
+    for row in rows:
+        summary = Summary.of(by_run.get(int(row["run_id"]), []))
+        row["ttft_ms_min"], row["ttft_ms_max"] = summary.min, summary.max
+    return rows
+
+
+def compare_rows(
+    a_rows: Sequence[Mapping[str, Any]], b_rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Pure form of ``compare_sweeps`` on report rows (with ``ttft_ms_min/max`` where known).
+
+    One output row per config: ``match`` is "both", "only_a" or "only_b". Configs appearing twice in one
+    sweep (same key, e.g. different n_ubatch) are paired in order.
+    """
+    b_by_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for row in b_rows:
+        b_by_key.setdefault(key_of(row), []).append(row)
+    out: list[dict[str, Any]] = []
+    for a in a_rows:
+        candidates = b_by_key.get(key_of(a))
+        b = candidates.pop(0) if candidates else None
+        out.append(_pair(a, b))
+    for rest in b_by_key.values():
+        out.extend(_pair(None, b) for b in rest)
+    return out
+
+
+def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str, Any]:
+    src = a if a is not None else b
+    assert src is not None
+    row: dict[str, Any] = {k: src.get(k) for k in MATCH_KEYS}
+    row["match"] = "both" if a is not None and b is not None else "only_a" if a is not None else "only_b"
+    row["a_run_id"] = a.get("run_id") if a is not None else None
+    row["b_run_id"] = b.get("run_id") if b is not None else None
+    row["a_status"] = a.get("status") if a is not None else None
+    row["b_status"] = b.get("status") if b is not None else None
+    row["a_caveat"], row["b_caveat"] = caveat_of(a), caveat_of(b)
+    for metric, (med, lo, hi) in METRICS.items():
+        va = a.get(med) if a is not None else None
+        vb = b.get(med) if b is not None else None
+        row[f"{metric}_a"], row[f"{metric}_b"] = va, vb
+        r = ratio(va, vb)
+        row[f"{metric}_ratio"] = round(r, 4) if r is not None else None
+        row[f"{metric}_within_noise"] = (
+            ranges_overlap(a.get(lo), a.get(hi), b.get(lo), b.get(hi))
+            if a is not None and b is not None and va is not None and vb is not None
+            else None
+        )
+    return row
+
+
+def compare_sweeps(
+    session: Session, a_id: int, b_id: int, session_b: Session | None = None
+) -> list[dict[str, Any]]:
+    """Match the configs of sweeps ``a_id`` and ``b_id``; see the module docstring. Raises
+    ``edgeprof.report.rows.ReportError`` for an unknown sweep. ``session_b``: B lives in another database
+    (issue 13: two devices' files, or a device's file against the central DB)."""
+    other = session_b if session_b is not None else session
+    a_rows = _with_ttft_range(session, build_rows(session, a_id))
+    b_rows = _with_ttft_range(other, build_rows(other, b_id))
+    return compare_rows(a_rows, b_rows)
+
+
+# -- rendering ---------------------------------------------------------------------------------------------
+_HEADERS = (
+    "model",
+    "quant",
+    "ctx",
+    "ngl",
+    "thr",
+    "batch",
+    "fa",
+    "kv",
+    "workload",
+    "tg t/s",
+    "pp t/s",
+    "TTFT",
+)
+
+
+def _metric_cell(row: Mapping[str, Any], metric: str, digits: int = 1) -> str:
+    a, b, r, noise = (row[f"{metric}_{s}"] for s in ("a", "b", "ratio", "within_noise"))
+    if row["match"] != "both":
+        return "—"
+    if a is None or b is None:
+        return f"{'—' if a is None else f'{a:.{digits}f}'}→{'—' if b is None else f'{b:.{digits}f}'}"
+    tag = " (noise)" if noise else "" if noise is False else " (?)"
+    caveats = [f"{s} {row[f'{s.lower()}_caveat']}" for s in ("A", "B") if row.get(f"{s.lower()}_caveat")]
+    if caveats:  # say why the ratio cannot be trusted instead of printing it as a finding
+        tag += " (" + ", ".join(caveats) + ")"
+    ratio_text = f"×{r:.2f}" if r is not None else "×—"
+    return f"{a:.{digits}f}→{b:.{digits}f} {ratio_text}{tag}"
+
+
+def _cells(row: Mapping[str, Any]) -> list[str]:
+    return [
+        str(row["model_label"]),
+        str(row["quant"] or "—"),
+        str(row["ctx"]),
+        str(row["ngl"]),
+        str(row["threads"]),
+        str(row["n_batch"]),
+        str(row["flash_attn"]),
+        f"{row['type_k']}/{row['type_v']}",
+        str(row["workload"]),
+        _metric_cell(row, "tg_tps"),
+        _metric_cell(row, "pp_tps"),
+        _metric_cell(row, "ttft_ms", 2),
+    ]
+
+
+def _unmatched(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for row in rows:
+        if row["match"] == "both":
+            continue
+        side = "A" if row["match"] == "only_a" else "B"
+        lines.append(
+            f"only in {side}: {row['model_label']} ctx={row['ctx']} ngl={row['ngl']} "
+            f"t={row['threads']} b={row['n_batch']} fa={row['flash_attn']} "
+            f"kv={row['type_k']}/{row['type_v']} wl={row['workload']}"
+        )
+    return lines
+
+
+LEGEND = (
+    "a→b ×ratio (B/A; >1 is faster for t/s, slower for TTFT); (noise): the min–max ranges of the steady "
+    "reps overlap, so the difference is within noise; (?): a range is unknown; (A unstable), (B contended), "
+    "(… throttled): that side's verdict says its figure is not a fair base for a ratio"
+)
+
+
+def render_compare(rows: Sequence[Mapping[str, Any]], fmt: str = "table") -> str:
+    """``table`` (aligned text), ``md`` (Markdown) or ``json`` (a list of objects with ``COMPARE_FIELDS``)."""
+    if fmt == "json":
+        return json.dumps(
+            [{k: row.get(k) for k in COMPARE_FIELDS} for row in rows], indent=2, allow_nan=False
+        )
+    matched = [r for r in rows if r["match"] == "both"]
+    cells = [_cells(r) for r in matched]
+    unmatched = _unmatched(rows)
+    if fmt == "md":
+        lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        lines += ["", f"_{LEGEND}_"]
+        if unmatched:
+            lines += ["", "**Unmatched configs:**", ""] + [f"- {u}" for u in unmatched]
+        return "\n".join(lines)
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}; use table, md or json")
+    headers, cells, common = drop_constant_columns(list(_HEADERS), cells, keep=("model", "tg t/s"))
+    lines = []
+    if common:
+        lines += ["every row: " + "  ".join(f"{h}={v}" for h, v in common), ""]
+    lines += render_grid(headers, cells)
+    if not matched:
+        lines.append("(no config appears in both sweeps)")
+    lines += ["", LEGEND]
+    if unmatched:
+        lines += ["", f"{len(unmatched)} unmatched config(s):"] + [f"  {u}" for u in unmatched]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""PNG figures for the HTML report."""

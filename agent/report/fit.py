@@ -1,0 +1,129 @@
+"""Report fields of issue 9 part B: predicted vs measured memory, achieved bandwidth, the recommendation.
+
+- ``mem_predicted_mb`` / ``mem_available_mb``: what agent/gguf/memory.py predicted before the config ran and
+  what MemAvailable said then (a ``skipped_memory`` row has both and nothing measured);
+- ``bw_gbps``: median over the steady reps of (bytes read per decode token × tg_tps)
+  (agent/gguf/bandwidth.py);
+  ``bw_pct``: its share of the sweep's measured probe figure, ``bw_datasheet_pct`` of the board's datasheet
+  figure (Jetson). Both NULL where the figure they divide by is missing, and ``bw_pct`` also where layers
+  ran on a discrete GPU (they read VRAM, which the host probe did not measure);
+- ``recommendation``: "best" / "runner_up" for the rows agent/report/recommend.py picked, NULL otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from edgeprof.report.recommend import (
+    QualityBudget,
+    Recommendation,
+    budget_from_plan_text,
+    mark_rows,
+    recommend,
+    render_recommendations,
+)
+from edgeprof.stats import Summary
+from edgeprof.storage.models import Run, Sweep
+
+FIT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("mem_predicted_mb", "number|null"),
+    ("mem_available_mb", "number|null"),
+    ("bw_gbps", "number|null"),
+    ("bw_pct", "number|null"),
+    ("bw_probe_gbps", "number|null"),
+    ("bw_datasheet_gbps", "number|null"),
+    ("bw_datasheet_pct", "number|null"),
+    ("recommendation", "string|null"),
+)
+
+
+def _pct(value: float | None, of: float | None) -> float | None:
+    if value is None or not of:
+        return None
+    return round(100.0 * value / of, 1)
+
+
+def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendation]:
+    """Fill the fields above on every row; returns the recommendations (also kept for the renderers)."""
+    sweeps: dict[int, Sweep | None] = {}
+    for row in rows:
+        run = session.get(Run, int(row["run_id"]))
+        sid = int(row["sweep_id"])
+        if sid not in sweeps:
+            sweeps[sid] = session.get(Sweep, sid)
+        sweep = sweeps[sid]
+        steady = [m for m in run.measurements if m.kind == "steady"] if run is not None else []
+        bw = Summary.of(m.bw_gbps for m in steady).median
+        probe = sweep.bw_probe_gbps if sweep is not None else None
+        sheet = sweep.bw_datasheet_gbps if sweep is not None else None
+        detail = json.loads(run.mem_prediction_json) if run is not None and run.mem_prediction_json else {}
+        on_dgpu = bool(row["ngl"] > 0 and detail.get("gpu_mb") and not detail.get("unified"))
+        row.update(
+            {
+                "mem_predicted_mb": run.mem_predicted_mb if run is not None else None,
+                "mem_available_mb": run.mem_available_mb if run is not None else None,
+                "bw_gbps": round(bw, 3) if bw is not None else None,
+                "bw_pct": None if on_dgpu else _pct(bw, probe),
+                "bw_probe_gbps": probe,
+                "bw_datasheet_gbps": sheet,
+                "bw_datasheet_pct": None if on_dgpu else _pct(bw, sheet),
+            }
+        )
+    budget = QualityBudget()
+    if len(sweeps) == 1:
+        only = next(iter(sweeps.values()))
+        budget = budget_from_plan_text(only.plan_text if only is not None else None)
+    recs = recommend(rows, budget)
+    mark_rows(rows, recs)
+    note = bandwidth_note(rows, session)
+    lines = render_recommendations(recs)
+    for row in rows:
+        # for the renderers, not the schema; text only (a Recommendation holds its rows: a cycle)
+        row["_recommendation_lines"] = lines
+        row["_bw_note"] = note
+    return recs
+
+
+def recommendation_lines(rows: list[dict[str, Any]]) -> list[str]:
+    return list(rows[0].get("_recommendation_lines") or []) if rows else []
+
+
+def fmt_memory(row: dict[str, Any]) -> str:
+    """'pred/peak' MiB: the prediction beside the measured peak RSS ('—' for either not there)."""
+    pred, peak = row.get("mem_predicted_mb"), row.get("peak_rss_mb")
+    if pred is None and peak is None:
+        return "—"
+    left = f"{pred:.0f}" if pred is not None else "—"
+    right = f"{peak:.0f}" if peak is not None else "—"
+    return f"{left}/{right}"
+
+
+def fmt_bandwidth(row: dict[str, Any]) -> str:
+    """'12.3 (25%)': achieved GB/s and its share of the measured bandwidth."""
+    if row.get("bw_gbps") is None:
+        return "—"
+    pct = f" ({row['bw_pct']:.0f}%)" if row.get("bw_pct") is not None else ""
+    return f"{row['bw_gbps']:.1f}{pct}"
+
+
+def bandwidth_note(rows: list[dict[str, Any]], session: Session | None = None) -> str | None:
+    """One line: the sweep's probe figure and method, and the datasheet figure with its source."""
+    if not rows:
+        return None
+    probe = rows[0].get("bw_probe_gbps")
+    sheet = rows[0].get("bw_datasheet_gbps")
+    parts = []
+    if probe is not None:
+        parts.append(f"BW % = achieved / {probe:.1f} GB/s measured by this sweep's numpy probe")
+    if sheet is not None:
+        parts.append(f"datasheet {sheet:.1f} GB/s")
+    if session is not None:
+        sweep = session.get(Sweep, int(rows[0]["sweep_id"]))
+        if sweep is not None and sweep.bw_probe_json:
+            parts.append(str(json.loads(sweep.bw_probe_json).get("method", "")))
+        if sweep is not None and sweep.bw_datasheet_source:
+            parts.append(f"source: {sweep.bw_datasheet_source}")
+    return "; ".join(p for p in parts if p) or None

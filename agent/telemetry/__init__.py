@@ -1,0 +1,1 @@
+"""Telemetry: the sampling thread, series arithmetic, energy, tegrastats log import."""

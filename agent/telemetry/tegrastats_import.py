@@ -1,0 +1,429 @@
+"""``edgeprof import-tegrastats LOG [--json] [--db DB]``: read a log written by ``tegrastats --logfile``.
+
+One record per line, parsed with ``collectors/tegrastats_parse.parse_line``; blank lines and ``#`` lines are
+skipped. Three outputs:
+
+- ``--json``: one JSON object per record with exactly the ``record_to_json`` schema (``null`` where absent);
+- ``--db DB``: every record stored as samples (compact blocks; source ``tegrastats_import``, metric names of
+  ``record_to_metrics``) in a new ``Sweep`` named ``import:<file name>`` with status ``imported``;
+- neither: a short summary (record count, time span, max temperature per sensor, mean/max per power rail).
+
+Clocks of imported samples (a log has no monotonic clock): ``t_wall`` is the line's own timestamp
+(``MM-DD-YYYY HH:MM:SS`` as tegrastats writes it, read as local time of *this* machine), ``t_mono`` the
+seconds since the first timestamp of the file. A line without a timestamp gets ``t_mono`` = its record index
+(0, 1, 2, ...) x 1.0 s -- tegrastats' default interval, the spacing is not known -- and, because the column
+cannot be NULL, ``t_wall`` = the same number of seconds after the Unix epoch: obviously not a real date, and
+still in line order. The sweep's ``sampler_json`` says which clock was used.
+
+Lines the parser does not fully understand are still imported; lines in which it recognises nothing at all
+are skipped. Both are counted in a note (``err``; by default stderr for ``--json``, else ``out``).
+
+Bad input (missing file, directory, binary data, no tegrastats line at all, a database that cannot be opened)
+raises ``TegrastatsImportError`` with a one-line message, before anything is committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from edgeprof.collectors.tegrastats import has_data
+from edgeprof.collectors.tegrastats_parse import (
+    TegrastatsRecord,
+    parse_line,
+    record_to_json,
+    record_to_metrics,
+)
+from edgeprof.storage.models import Sweep
+from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
+
+SOURCE = "tegrastats_import"
+SWEEP_STATUS = "imported"
+IMPORTED_HOSTNAME = "imported"
+EXIT_BAD_INPUT = 2
+
+# tegrastats --logfile writes '%m-%d-%Y %H:%M:%S'; the others are what the parser's timestamp pattern also
+# accepts ('/' and 'T' are normalised to '-' and ' ' first).
+TIMESTAMP_FORMATS = ("%m-%d-%Y %H:%M:%S", "%m-%d-%Y %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f")
+
+# A real line is under 2 kB; a longer one is not tegrastats output and is skipped without parsing.
+MAX_LINE_CHARS = 64 * 1024
+
+
+class TegrastatsImportError(Exception):
+    """Bad input for an import; ``str()`` is one line, fit for ``edgeprof: error: <msg>``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+def parse_timestamp(text: str | None) -> datetime | None:
+    """A tegrastats timestamp as a naive local datetime; None when absent or not a date."""
+    if not text:
+        return None
+    normalised = text.strip().replace("/", "-").replace("T", " ")
+    for fmt in TIMESTAMP_FORMATS:
+        try:
+            return datetime.strptime(normalised, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def _local_epoch(dt: datetime) -> float | None:
+    try:
+        return dt.timestamp()  # naive: local time of this machine
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _utc_naive(epoch: float) -> datetime:
+    """Like ``edgeprof.sweep.loop.utcnow``: naive UTC, the form every other datetime column holds."""
+    return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
+
+
+# -- reading -----------------------------------------------------------------------------------------------
+
+
+def _check_path(path: Path) -> None:
+    try:
+        if path.is_dir():
+            raise TegrastatsImportError(f"{path} is a directory, not a tegrastats log")
+        if not path.exists():
+            raise TegrastatsImportError(f"{path}: no such file")
+        if not path.is_file():
+            raise TegrastatsImportError(f"{path} is not a regular file")
+    except OSError as exc:
+        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of every line; raises on binary data or a read error."""
+    try:
+        with path.open("rb") as f:
+            for number, raw in enumerate(f, start=1):
+                if b"\x00" in raw:
+                    raise TegrastatsImportError(f"{path} is binary (NUL byte on line {number}), not a log")
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise TegrastatsImportError(
+                        f"{path} is not text (invalid UTF-8 on line {number}), not a tegrastats log"
+                    ) from None
+                yield number, text
+    except OSError as exc:
+        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+@dataclass
+class ImportCounts:
+    records: int = 0
+    with_unknown: int = 0
+    skipped: int = 0
+    timestamped: int = 0
+
+
+def _records(path: Path, counts: ImportCounts) -> Iterator[TegrastatsRecord]:
+    for _number, text in _text_lines(path):
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if len(stripped) > MAX_LINE_CHARS:
+            counts.skipped += 1
+            continue
+        rec = parse_line(stripped)
+        if not has_data(rec):
+            counts.skipped += 1
+            continue
+        counts.records += 1
+        if rec.unknown:
+            counts.with_unknown += 1
+        yield rec
+
+
+# -- the summary -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Stat:
+    n: int = 0
+    total: float = 0.0
+    peak: float = -math.inf
+
+    def add(self, value: float) -> None:
+        self.n += 1
+        self.total += value
+        self.peak = max(self.peak, value)
+
+
+@dataclass
+class Summary:
+    first_ts: datetime | None = None
+    last_ts: datetime | None = None
+    first_ts_text: str | None = None
+    last_ts_text: str | None = None
+    # In the order tegrastats prints them (first occurrence), like the board's own output.
+    temps: dict[str, _Stat] = field(default_factory=dict)
+    rails: dict[str, _Stat] = field(default_factory=dict)
+
+    def add(self, rec: TegrastatsRecord, ts: datetime | None) -> None:
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts, self.first_ts_text = ts, rec.timestamp
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts, self.last_ts_text = ts, rec.timestamp
+        for name, value in record_to_metrics(rec).items():
+            if name.startswith("temp."):
+                stat = self.temps.setdefault(name, _Stat())
+            elif name.startswith("power."):
+                stat = self.rails.setdefault(name, _Stat())
+            else:
+                continue
+            if value is not None:
+                stat.add(value)
+
+    def lines(self, path: Path, counts: ImportCounts) -> list[str]:
+        out = [f"{path.name}: {counts.records} records"]
+        if self.first_ts is not None and self.last_ts is not None:
+            span = _duration((self.last_ts - self.first_ts).total_seconds())
+            untimed = counts.records - counts.timestamped
+            extra = f"; {untimed} records without a timestamp" if untimed else ""
+            out.append(f"time span: {self.first_ts_text} .. {self.last_ts_text} ({span}, local time){extra}")
+        else:
+            out.append("time span: unknown (no timestamps in the log)")
+        if self.temps:
+            parts = [
+                f"{_short(name, 'temp.', '_c')} {stat.peak:g}"
+                if stat.n
+                else f"{_short(name, 'temp.', '_c')} off"
+                for name, stat in self.temps.items()
+            ]
+            out.append("max temperature (C): " + ", ".join(parts))
+        if self.rails:
+            out.append("power (mW, mean / max):")
+            for name, stat in self.rails.items():
+                label = _short(name, "power.", "_mw")
+                out.append(f"  {label:<20} {stat.total / stat.n:9.1f} / {stat.peak:g}" if stat.n else label)
+        return out
+
+
+def _short(name: str, prefix: str, suffix: str) -> str:
+    return name[len(prefix) : len(name) - len(suffix)] if name.endswith(suffix) else name[len(prefix) :]
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    if h:
+        return f"{h}h {m:02d}m {sec:02d}s"
+    if m:
+        return f"{m}m {sec:02d}s"
+    return f"{sec}s"
+
+
+# -- the database ------------------------------------------------------------------------------------------
+
+
+class _DbWriter:
+    """Streams records into sample blocks of one new sweep; nothing is visible before ``commit``."""
+
+    def __init__(self, session: Session, path: Path) -> None:
+        self.session = session
+        self.path = path
+        self.sweep_id: int | None = None
+        self.ticks: list[Tick] = []
+        self.n_pending = 0
+        self.n_rows = 0
+        self.sweep: Sweep | None = None
+        self.first_epoch: float | None = None
+        self.min_epoch: float | None = None
+        self.max_epoch: float | None = None
+
+    def _begin(self, first: TegrastatsRecord) -> int:
+        from edgeprof import __version__
+        from edgeprof.sweep.loop import get_or_create_device, utcnow  # heavy (runners): only when storing
+
+        # The log was measured on some Jetson, not necessarily this machine: filing it under this machine's
+        # device row would put a board's numbers next to another board's in reports. It goes to a device
+        # named "imported" instead, identified only by what the log itself tells (core count and RAM
+        # size), so imports from similar boards share it and nothing is claimed that the log does not say.
+        facts: dict[str, Any] = {
+            "hostname": IMPORTED_HOSTNAME,
+            "machine_id": None,
+            "arch": "unknown",
+            "cpu_model": None,
+            "cpu_count": len(first.cpus) or None,
+            "ram_total_mb": first.ram.total_mb if first.ram is not None else None,
+            "board_model": None,
+            "l4t_release": None,
+            "gpu": None,
+            "kernel": None,
+            "os_release": None,
+            "source": "tegrastats log import: only core count and RAM size are known",
+        }
+        device = get_or_create_device(self.session, facts)
+        now = utcnow()
+        sweep = Sweep(
+            name=f"import:{self.path.name}",
+            plan_path=str(self.path.resolve()),
+            plan_text="",  # no plan: nothing was run, a log was read
+            plan_hash=_file_sha256(self.path),  # the same log imported twice is recognisable
+            device_id=device.id,
+            edgeprof_version=__version__,
+            started_at=now,
+            ended_at=now,
+            status=SWEEP_STATUS,
+            n_specs=0,
+        )
+        self.session.add(sweep)
+        self.session.flush()
+        self.sweep = sweep
+        return sweep.id
+
+    def add(self, rec: TegrastatsRecord, index: int, ts: datetime | None) -> None:
+        if self.sweep_id is None:
+            self.sweep_id = self._begin(rec)
+        epoch = _local_epoch(ts) if ts is not None else None
+        if epoch is not None:
+            if self.first_epoch is None:
+                self.first_epoch = epoch
+            self.min_epoch = epoch if self.min_epoch is None else min(self.min_epoch, epoch)
+            self.max_epoch = epoch if self.max_epoch is None else max(self.max_epoch, epoch)
+            t_wall, t_mono = epoch, epoch - self.first_epoch
+        else:
+            t_wall = t_mono = float(index)  # no time known: record index x 1 s (see the module docstring)
+        values = record_to_metrics(rec)
+        self.ticks.append(Tick(t_mono, t_wall, values))
+        self.n_pending += len(values)
+        if len(self.ticks) >= MAX_TICKS_PER_BLOCK:  # bounded memory, and blocks big enough to compress well
+            self.flush()
+
+    def flush(self) -> None:
+        # Bulk path of live telemetry (storage/samples.py): one block per MAX_TICKS_PER_BLOCK ticks.
+        if self.ticks:
+            write_ticks(self.session, self.sweep_id, None, SOURCE, self.ticks)
+            self.n_rows += self.n_pending
+            self.ticks, self.n_pending = [], 0
+
+    def finish(self, counts: ImportCounts) -> None:
+        self.flush()
+        if self.sweep is None:
+            return
+        if self.min_epoch is not None and self.max_epoch is not None:
+            self.sweep.started_at = _utc_naive(self.min_epoch)
+            self.sweep.ended_at = _utc_naive(self.max_epoch)
+        clock = "timestamps" if counts.timestamped == counts.records else "record_index"
+        if 0 < counts.timestamped < counts.records:
+            clock = "mixed"
+        self.sweep.sampler_json = json.dumps(
+            {
+                "source": SOURCE,
+                "file": self.path.name,
+                "records": counts.records,
+                "lines_with_unknown_fields": counts.with_unknown,
+                "lines_skipped": counts.skipped,
+                "clock": clock,
+                "clock_note": "t_wall: line timestamp as local time, t_mono: seconds since the first one; "
+                "without a timestamp both are the record index x 1.0 s",
+            },
+            sort_keys=True,
+        )
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _open_session(db: str) -> Session:
+    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.migrations import SchemaTooNewError
+
+    try:
+        return new_session(open_engine(db))
+    except SchemaTooNewError as exc:
+        raise TegrastatsImportError(str(exc)) from None
+    except (SQLAlchemyError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TegrastatsImportError(f"cannot open database {db}: {first}") from None
+
+
+# -- the command -------------------------------------------------------------------------------------------
+
+
+def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: TextIO | None = None) -> int:
+    """Import or show the tegrastats log ``path``; returns the number of records read.
+
+    ``as_json``: JSON lines on ``out``. ``db``: store in that database (path or URL). Neither: a summary on
+    ``out``. Notes (lines with unknown fields, skipped lines, where the samples went) go to ``err``, by
+    default ``sys.stderr`` with ``as_json`` (so ``out`` stays pure JSON lines) and ``out`` otherwise.
+    """
+    path = Path(path)
+    notes = err if err is not None else (sys.stderr if as_json else out)
+    _check_path(path)
+    counts = ImportCounts()
+    # A first pass rejects binary input before any output is written or anything is stored.
+    for _ in _text_lines(path):
+        pass
+
+    session = _open_session(db) if db is not None else None
+    writer = _DbWriter(session, path) if session is not None else None
+    summary = Summary() if not as_json and db is None else None
+    try:
+        for index, rec in enumerate(_records(path, counts)):
+            ts = parse_timestamp(rec.timestamp)
+            if ts is not None:
+                counts.timestamped += 1
+            if as_json:
+                out.write(json.dumps(record_to_json(rec)) + "\n")
+            if summary is not None:
+                summary.add(rec, ts)
+            if writer is not None:
+                writer.add(rec, index, ts)
+        if counts.records == 0:
+            raise TegrastatsImportError(f"no tegrastats lines in {path}")
+        if writer is not None and session is not None:
+            writer.finish(counts)
+            session.commit()
+    except SQLAlchemyError as exc:
+        if session is not None:
+            session.rollback()
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TegrastatsImportError(f"cannot store samples in {db}: {first}") from None
+    except BaseException:
+        if session is not None:
+            session.rollback()
+        raise
+    finally:
+        if session is not None:
+            session.close()
+
+    if summary is not None:
+        for line in summary.lines(path, counts):
+            out.write(line + "\n")
+    if writer is not None:
+        notes.write(
+            f"imported {counts.records} records ({writer.n_rows} samples) from {path.name} "
+            f"into sweep {writer.sweep_id} ({SWEEP_STATUS})\n"
+        )
+    if counts.with_unknown:
+        notes.write(
+            f"{counts.with_unknown} lines had unknown fields (imported; the rest of each line kept)\n"
+        )
+    if counts.skipped:
+        notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
+    return counts.records

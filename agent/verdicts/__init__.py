@@ -1,0 +1,1 @@
+"""Verdicts on a run: throttled, stable, contended."""

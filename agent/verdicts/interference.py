@@ -1,0 +1,253 @@
+"""Interference verdict: did other work compete for the CPU while the steady repetitions ran?
+
+On a shared box (other users, a camera pipeline on a Jetson, a VM's noisy neighbour) tokens/s swing by tens of
+percent and the stability verdict says ``unstable`` without saying why. For each steady rep this module
+measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py``, read by role):
+
+- ``other_cores``: CPU time of every process other than the llama.cpp child and edgeprof itself, per second
+  of the rep (all CPUs' busy time minus the child's and our own utime + stime) -- 1.0 is one core's worth;
+- ``steal_fraction``: the hypervisor's steal time as a share of the machine's CPU capacity;
+- ``runq_excess``: the median run-queue length (``procs_running``) beyond what the benchmark itself puts
+  there (its threads plus the sampler reading the file).
+
+A rep is ``contended`` when any of them passes its threshold; the run is ``contended`` when any steady rep
+was, ``quiet`` when every judged rep was quiet, ``inconclusive`` when none could be judged (no counters).
+A CPU-time figure is judged only over readings far enough apart for /proc's 10-ms ticks; when no rep is
+that long, the steady window as a whole is judged instead. Pure: plain series in, a verdict with its
+evidence out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+from edgeprof.collectors.registry import role_of
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.stats import median
+from edgeprof.telemetry.analysis import SeriesLike
+
+
+@dataclass(frozen=True)
+class InterferenceThresholds:
+    """When a rep counts as contended; each default with its reason."""
+
+    # A quarter of a core busy with other work during the rep. llama.cpp's decode threads synchronise
+    # every token, so one of them descheduled for a slice stalls them all: pyperf already warns about any
+    # other busy process; 0.25 core is far above the background of an idle Linux box (~0.01-0.05 core:
+    # timers, journald, the shell) and well below what a second user's job or a video pipeline takes.
+    max_other_cores: float = 0.25
+    # Steal above 5 % of the machine's capacity: the hypervisor is running someone else on our vCPUs often
+    # enough to move a decode median by more than the stability verdict's noise allowance.
+    max_steal_fraction: float = 0.05
+    # One runnable task more than the benchmark's own (median over the rep's readings): something else
+    # waits for a CPU the whole time.
+    max_runq_excess: float = 1.0
+    # /proc counts CPU time in USER_HZ ticks (10 ms on every mainstream kernel build), so each counter's
+    # delta can be a tick off. ``other_cores`` is three counters (machine, child, edgeprof): over readings
+    # 20 ms apart that is +-1.5 cores of pure rounding. A figure is judged only where its rounding error
+    # alone could not pass the threshold; shorter reps are judged together (the steady window).
+    cpu_time_tick_s: float = 0.01
+
+
+@dataclass(frozen=True)
+class Rep:
+    rep: int
+    t_start: float
+    t_end: float
+
+
+def _points(series: SeriesLike) -> list[tuple[float, float]]:
+    out = [(float(t), float(v)) for t, v in series if v is not None and math.isfinite(v)]
+    out.sort(key=lambda p: p[0])
+    return out
+
+
+Point = tuple[float, float]
+
+
+def _bracket(series: SeriesLike, t0: float, t1: float) -> tuple[Point, Point] | None:
+    """The last reading at or before ``t0`` (else the first after) and the first at or after ``t1`` (else
+    the last before): a counter's delta over the smallest span of readings that covers the rep."""
+    points = _points(series)
+    if len(points) < 2:
+        return None
+    start = next((p for p in reversed(points) if p[0] <= t0), points[0])
+    end = next((p for p in points if p[0] >= t1), points[-1])
+    return (start, end) if end[0] > start[0] else None
+
+
+class Delta(NamedTuple):
+    increase: float
+    span_s: float
+    t_start: float
+    t_end: float
+
+
+def _delta(series: SeriesLike | None, t0: float, t1: float) -> Delta | None:
+    """A counter's increase around [t0, t1] and the readings it spans; None without two readings."""
+    if series is None:
+        return None
+    pair = _bracket(series, t0, t1)
+    if pair is None:
+        return None
+    (ta, va), (tb, vb) = pair
+    if vb < va:
+        return None  # a counter that went back (a new child pid, a reset): no number beats a wrong one
+    return Delta(vb - va, tb - ta, ta, tb)
+
+
+def _same_span(a: Delta, b: Delta) -> bool:
+    # One collector reads both counters in one sample, so their readings share timestamps. A child that had
+    # exited by the closing reading has no value there, and its delta would span less than the machine's.
+    return abs(a.t_start - b.t_start) < 1e-6 and abs(a.t_end - b.t_end) < 1e-6
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for metric in sorted(series):
+        role = (roles or {}).get(metric) or role_of(metric)
+        if role is None:
+            continue
+        if role.role == "cpu_time" and role.domain:
+            out.setdefault(role.domain, metric)
+        elif role.role == "run_queue":
+            out.setdefault("run_queue", metric)
+    return out
+
+
+def judge_rep(
+    rep: Rep,
+    series: Mapping[str, SeriesLike],
+    roles: Mapping[str, MetricRole] | None = None,
+    benchmark_threads: int | None = None,
+    thresholds: InterferenceThresholds | None = None,
+) -> dict[str, Any]:
+    """Evidence for one rep: ``status`` ``contended``/``quiet``/``unknown`` with the figures behind it."""
+    th = thresholds or InterferenceThresholds()
+    names = _by_domain(series, roles)
+    entry: dict[str, Any] = {"rep": rep.rep, "duration_s": _r(rep.t_end - rep.t_start)}
+    busy = _delta(series.get(names.get("host_busy", "")), rep.t_start, rep.t_end)
+    total = _delta(series.get(names.get("host_total", "")), rep.t_start, rep.t_end)
+    child = _delta(series.get(names.get("child", "")), rep.t_start, rep.t_end)
+    own = _delta(series.get(names.get("self", "")), rep.t_start, rep.t_end)
+    steal = _delta(series.get(names.get("host_steal", "")), rep.t_start, rep.t_end)
+    reasons: list[str] = []
+    judged = False
+    if busy is not None and child is not None and not _same_span(busy, child):
+        entry["note"] = "the child's CPU-time readings do not span the machine's"
+    elif busy is not None and child is not None and busy.span_s > 0:
+        span = busy.span_s
+        own_s = own.increase if own is not None and _same_span(busy, own) else 0.0
+        others_s = busy.increase - child.increase - own_s
+        rounding_cores = 3 * th.cpu_time_tick_s / span
+        if rounding_cores > th.max_other_cores:
+            entry["note"] = (
+                f"readings {span:.3f} s apart: CPU-time ticks of {th.cpu_time_tick_s:g} s leave other_cores "
+                f"+-{rounding_cores:.2f}"
+            )
+        else:
+            # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
+            other_cores = max(0.0, others_s) / span
+            entry.update({"other_cpu_s": _r(max(0.0, others_s)), "other_cores": _r(other_cores)})
+            entry["child_cores"] = _r(child.increase / child.span_s) if child.span_s > 0 else None
+            judged = True
+            if other_cores > th.max_other_cores:
+                reasons.append(f"other processes used {other_cores:.2f} cores (limit {th.max_other_cores:g})")
+    if total is not None and total.span_s > 0:
+        entry["cpus"] = _r(total.increase / total.span_s, 2)
+        if steal is not None and total.increase >= th.cpu_time_tick_s / th.max_steal_fraction:
+            fraction = steal.increase / total.increase
+            entry["steal_fraction"] = _r(fraction, 4)
+            judged = True
+            if fraction > th.max_steal_fraction:
+                limit = 100 * th.max_steal_fraction
+                reasons.append(f"hypervisor steal {100 * fraction:.1f}% (limit {limit:g}%)")
+    runq_name = names.get("run_queue")
+    if runq_name is not None:
+        inside = [v for t, v in _points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
+        runq = median(inside) if inside else None
+        entry["runq_median"] = _r(runq, 1)
+        if runq is not None and benchmark_threads is not None:
+            own_tasks = benchmark_threads + 1  # the child's compute threads and the sampler reading the file
+            excess = runq - own_tasks
+            entry["runq_excess"] = _r(excess, 1)
+            judged = True
+            if excess >= th.max_runq_excess:
+                reasons.append(f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own")
+    entry["reasons"] = reasons
+    entry["status"] = "contended" if reasons else "quiet" if judged else "unknown"
+    return entry
+
+
+def interference_verdict(
+    reps: Sequence[Rep],
+    series: Mapping[str, SeriesLike],
+    roles: Mapping[str, MetricRole] | None = None,
+    benchmark_threads: int | None = None,
+    thresholds: InterferenceThresholds | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """(``contended``|``quiet``|``inconclusive``, evidence) over a run's steady reps."""
+    th = thresholds or InterferenceThresholds()
+    per_rep = [judge_rep(r, series, roles, benchmark_threads, th) for r in sorted(reps, key=lambda r: r.rep)]
+    evidence: dict[str, Any] = {
+        "thresholds": asdict(th),
+        "benchmark_threads": benchmark_threads,
+        "reps": per_rep,
+        "contended_reps": [e["rep"] for e in per_rep if e["status"] == "contended"],
+        "reasons": [],
+    }
+    if not per_rep:
+        evidence["reasons"].append("no steady reps")
+        return "inconclusive", evidence
+    other = [e["other_cores"] for e in per_rep if e.get("other_cores") is not None]
+    window: dict[str, Any] | None = None
+    if other:
+        evidence["other_cores_median"] = _r(median(other))
+        evidence["other_cores_max"] = _r(max(other))
+    else:
+        # Reps too short for the CPU-time ticks one by one: the steady window as a whole (first rep's start
+        # to the last one's end, whatever ran between them) still gives one honest figure.
+        window = judge_rep(
+            Rep(-1, min(r.t_start for r in reps), max(r.t_end for r in reps)),
+            series,
+            roles,
+            benchmark_threads,
+            th,
+        )
+        evidence["steady_window"] = window
+        if window.get("other_cores") is not None:
+            evidence["other_cores_median"] = evidence["other_cores_max"] = window["other_cores"]
+    first = next((e for e in per_rep if e["status"] == "contended"), None)
+    if first is not None:
+        n = len(evidence["contended_reps"])
+        evidence["reasons"].append(
+            f"{n} of {len(per_rep)} steady reps contended: {'; '.join(first['reasons'])}"
+        )
+    if window is not None and window["status"] == "contended":
+        why = "; ".join(window["reasons"])
+        evidence["reasons"].append(f"the steady window ({len(per_rep)} reps together) was contended: {why}")
+    if evidence["reasons"]:
+        return "contended", evidence
+    judged = [e for e in per_rep if e["status"] != "unknown"]
+    if window is not None and window["status"] == "quiet":
+        evidence["reasons"].append(
+            f"no competing CPU work in the steady window ({len(per_rep)} reps, too short one by one)"
+        )
+        return "quiet", evidence
+    if judged:
+        evidence["reasons"].append(f"{len(judged)} steady reps without competing CPU work")
+        return "quiet", evidence
+    note = (window or {}).get("note")
+    evidence["reasons"].append(
+        f"steady reps too short to judge: {note}"
+        if note
+        else "no CPU-time counters during the steady reps (proc_stat collector off?)"
+    )
+    return "inconclusive", evidence

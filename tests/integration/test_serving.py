@@ -1,0 +1,401 @@
+"""The serving runner end to end on loopback: a real llama-server (built by scripts/setup.sh) on the tiny demo
+model, bounded request counts and timeouts; every way a server can fail leaves a stored row and the sweep
+goes on; resume skips finished levels. The never-ready case uses a synthetic stand-in binary (a shell script
+that never opens its port), since a real server that never gets ready cannot be made on purpose."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from edgeprof.plan.parse import expand, parse_plan
+from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV, find_server
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Build, Phase, Run, ServingLevel, ServingRequest
+from edgeprof.sweep.loop import run_plan
+
+pytestmark = pytest.mark.timeout(600)
+
+SERVER, _WHERE = find_server()
+needs_server = pytest.mark.skipif(
+    SERVER is None and not os.environ.get("CI"),
+    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
+)
+
+PLAN = """
+name = "serve"
+[matrix]
+models = [{{ path = "{model}", label = "q4" }}]
+runner = ["llama-server"]
+concurrency = {conc}
+ctx = [256]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 8
+[serving]
+requests = {requests}
+warmup_requests = 1
+request_timeout_s = {req_timeout}
+ready_timeout_s = {ready_timeout}
+slo = {{ ttft_ms = 60000, tpot_ms = 60000 }}
+[run]
+timeout_s = 180
+cold_cache = "keep"
+"""
+
+
+def plan_for(tmp_path: Path, model: Path, conc: str = "[1, 4]", requests: int = 8, req_timeout: float = 60,
+             ready_timeout: float = 90):  # fmt: skip
+    text = PLAN.format(
+        model=model, conc=conc, requests=requests, req_timeout=req_timeout, ready_timeout=ready_timeout
+    )
+    return parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+
+
+def env_with(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop(SERVER_FAULT_ENV, None)
+    env.update(extra)
+    return env
+
+
+def runs_of(engine, sweep_id: int) -> list[tuple[Run, ServingLevel | None, list[ServingRequest]]]:
+    out = []
+    with new_session(engine) as s:
+        for run in s.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)):
+            level = s.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+            reqs = list(s.scalars(select(ServingRequest).where(ServingRequest.run_id == run.id)))
+            s.expunge_all()
+            out.append((run, level, reqs))
+    return out
+
+
+def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_server(
+    tmp_path: Path, tiny_models
+) -> None:
+    base = PLAN.split("runner =")[0].format(model=tiny_models["Q4_K_M"]) + (
+        'ctx = [128]\n[[workload]]\nname = "w"\nprompt_tokens = 16\nn_predict = 8\n'
+    )
+    plain = parse_plan(base, base=tmp_path)
+    explicit = parse_plan(base.replace("[matrix]\n", '[matrix]\nrunner = ["llama-cpp"]\n'), base=tmp_path)
+    sha = {m.path: "0" * 64 for m in plain.models}
+    ids = [s.spec_id for s in expand(plain, sha)]
+    assert ids == [s.spec_id for s in expand(explicit, sha)]
+    assert "runner" not in expand(plain, sha)[0].params.to_json()
+    both = parse_plan(
+        base.replace(
+            "[matrix]\n", '[matrix]\nrunner = ["llama-cpp", "llama-server"]\nconcurrency = [1, 4]\n'
+        ),
+        base=tmp_path,
+    )
+    specs = expand(both, sha)
+    assert both.n_specs() == len(specs) == 3  # in-process once, the server at c = 1 and c = 4
+    assert [s.params.runner for s in specs] == ["llama-cpp", "llama-server", "llama-server"]
+    assert specs[0].spec_id == ids[0]
+    assert len({s.spec_id for s in specs}) == 3
+
+
+def test_bad_serving_plans_list_every_problem(tmp_path: Path, tiny_models) -> None:
+    from edgeprof.plan.parse import PlanError
+
+    model = tiny_models["Q4_K_M"]
+    text = PLAN.format(model=model, conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
+    text = text.replace('runner = ["llama-server"]', 'runner = ["llama-server", "vllm"]')
+    with pytest.raises(PlanError) as err:
+        parse_plan(text, base=tmp_path)
+    joined = "\n".join(err.value.problems)
+    needles = ("matrix.runner[1]", "matrix.concurrency[0]", "serving.requests", "serving.request_timeout_s")
+    for needle in needles:
+        assert needle in joined
+    no_server = PLAN.format(model=model, conc="[1]", requests=2, req_timeout=5, ready_timeout=5)
+    no_server = no_server.replace('runner = ["llama-server"]', "")
+    with pytest.raises(PlanError) as err:
+        parse_plan(no_server, base=tmp_path)
+    assert any("needs a serving runner" in p for p in err.value.problems)
+
+
+def synthetic_server(tmp_path: Path, body: str) -> Path:
+    """A synthetic stand-in for llama-server: answers --version / --list-devices, then runs ``body``."""
+    path = tmp_path / "fake-llama-server"
+    path.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "version: 0 (synthetic)"; exit 0;; '
+        '--list-devices) echo "Available devices:"; exit 0;; esac\n' + body + "\n"
+    )
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_a_server_that_never_gets_ready_or_dies_at_start_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models
+) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", ready_timeout=1.5)
+    hang = synthetic_server(tmp_path, "exec sleep 60")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(hang)}))
+    rows = runs_of(engine, outcome.sweep_id)
+    assert len(rows) == 2  # the first failure did not stop the sweep
+    for run, level, _reqs in rows:
+        assert run.status == "load_failed"
+        assert "not ready within 1.5 s" in (run.reason or "")
+        assert level is not None and level.ready_ms is None and level.n_requests is None
+    dies = synthetic_server(tmp_path, 'echo "error: failed to load model" >&2; exit 1')
+    env = env_with(**{SERVER_ENV: str(dies)})
+    outcome = run_plan(engine, plan, out=io.StringIO(), new_sweep=True, env=env)
+    rows = runs_of(engine, outcome.sweep_id)
+    assert [r.status for r, _l, _q in rows] == ["load_failed", "load_failed"]
+    assert all("failed to load model" in (r.reason or "") for r, _l, _q in rows)
+
+
+def test_a_missing_server_binary_is_a_row_with_the_reason(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(tmp_path / "nope")}))
+    (run, _level, _reqs), = runs_of(engine, outcome.sweep_id)
+    assert run.status == "error" and SERVER_ENV in (run.reason or "")
+
+
+@needs_server
+def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]", requests=8)
+    # both runners: the in-process one too, for the report's side-by-side
+    text = plan.text.replace('runner = ["llama-server"]', 'runner = ["llama-cpp", "llama-server"]')
+    plan = parse_plan(text + "[repeat]\nwarmup = 0\nsteady = 2\n", source=plan.source, base=tmp_path)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    everything = runs_of(engine, outcome.sweep_id)
+    assert [(r.runner, r.concurrency) for r, _l, _q in everything] == [
+        ("llama-cpp", None), ("llama-server", 1), ("llama-server", 4)
+    ]
+    assert everything[0][0].status == "ok" and everything[0][1] is None  # in-process: no serving rows
+    rows = everything[1:]
+    for run, level, reqs in rows:
+        assert run.status == "ok", run.reason
+        assert run.runner == "llama-server" and run.peak_rss_mb is not None
+        assert level is not None
+        assert level.n_slots == run.concurrency
+        assert level.slot_n_ctx == 256  # every slot gets the plan's ctx (-c = ctx x slots)
+        assert level.ready_ms is not None and level.cold_start_ms is not None
+        assert level.cold_start_ms > level.ready_ms  # cold start runs to the first token of the first request
+        assert (level.n_requests, level.n_ok, level.n_errors, level.n_timeouts) == (8, 8, 0, 0)
+        for col in ("request_throughput_rps", "output_tps", "total_tps", "goodput_rps", "ttft_p50_ms",
+                    "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2el_p50_ms",
+                    "e2el_p99_ms"):  # fmt: skip
+            assert getattr(level, col) is not None, col
+        stats = json.loads(level.stats_json or "{}")
+        # a gap per pair of text chunks: at most 7 per request; fewer where the tiny model's byte tokens are
+        # held back as incomplete UTF-8 (a chunk is not a token: the count comes from the server)
+        assert stats["ttft_ms"]["n"] == 8 and 0 < stats["itl_ms"]["n"] <= 8 * 7
+        assert (stats["itl_ms"]["n"] < 8 * 7) == (stats["n_chunk_token_mismatch"] > 0)
+        assert stats["goodput_rps"] == stats["request_throughput_rps"]  # the SLOs are loose
+        deltas = stats["metrics_deltas"]
+        assert deltas["llamacpp:tokens_predicted_total"] == 8 * 8  # the measured level's tokens only
+        assert json.loads(level.metrics_before_json or "{}") and json.loads(level.metrics_after_json or "{}")
+        kinds = [q.kind for q in reqs]
+        assert kinds.count("cold") == 1 and kinds.count("warmup") == 1 and kinds.count("measured") == 8
+        for q in reqs:
+            assert q.status == "ok" and q.output_tokens == 8  # the server's count (ignore_eos)
+            assert q.prompt_tokens == 16 and q.server_cache_n == 0  # no prefix cache
+            assert q.server_prompt_ms is not None and q.server_predicted_ms is not None
+            assert q.ttft_ms is not None and q.e2el_ms is not None and q.tpot_ms is not None
+        with new_session(engine) as s:
+            build = s.get(Build, run.build_id)
+            assert build is not None and build.runtime == "llama-server"
+            names = {p.name for p in s.scalars(select(Phase).where(Phase.run_id == run.id))}
+        assert {"load", "cold", "warmup", f"level_c{run.concurrency}"} <= names
+    # at concurrency 4 the requests overlapped: the server saw more than one in flight at some poll
+    _run4, level4, _ = rows[1]
+    assert level4 is not None and level4.max_deferred == 0  # one slot per client: nobody queued
+
+    # the report keeps the scenarios apart and puts them side by side
+    from edgeprof.report.html import render_html
+    from edgeprof.report.rows import build_rows, render_json, render_table
+
+    with new_session(engine) as s:
+        report_rows = build_rows(s, outcome.sweep_id, include_serving=True)
+        html = render_html(s, outcome.sweep_id)
+    assert [r["runner"] for r in report_rows] == ["llama-cpp", "llama-server", "llama-server"]
+    inproc, c1 = report_rows[0], report_rows[1]
+    assert inproc["tg_tps_median"] is not None and inproc["serving_ttft_ms_p50"] is None
+    assert c1["tg_tps_median"] is None and c1["serving_ttft_ms_p50"] is not None  # never mixed
+    assert c1["serving_requests"] == 8 and c1["concurrency"] == 1
+    table = render_table(report_rows)
+    assert "HTTP API (llama-server, streamed)" in table and "In-process (CLI) vs HTTP API" in table
+    assert len(json.loads(render_json(report_rows))) == 3
+    assert "HTTP API: latency and throughput against concurrency" in html and "figure not drawn" not in html
+
+
+@needs_server
+def test_a_server_killed_mid_level_or_a_request_timeout_is_a_row_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models
+) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=4)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_FAULT_ENV: "kill@level:c1"}))
+    (run1, level1, reqs1), (run2, level2, _reqs2) = runs_of(engine, outcome.sweep_id)
+    assert run1.status == "crashed" and run1.signal_name == "SIGKILL", run1.reason
+    assert level1 is not None and level1.n_requests == 4 and (level1.n_ok or 0) < 4
+    assert any(q.status == "error" for q in reqs1 if q.kind == "measured")
+    assert run2.status == "ok" and level2 is not None and level2.n_ok == 4  # the sweep went on
+
+    tight = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]", requests=2, req_timeout=0.001)
+    outcome = run_plan(engine, tight, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "timeout" and "timed out" in (run.reason or "")
+    assert level is not None and level.n_timeouts == 2 and level.n_ok == 0
+    assert all(q.status == "timeout" for q in reqs)
+
+
+@needs_server
+def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=2)
+    started = {"n": 0}
+
+    def one_config_only() -> str | None:
+        started["n"] += 1
+        return "synthetic pause after one config" if started["n"] > 1 else None
+
+    first = run_plan(engine, plan, out=io.StringIO(), env=env_with(), should_start=one_config_only)
+    assert first.paused and first.counts == {"ok": 1}
+    second = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    assert second.sweep_id == first.sweep_id and second.n_skipped == 1 and second.counts == {"ok": 1}
+    rows = runs_of(engine, first.sweep_id)
+    assert [r.concurrency for r, _l, _q in rows] == [1, 2]  # c = 1 was not measured again
+    third = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    assert third.n_skipped == 2 and not third.counts
+
+
+def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, monkeypatch) -> None:
+    from edgeprof.device.doctor import llama_server_info, render
+
+    fake = tmp_path / "fake-cuda-llama-server"  # synthetic: prints what a CUDA build prints
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "version: 7001 (abc1234)"; exit 0;; '
+        '--list-devices) printf "Available devices:\\n  CUDA0: Orin (7620 MiB, 6000 MiB free)\\n"; '
+        "exit 0;; esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv(SERVER_ENV, str(fake))
+    info = llama_server_info()
+    assert info["ok"] and info["source"] == f"${SERVER_ENV}" and info["gpu_offload"] is True
+    assert (info["build_number"], info["commit"]) == ("7001", "abc1234")
+    none_ll = {"ok": False, "reason": "x"}
+    text = render({"device": {}, "llama_cpp": none_ll, "llama_server": info, "collectors": []})
+    assert str(fake) in text and "CUDA0: Orin" in text
+    monkeypatch.setenv(SERVER_ENV, str(tmp_path / "missing"))
+    missing = {"device": {}, "llama_cpp": none_ll, "llama_server": llama_server_info(), "collectors": []}
+    assert "not an executable file" in render(missing)
+
+
+@needs_server
+def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
+    tmp_path: Path, tiny_models
+) -> None:
+    from test_collector_rapl import SYNTHETIC_RANGE_UJ
+    from test_energy_source import _rapl
+
+    from edgeprof.collectors.psutil_host import PsutilHostCollector
+    from edgeprof.collectors.rapl import RaplCollector
+    from edgeprof.plan.parse import Collect, Cooldown
+    from edgeprof.storage.models import PhaseStat
+    from edgeprof.storage.samples import read_samples
+    from edgeprof.sweep.telemetry import Telemetry
+
+    root = tmp_path / "root"
+    rapl = _rapl(root)
+
+    class MovingRapl(RaplCollector):
+        """Synthetic package counter: advances 1 mJ per reading (a real one would move with time)."""
+
+        def sample(self) -> dict[str, float | None]:
+            path = root / "sys/class/powercap/intel-rapl:0/energy_uj"
+            value = int(path.read_text()) + 1000
+            path.write_text(f"{value % SYNTHETIC_RANGE_UJ}\n")
+            return super().sample()
+
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
+
+    def factory(sweep_id: int) -> Telemetry:
+        collectors = [PsutilHostCollector(), MovingRapl(rapl.root)]
+        collect = Collect(interval_ms=50, idle_s=0.3)
+        return Telemetry(engine, sweep_id, collect, Cooldown(), collectors=collectors)
+
+    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env_with())
+    ((run, level, _reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    with new_session(engine) as s:
+        phases = {p.name for p in s.scalars(select(Phase).where(Phase.run_id == run.id))}
+        assert {"idle", "load", "cold", "warmup", "level_c2"} <= phases
+        stat_phases = {p.phase for p in s.scalars(select(PhaseStat).where(PhaseStat.run_id == run.id))}
+        assert "level_c2" in stat_phases and "idle" in stat_phases
+        rss = [r.value for r in read_samples(s, None, run_ids=[run.id]) if r.metric == "proc.rss_mb"]
+        assert any(rss), "the sampler followed the server's pid"
+    assert level is not None and level.output_j_per_token is not None and level.output_j_per_token > 0
+
+
+def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_started(
+    tmp_path: Path, tiny_models, monkeypatch
+) -> None:
+    from edgeprof.executors.serving import kv_budget
+    from edgeprof.gguf import memory as memory_model
+
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]")
+    sha = {m.path: "0" * 64 for m in plan.models}
+    one, four = (kv_budget(s, gpu_offload=False) for s in expand(plan, sha))
+    assert (one["slots"], four["slots"]) == (1, 4) and four["n_ctx_total"] == 4 * 256
+    assert four["kv_mb"] == pytest.approx(4 * one["kv_mb"], rel=0.01)  # slots x per-slot ctx x bytes/token
+    assert one["kv_bytes_per_token"] > 0 and one["predicted_mb"] > one["kv_mb"]
+
+    marker = tmp_path / "started"
+    server = synthetic_server(tmp_path, f"touch {marker}; exec sleep 60")
+    monkeypatch.setattr(memory_model, "mem_available_mb", lambda root="/": 1.0)  # a synthetic 1 MiB device
+    engine = open_engine(tmp_path / "s.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(server)}))
+    rows = runs_of(engine, outcome.sweep_id)
+    assert [r.status for r, _l, _q in rows] == ["skipped_memory", "skipped_memory"]
+    assert not marker.exists()  # refused before the server was started
+    for run, _level, _reqs in rows:
+        assert "available" in (run.reason or "") and "the server was not started" in (run.reason or "")
+
+
+@needs_server
+def test_open_loop_poisson_arrivals_under_a_concurrency_cap(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
+    text = plan.text.replace("concurrency = [2]", "concurrency = [2]\nrequest_rate = [20.0]")
+    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    assert (run.request_rate, run.concurrency) == (20.0, 2)
+    assert level is not None and level.request_rate == 20.0 and (level.n_requests, level.n_ok) == (6, 6)
+    measured = sorted((q for q in reqs if q.kind == "measured"), key=lambda q: q.t_send_mono)
+    assert len(measured) == 6 and measured[-1].t_send_mono > measured[0].t_send_mono  # arrivals spread out
+
+
+@needs_server
+def test_a_level_bounded_by_duration_sends_no_request_after_it(tmp_path: Path, tiny_models) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=1)
+    text = plan.text.replace("\nrequests = 1\n", "\nduration_s = 1.0\n")
+    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    assert plan.serving is not None and plan.serving.requests is None and plan.serving.duration_s == 1.0
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    measured = [q for q in reqs if q.kind == "measured"]
+    assert level is not None and level.n_requests == len(measured) >= 2
+    first = min(q.t_send_mono for q in measured)
+    assert level.t_start_mono is not None and first >= level.t_start_mono
+    assert all(q.t_send_mono <= level.t_start_mono + 1.0 + 0.05 for q in measured)  # none sent after it

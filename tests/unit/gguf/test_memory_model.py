@@ -1,0 +1,493 @@
+"""Will it fit, and the bandwidth limit (issue 9 part B): memory prediction vs measured peaks on the demo
+models, skipped_memory with a fake MemAvailable, bytes per token, the bandwidth probe, the datasheet table."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from edgeprof.gguf.bandwidth import (
+    ProbeResult,
+    datasheet_bandwidth,
+    decode_mean_depth,
+    kv_read_per_token,
+    probe_bandwidth,
+    weights_read_per_token,
+)
+from edgeprof.gguf.demo import build_demo_models
+from edgeprof.gguf.info import GGUFError
+from edgeprof.gguf.memory import (
+    RUNTIME_BASE_MIB,
+    ModelShape,
+    TensorInfo,
+    check_fit,
+    kv_cells,
+    mem_available_mb,
+    predict_memory,
+    read_model_shape,
+)
+from edgeprof.plan.parse import parse_plan
+from edgeprof.report.rows import build_rows, render_table
+from edgeprof.runners.llama import run_child
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Run, Sweep
+from edgeprof.sweep.loop import run_plan
+
+# The stated band: |predicted − measured VmHWM| ≤ 5 % of measured + 4 MiB. The issue suggested 15 % + a
+# margin; at the demo models' size (57–177 MiB) that would let a KV cache off by half or a missing repack
+# copy pass, so the band is what the model actually achieves: on this project's 2-core x86_64 VM (CPU build)
+# the error was within 2.3 % (1.4 MiB) over tiny and small demo, Q8_0/Q5_K_M/Q4_K_M, ctx 512/2048/8192.
+BAND_REL = 0.05
+BAND_ABS_MB = 4.0
+# The runtime's own share (interpreter and libraries, no model) is not a property of the code: libraries
+# freshly written to the page cache sit in large folios that a fault maps whole, the same files evicted and
+# read back map page by page. On this VM the worker's baseline is 53-55 MiB right after setup.sh and 47-49
+# MiB in a tree whose libraries were evicted since (every model term matched to <1 MiB in both). The sweep
+# therefore learns it from its first finished run (agent/sweep/fit.py); the test does the same, and holds the
+# constant it starts from to over-predicting by at most 10 MiB (the safe side) and under-predicting by 4.
+RUNTIME_OVER_MB, RUNTIME_UNDER_MB = 10.0, 4.0
+
+
+@pytest.fixture(scope="module")
+def small_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_demo_models(tmp_path_factory.mktemp("small-models"), "small")
+
+
+def _job(path: Path, ctx: int, mmap: bool = True, fa: str = "off") -> dict[str, Any]:
+    return {
+        "model_path": str(path),
+        "params": {
+            "n_ctx": ctx,
+            "n_gpu_layers": 0,
+            "n_threads": 1,
+            "n_batch": 512,
+            "n_ubatch": 512,
+            "flash_attn": fa,
+            "type_k": "f16",
+            "type_v": "f16",
+            "use_mmap": mmap,
+        },
+        "workload": {
+            "name": "w",
+            "prompt": None,
+            "prompt_tokens": 128,
+            "n_predict": 8,
+            "temperature": 0.0,
+            "top_k": 40,
+            "top_p": 0.95,
+            "seed": 42,
+            "ignore_eos": True,
+        },
+        "repeat": {"cold": 1, "warmup": 0, "steady": 1},
+        "cold_only": False,
+        "cold_rep": 0,
+        "pause_between_reps": False,
+    }
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("ctx", [512, 2048, 8192])
+def test_prediction_within_band_of_measured_peak(
+    ctx: int, tiny_models: dict[str, Path], small_models: dict[str, Path]
+) -> None:
+    cases = [
+        (tiny_models["Q5_K_M"], True, "off"),
+        (small_models["Q8_0"], True, "off"),
+        (small_models["Q4_K_M"], True, "on"),  # the CPU repack term
+        (small_models["Q4_K_M"], False, "off"),  # no mmap: no second copy
+    ]
+    report = []
+    runtime_mb: float | None = None  # learnt from the first case, as a sweep learns it from its first run
+    for path, mmap, fa in cases:
+        child = run_child(_job(path, ctx, mmap, fa), 180)
+        assert child.status == "ok", child.reason
+        assert child.peak_rss_mb is not None
+
+        def predict(runtime: float, path: Path = path, mmap: bool = mmap, fa: str = fa) -> float:
+            return predict_memory(
+                read_model_shape(path),
+                n_ctx=ctx,
+                n_gpu_layers=0,
+                n_batch=512,
+                n_ubatch=512,
+                type_k="f16",
+                type_v="f16",
+                flash_attn=fa,
+                use_mmap=mmap,
+                prompt_tokens=128,
+                n_predict=8,
+                runtime_mb=runtime,
+            ).total_mb
+
+        observed_runtime = child.peak_rss_mb - (predict(RUNTIME_BASE_MIB) - RUNTIME_BASE_MIB)
+        runtime_mb = observed_runtime if runtime_mb is None else runtime_mb
+        pred = predict(runtime_mb)
+        report.append(
+            f"{path.name} mmap={mmap} fa={fa}: predicted {pred:.1f} (runtime {runtime_mb:.1f}), "
+            f"peak {child.peak_rss_mb:.1f}, runtime seen {observed_runtime:.1f}"
+        )
+        assert abs(pred - child.peak_rss_mb) <= BAND_REL * child.peak_rss_mb + BAND_ABS_MB, "\n".join(report)
+        low, high = RUNTIME_BASE_MIB - RUNTIME_OVER_MB, RUNTIME_BASE_MIB + RUNTIME_UNDER_MB
+        assert low <= observed_runtime <= high, "\n".join(report)
+
+
+def test_gguf_shape_of_the_demo_model(tiny_models: dict[str, Path]) -> None:
+    import gguf
+
+    shape = read_model_shape(tiny_models["F16"])
+    dims = (shape.arch, shape.n_layer, shape.n_embd, shape.n_head, shape.n_vocab)
+    assert dims == ("llama", 2, 256, 4, 1024)
+    assert shape.n_head_kv == (4, 4) and shape.head_dim_k == 64 and shape.n_swa == 0
+    reader = gguf.GGUFReader(str(tiny_models["F16"]))
+    assert shape.weight_bytes == sum(int(t.n_bytes) for t in reader.tensors)
+    assert not shape.tied_output
+    q4 = read_model_shape(tiny_models["Q4_K_M"])
+    assert q4.weight_bytes == sum(int(t.n_bytes) for t in gguf.GGUFReader(str(tiny_models["Q4_K_M"])).tensors)
+
+
+def test_truncated_gguf_is_one_clear_error(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    bad = tmp_path / "cut.gguf"
+    bad.write_bytes(tiny_models["F16"].read_bytes()[:2000])
+    with pytest.raises(GGUFError, match=r"cut\.gguf"):
+        read_model_shape(bad)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"NOPE" + b"\0" * 64)
+    with pytest.raises(GGUFError, match="not a GGUF"):
+        read_model_shape(junk)
+
+
+def _synthetic_shape(n_swa: int = 0, swa: tuple[bool, ...] = (False, False, False, False)) -> ModelShape:
+    """Synthetic: 4 layers, 2 KV heads of 64, a 1000-entry vocabulary, one 1 MB matrix per layer."""
+    tensors = [TensorInfo("token_embd.weight", 1000 * 128, 256_000, "F16", None)]
+    tensors += [TensorInfo(f"blk.{i}.ffn_up.weight", 500_000, 1_000_000, "F16", i) for i in range(4)]
+    tensors += [TensorInfo("output.weight", 1000 * 128, 256_000, "F16", None)]
+    return ModelShape(
+        arch="synthetic",
+        n_layer=4,
+        n_embd=128,
+        n_head=4,
+        n_head_kv=(2, 2, 2, 2),
+        head_dim_k=64,
+        head_dim_v=64,
+        n_vocab=1000,
+        n_ff=512,
+        n_swa=n_swa,
+        swa_layers=swa,
+        n_expert=0,
+        n_expert_used=0,
+        tensors=tuple(tensors),
+    )
+
+
+def test_kv_and_weight_split_by_ngl_hand_computed() -> None:
+    shape = _synthetic_shape()
+    common: dict[str, Any] = dict(
+        n_ctx=1024,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="q8_0",
+        flash_attn="on",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
+    )
+    cpu = predict_memory(shape, n_gpu_layers=0, **common)
+    # KV per layer and cell: 2 heads x 64 x (2 B for f16 K + 34/32 B for q8_0 V); 4 layers x 1024 cells
+    assert cpu.kv_cpu_mb * 2**20 == pytest.approx(4 * 1024 * 2 * 64 * (2 + 34 / 32))
+    assert cpu.weights_cpu_mb * 2**20 == 4_512_000 and cpu.gpu_mb == 0.0
+    # A CPU build ignores -ngl
+    assert predict_memory(shape, n_gpu_layers=99, **common).gpu_mb == 0.0
+    two = predict_memory(shape, n_gpu_layers=2, gpu_offload=True, **common)
+    assert two.weights_gpu_mb * 2**20 == 2_000_000  # the last two layers
+    assert two.weights_cpu_mb * 2**20 == 2_512_000  # embedding, two layers, output
+    assert two.kv_gpu_mb == pytest.approx(cpu.kv_cpu_mb / 2)
+    full = predict_memory(shape, n_gpu_layers=5, gpu_offload=True, unified=True, **common)
+    assert full.weights_gpu_mb * 2**20 == 4_256_000  # all layers + output; the embedding stays
+    assert full.total_mb == pytest.approx(full.host_mb + full.gpu_mb)  # unified memory: both count
+
+
+def test_sliding_window_layers_hold_the_window() -> None:
+    shape = _synthetic_shape(n_swa=256, swa=(True, False, True, False))
+    assert kv_cells(shape, 0, 8192, 512) == 768  # window + ubatch, padded to 256
+    assert kv_cells(shape, 1, 8192, 512) == 8192
+    assert kv_cells(shape, 0, 8192, 512, swa_full=True) == 8192
+    assert kv_cells(shape, 0, 512, 512) == 512  # never more than the context
+
+
+def test_bytes_per_token_hand_computed() -> None:
+    shape = _synthetic_shape()
+    # everything but the embedding (one row of 256 bytes) is read
+    assert weights_read_per_token(shape) == 4_000_000 + 256_000 + 256
+    per_pos = 4 * 2 * 64 * (2 + 2)
+    assert kv_read_per_token(shape, 100, 1024, 512, "f16", "f16") == 100 * per_pos
+    swa = _synthetic_shape(n_swa=64, swa=(True, True, False, False))
+    assert kv_read_per_token(swa, 100, 1024, 512, "f16", "f16") == (2 * 64 + 2 * 100) * per_pos / 4
+    assert decode_mean_depth(128, 63) == 128 + 32
+
+
+def test_meminfo_and_fit_check(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
+    assert mem_available_mb(tmp_path) == 3200.0
+    assert mem_available_mb(tmp_path / "nowhere") is None
+    pred = predict_memory(
+        _synthetic_shape(),
+        n_ctx=512,
+        n_gpu_layers=0,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="f16",
+        flash_attn="off",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
+    )
+    assert check_fit(pred, 3200.0).fits is True
+    fit = check_fit(pred, 60.0, reserve_mb=10.0)
+    assert fit.fits is False and fit.message() == (
+        f"needs ≈ {pred.total_mb:.0f} MB, 50 MB available after the plan's reserve of 10 MB"
+    )
+    assert check_fit(pred, None).fits is None
+
+
+def test_datasheet_table() -> None:
+    agx = datasheet_bandwidth("NVIDIA Jetson AGX Orin Developer Kit", 62000)
+    assert agx is not None and agx.gbps == 204.8 and "DS-10662-001" in agx.source
+    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600).gbps == 68.0
+    super_ = datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600, "MAXN_SUPER")
+    assert super_ is not None and super_.gbps == 102.0
+    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano 4GB", 3500).gbps == 34.0
+    assert datasheet_bandwidth("Raspberry Pi 5 Model B", 8000) is None
+    assert datasheet_bandwidth(None) is None
+
+
+@pytest.mark.timeout(60)
+def test_probe_measures_something_and_says_how() -> None:
+    r = probe_bandwidth(buffer_mb=32, budget_s=0.2, threads=1)
+    assert r.gbps > 0 and r.read_gbps > 0 and r.copy_gbps > 0 and r.passes >= 2
+    assert "numpy" in r.method and r.to_json()["threads"] == 1
+
+
+SYNTHETIC_PROBE = ProbeResult(  # synthetic: a fixed figure, so the report's BW % is checkable
+    gbps=10.0,
+    read_gbps=10.0,
+    copy_gbps=8.0,
+    method="synthetic probe",
+    threads=1,
+    buffer_mb=1.0,
+    passes=1,
+    duration_s=0.0,
+)
+
+
+@pytest.mark.timeout(300)
+def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    model = tmp_path / "tiny-q4.gguf"
+    shutil.copy(tiny_models["Q4_K_M"], model)
+    shape = read_model_shape(model)
+
+    def predicted(ctx: int) -> float:
+        return predict_memory(
+            shape,
+            n_ctx=ctx,
+            n_gpu_layers=0,
+            n_batch=512,
+            n_ubatch=512,
+            type_k="f32",
+            type_v="f32",
+            flash_attn="off",
+            use_mmap=True,
+            prompt_tokens=16,
+            n_predict=8,
+        ).total_mb
+
+    # A fake MemAvailable between the two configs' predictions: the large ctx cannot fit, the small one can.
+    available = (predicted(2048) + predicted(256)) / 2
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    (root / "proc/meminfo").write_text(f"MemTotal: 99999999 kB\nMemAvailable: {int(available * 1024)} kB\n")
+    text = f"""
+name = "fit"
+[matrix]
+models = ["{model}"]
+ctx = [2048, 256]
+ngl = [0]
+n_batch = [512]
+flash_attn = ["off"]
+type_k = ["f32"]
+type_v = ["f32"]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 8
+[repeat]
+cold = 1
+warmup = 0
+steady = 2
+[run]
+timeout_s = 120
+cold_cache = "keep"
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    engine = open_engine(tmp_path / "e.db")
+    outcome = run_plan(
+        engine, plan, out=io.StringIO(), device_root=root, bandwidth_probe=lambda: SYNTHETIC_PROBE
+    )
+    assert outcome.counts == {"skipped_memory": 1, "ok": 1}
+    with new_session(engine) as s:
+        runs = {r.n_ctx: r for r in s.scalars(select(Run).order_by(Run.id))}
+        big, small = runs[2048], runs[256]
+        assert big.status == "skipped_memory"
+        assert big.reason is not None and big.reason.startswith("predicted not to fit: needs ≈ ")
+        assert "MB available" in big.reason
+        assert big.measurements == [] and big.peak_rss_mb is None  # never started
+        assert big.mem_predicted_mb == pytest.approx(predicted(2048), abs=0.1)
+        assert big.mem_available_mb == pytest.approx(available, abs=0.1)
+        assert small.status == "ok" and small.mem_predicted_mb == pytest.approx(predicted(256), abs=0.1)
+        detail = json.loads(small.mem_prediction_json or "{}")
+        assert detail["kv_cpu_mb"] > 0 and detail["runtime_mb"] > 0
+        steady = [m for m in small.measurements if m.kind == "steady"]
+        assert steady and all(m.bw_gbps is not None and m.bw_gbps > 0 for m in steady)
+        for m in steady:  # bytes per token × t/s, at the rep's mean depth
+            assert m.tg_tps is not None and m.n_prompt is not None and m.n_gen is not None
+            depth = decode_mean_depth(m.n_prompt, m.n_gen)
+            expect = weights_read_per_token(shape) + kv_read_per_token(shape, depth, 256, 512, "f32", "f32")
+            assert m.bw_gbps == pytest.approx(expect * m.tg_tps / 1e9, rel=1e-3)
+        sweep = s.scalars(select(Sweep)).one()
+        assert sweep.bw_probe_gbps == 10.0 and "synthetic" in (sweep.bw_probe_json or "")
+        rows = build_rows(s, sweep.id)
+    by = {r["ctx"]: r for r in rows}
+    assert by[2048]["status"] == "skipped_memory" and by[2048]["mem_predicted_mb"] is not None
+    assert by[256]["bw_pct"] == pytest.approx(round(by[256]["bw_gbps"] * 10, 1), abs=0.11)
+    table = render_table(rows)
+    assert "Recommendation (ctx 256, ngl 0, w): tiny-q4" in table
+    assert "Recommendation (ctx 2048, ngl 0, w): none" in table
+    # Resume: both are finished results (a skipped config is not retried unless asked)
+    again = run_plan(engine, plan, out=io.StringIO(), device_root=root)
+    assert again.n_skipped == 2 and again.counts == {}
+
+
+@pytest.mark.timeout(300)
+def test_the_sweep_calibrates_the_runtime_from_its_runs(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """After the first finished run, predictions use this machine's runtime memory (peak RSS minus the
+    predicted model parts), not the constant."""
+    model = tmp_path / "tiny-q8.gguf"
+    shutil.copy(tiny_models["Q8_0"], model)
+    text = f"""
+[matrix]
+models = ["{model}"]
+ctx = [256, 512]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+[repeat]
+cold = 1
+warmup = 0
+steady = 1
+[run]
+cold_cache = "keep"
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    engine = open_engine(tmp_path / "c.db")
+    outcome = run_plan(engine, plan, out=io.StringIO(), device_root=tmp_path)
+    assert outcome.counts == {"ok": 2}
+    with new_session(engine) as s:
+        first, second = s.scalars(select(Run).order_by(Run.id)).all()
+        d1 = json.loads(first.mem_prediction_json or "{}")
+        d2 = json.loads(second.mem_prediction_json or "{}")
+        assert d1["runtime_calibrated_from_run"] is None
+        assert d2["runtime_calibrated_from_run"] == first.id
+        assert first.peak_rss_mb is not None
+        expect = first.peak_rss_mb - (d1["host_mb"] - d1["runtime_mb"])
+        assert d2["runtime_mb"] == pytest.approx(expect, abs=0.15)
+        assert second.peak_rss_mb is not None and second.mem_predicted_mb is not None
+        assert abs(second.mem_predicted_mb - second.peak_rss_mb) <= 0.05 * second.peak_rss_mb + 4.0
+
+
+def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
+    decides; on unified memory (a Jetson) the host check alone does."""
+    from edgeprof.plan.parse import expand
+    from edgeprof.sweep.fit import FitChecker
+
+    text = f"""
+[matrix]
+models = ["{tiny_models["Q8_0"]}"]
+ctx = [256]
+ngl = [99]
+threads = [1]
+[[workload]]
+name = "w"
+prompt_tokens = 16
+n_predict = 4
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemAvailable: 99999999 kB\n")
+    run = Run()
+    fit = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(run, spec)
+    assert fit is not None and fit.fits is False
+    assert "of GPU memory, 0 MB available" in fit.message()
+    ok = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 1000.0).assess(Run(), spec)
+    assert ok is not None and ok.fits is True
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
+    jetson = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(Run(), spec)
+    assert jetson is not None and jetson.fits is True
+
+
+def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
+    from edgeprof.sweep.fit import record_sweep_bandwidth
+
+    sweep = Sweep()
+    facts = {
+        "board_model": "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+        "ram_total_mb": 7620,
+    }
+    state = {"nvpmodel": {"name": "MAXN_SUPER", "id": 2}, "jetson_clocks": None, "fan": None}
+    record_sweep_bandwidth(sweep, facts, state, lambda: SYNTHETIC_PROBE)
+    assert sweep.bw_datasheet_gbps == 102.0 and "Super" in (sweep.bw_datasheet_source or "")
+    assert sweep.bw_probe_gbps == 10.0
+    plain = Sweep()
+    record_sweep_bandwidth(plain, facts, {"nvpmodel": {"name": "15W", "id": 0}}, None)
+    assert plain.bw_datasheet_gbps == 68.0 and plain.bw_probe_gbps is None  # no probe: NULL, never 0
+
+
+def test_quality_run_prediction_counts_its_scoring_arrays(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    from edgeprof.plan.parse import expand
+    from edgeprof.sweep.fit import FitChecker
+
+    text = f"""
+[matrix]
+models = ["{tiny_models["Q8_0"]}"]
+ctx = [256]
+threads = [1]
+[[workload]]
+name = "kld"
+kind = "quality"
+ctx = 128
+chunks = 2
+"""
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
+    run = Run()
+    assert FitChecker(tmp_path, gpu_offload=False).assess(run, spec) is not None
+    detail = json.loads(run.mem_prediction_json or "{}")
+    n_ctx = spec.params.n_ctx  # the quality workload's own ctx
+    assert detail["scoring_mb"] == pytest.approx(3 * n_ctx * 1024 * 4 / 2**20, abs=0.01)

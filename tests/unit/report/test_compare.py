@@ -1,0 +1,209 @@
+"""Comparing two sweeps: matching, ratios of medians, the within-noise rule, and the three renderings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from sqlalchemy.orm import Session
+from support import dbbuild
+
+from edgeprof.report.compare import (
+    COMPARE_FIELDS,
+    compare_rows,
+    compare_sweeps,
+    ranges_overlap,
+    ratio,
+    render_compare,
+)
+from edgeprof.report.rows import ReportError
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Measurement
+
+
+def row(label: str = "m-q4", ctx: int = 512, **values: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "run_id": 1,
+        "status": "ok",
+        "model_label": label,
+        "quant": "Q4_K_M",
+        "ctx": ctx,
+        "ngl": 0,
+        "threads": 4,
+        "n_batch": 512,
+        "flash_attn": "auto",
+        "type_k": "f16",
+        "type_v": "f16",
+        "workload": "w",
+        "tg_tps_median": None,
+        "tg_tps_min": None,
+        "tg_tps_max": None,
+        "pp_tps_median": None,
+        "pp_tps_min": None,
+        "pp_tps_max": None,
+        "ttft_ms_p50": None,
+        "ttft_ms_min": None,
+        "ttft_ms_max": None,
+    }
+    base.update(values)
+    return base
+
+
+def tg(med: float, lo: float, hi: float) -> dict[str, float]:
+    return {"tg_tps_median": med, "tg_tps_min": lo, "tg_tps_max": hi}
+
+
+def test_ratio_and_overlap_helpers() -> None:
+    assert ratio(10.0, 12.0) == pytest.approx(1.2)
+    assert ratio(0.0, 1.0) is None and ratio(None, 1.0) is None and ratio(1.0, None) is None
+    assert ranges_overlap(1, 3, 2, 4) is True
+    assert ranges_overlap(1, 2, 2, 3) is True  # touching ranges share a point
+    assert ranges_overlap(1, 2, 2.5, 3) is False
+    assert ranges_overlap(5, 5, 5, 5) is True  # one rep each, equal values
+    assert ranges_overlap(None, 2, 1, 3) is None
+
+
+def test_ratios_and_within_noise() -> None:
+    a = [
+        row(run_id=1, **tg(10.0, 9.5, 10.5)),
+        row(ctx=1024, run_id=2, **tg(8.0, 7.9, 8.1), pp_tps_median=100.0, pp_tps_min=99.0, pp_tps_max=101.0),
+    ]
+    b = [
+        row(run_id=11, **tg(10.2, 9.9, 10.6)),  # overlaps A: within noise
+        row(ctx=1024, run_id=12, **tg(9.6, 9.4, 9.8), pp_tps_median=90.0, pp_tps_min=89.0, pp_tps_max=91.0),
+    ]
+    out = compare_rows(a, b)
+    assert [r["match"] for r in out] == ["both", "both"]
+    first, second = out
+    assert (first["a_run_id"], first["b_run_id"]) == (1, 11)
+    assert first["tg_tps_ratio"] == pytest.approx(1.02)
+    assert first["tg_tps_within_noise"] is True
+    assert second["tg_tps_ratio"] == pytest.approx(1.2)
+    assert second["tg_tps_within_noise"] is False
+    assert second["pp_tps_ratio"] == pytest.approx(0.9)
+    assert second["pp_tps_within_noise"] is False
+    # not measured on either side: no ratio, no noise claim
+    assert first["pp_tps_ratio"] is None and first["pp_tps_within_noise"] is None
+    assert first["ttft_ms_ratio"] is None
+
+
+def test_matching_uses_every_key_and_lists_unmatched_configs() -> None:
+    a = [row(run_id=1, **tg(10, 9, 11)), row(label="m-q8", run_id=2, **tg(5, 4, 6))]
+    b = [
+        row(run_id=11, **tg(11, 10, 12)),
+        row(run_id=12, threads=8, **tg(14, 13, 15)),  # same model, other thread count: another config
+        row(label="m-q4", run_id=13, workload="long", **tg(9, 8, 10)),
+    ]
+    out = compare_rows(a, b)
+    assert [(r["match"], r["a_run_id"], r["b_run_id"]) for r in out] == [
+        ("both", 1, 11),
+        ("only_a", 2, None),
+        ("only_b", None, 12),
+        ("only_b", None, 13),
+    ]
+    only_a = out[1]
+    assert only_a["tg_tps_a"] == 5 and only_a["tg_tps_b"] is None and only_a["tg_tps_ratio"] is None
+    text = render_compare(out, "table")
+    assert "only in A: m-q8 ctx=512" in text
+    assert "only in B: m-q4 ctx=512 ngl=0 t=8" in text
+    assert "3 unmatched config(s)" in text
+
+
+def test_a_failed_side_has_no_ratio() -> None:
+    out = compare_rows([row(**tg(10, 9, 11))], [row(status="oom")])
+    assert out[0]["match"] == "both" and out[0]["b_status"] == "oom"
+    assert out[0]["tg_tps_ratio"] is None and out[0]["tg_tps_within_noise"] is None
+    assert "10.0→—" in render_compare(out, "table")
+
+
+def test_renderings() -> None:
+    out = compare_rows(
+        [row(**tg(10, 9.5, 10.5), ttft_ms_p50=50.0, ttft_ms_min=48.0, ttft_ms_max=52.0)],
+        [row(**tg(12, 11.8, 12.2), ttft_ms_p50=40.0, ttft_ms_min=39.0, ttft_ms_max=41.0)],
+    )
+    table = render_compare(out, "table")
+    assert "10.0→12.0 ×1.20" in table and "(noise)" not in table.splitlines()[2]
+    assert "50.00→40.00 ×0.80" in table
+    md = render_compare(out, "md")
+    assert md.splitlines()[0].startswith("| model | quant |") and "| 10.0→12.0 ×1.20 |" in md
+    data = json.loads(render_compare(out, "json"))
+    assert list(data[0]) == list(COMPARE_FIELDS)
+    assert data[0]["tg_tps_ratio"] == 1.2 and data[0]["tg_tps_within_noise"] is False
+    noisy = compare_rows([row(**tg(10, 9, 11))], [row(**tg(10.5, 10, 11))])
+    assert "×1.05 (noise)" in render_compare(noisy, "table")
+    # A ratio between a busy or noisy side and a quiet one says so instead of reading as a finding.
+    busy = compare_rows([row(**tg(10, 9.5, 10.5))], [row(**tg(22, 21, 23), stability_verdict="unstable")])
+    assert busy[0]["b_caveat"] == "unstable" and busy[0]["a_caveat"] is None
+    assert "×2.20 (B unstable)" in render_compare(busy, "table")
+    contended = compare_rows(
+        [row(**tg(10, 9.5, 10.5), interference_verdict="contended")], [row(**tg(22, 21, 23))]
+    )
+    assert "(A contended)" in render_compare(contended, "table")
+    with pytest.raises(ValueError, match="unknown format"):
+        render_compare(out, "xml")
+    assert "(no config appears in both sweeps)" in render_compare([], "table")
+
+
+# -- from a database ---------------------------------------------------------------------------------------
+def add_sweep(
+    s: Session, name: str, configs: Sequence[tuple[str, int, str, list[float], list[float]]]
+) -> int:
+    sweep = dbbuild.add_sweep(s, name=name, n_specs=len(configs))
+    for seq, (label, ctx, status, tgs, ttfts) in enumerate(configs, start=1):
+        run = dbbuild.add_run(
+            s,
+            sweep,
+            seq,
+            spec_id=f"{label}-{ctx}",
+            model_label=label,
+            model_path=f"/{label}.gguf",
+            workload_json='{"n_predict": 32}',
+            n_ctx=ctx,
+            status=status,
+        )
+        for i, (v, ttft) in enumerate(zip(tgs, ttfts, strict=True)):
+            s.add(Measurement(run_id=run.id, kind="steady", rep=i, tg_tps=v, pp_tps=100.0, ttft_ms=ttft))
+        s.add(Measurement(run_id=run.id, kind="cold", rep=0, tg_tps=1.0, pp_tps=1.0, ttft_ms=999.0))
+    s.commit()
+    return sweep.id
+
+
+def test_compare_sweeps_from_the_database(any_db: str) -> None:
+    engine = open_engine(any_db)  # SQLite and PostgreSQL (issue 13)
+    with new_session(engine) as s:
+        a = add_sweep(
+            s,
+            "a",
+            [
+                ("m-q4", 512, "ok", [10.0, 11.0, 12.0], [50.0, 52.0, 54.0]),
+                ("m-q8", 512, "ok", [6.0, 6.1, 6.2], [70.0, 71.0, 72.0]),
+                ("m-f16", 512, "oom", [], []),
+            ],
+        )
+        b = add_sweep(
+            s,
+            "b",
+            [
+                ("m-q4", 512, "ok", [14.0, 15.0, 16.0], [40.0, 41.0, 42.0]),
+                ("m-q8", 512, "ok", [6.1, 6.2, 6.4], [69.0, 70.0, 71.5]),
+                ("m-q4", 1024, "ok", [9.0, 9.0, 9.0], [60.0, 60.0, 60.0]),
+            ],
+        )
+        out = compare_sweeps(s, a, b)
+        with pytest.raises(ReportError):
+            compare_sweeps(s, a, 999)
+    by = {(r["model_label"], r["ctx"], r["match"]): r for r in out}
+    q4 = by[("m-q4", 512, "both")]
+    assert q4["tg_tps_ratio"] == pytest.approx(15.0 / 11.0, abs=1e-4)
+    assert q4["tg_tps_within_noise"] is False
+    # TTFT: ratio of p50s, noise judged on min–max of the steady reps (the cold request is not a rep)
+    assert q4["ttft_ms_a"] == 52.0 and q4["ttft_ms_b"] == 41.0
+    assert q4["ttft_ms_ratio"] == pytest.approx(41.0 / 52.0, abs=1e-4)
+    assert q4["ttft_ms_within_noise"] is False
+    q8 = by[("m-q8", 512, "both")]
+    assert q8["tg_tps_within_noise"] is True and q8["ttft_ms_within_noise"] is True
+    assert by[("m-f16", 512, "only_a")]["a_status"] == "oom"
+    assert ("m-q4", 1024, "only_b") in by
+    assert len(out) == 4
