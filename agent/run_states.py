@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 # A run in one of these states is not run again when the same plan is run again. "interrupted" is absent:
 # an interrupted run is always redone. Failures are kept unless the user asks to retry them.
 FINISHED_STATUSES = ("ok", "load_failed", "error", "crashed", "timeout", "skipped_memory")
+# A config predicted not to fit in memory: stored with the numbers, never started (it would be OOM-killed).
+SKIPPED_MEMORY = "skipped_memory"
 
 
 def utcnow() -> datetime:

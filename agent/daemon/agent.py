@@ -34,8 +34,9 @@ from sqlalchemy.orm import Session
 
 from edgeprof.gguf.bandwidth import probe_bandwidth
 from edgeprof.plan.parse import Plan, PlanError, parse_plan
+from edgeprof.run_states import utcnow
 from edgeprof.storage.models import AgentState
-from edgeprof.sweep.loop import run_plan, utcnow
+from edgeprof.sweep.loop import run_plan
 
 log = logging.getLogger("edgeprof.agent")
 

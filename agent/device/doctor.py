@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgeprof.device.facts import collect_device_facts
+from edgeprof.device.facts import backend_of, collect_device_facts
 
 _PROBE = """
 import json, llama_cpp as ll
@@ -39,8 +39,6 @@ def llama_build_info() -> dict[str, Any]:
     info["ok"] = True
     flags = Path(sys.prefix) / "share" / "edgeprof" / "llama-build.json"
     info["build_flags"] = flags.read_text().strip() if flags.exists() else None
-    from edgeprof.sweep.loop import backend_of
-
     info["backend"] = backend_of(info["system_info"], info["gpu_offload"])
     return info
 

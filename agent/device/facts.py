@@ -115,3 +115,11 @@ def device_fingerprint(facts: dict[str, Any]) -> str:
     ident = {k: facts.get(k) for k in keys}
     ident["ram_total_gb"] = round((facts.get("ram_total_mb") or 0) / 1024.0)
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def backend_of(system_info: str, gpu_offload: bool) -> str:
+    text = system_info.upper()
+    for name in ("CUDA", "METAL", "VULKAN", "SYCL", "HIP", "OPENCL", "CANN", "MUSA"):
+        if name in text:
+            return name.lower()
+    return "gpu" if gpu_offload else "cpu"

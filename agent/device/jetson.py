@@ -161,8 +161,6 @@ def switch_power_mode(name: str, root: Path | str = "/", settle_s: float = 3.0) 
     as root (validation refuses otherwise). A reboot prompt, which some mode changes raise, is declined:
     such a mode cannot be switched between configs, and the run says so.
     """
-    from edgeprof.plan.parse import nvpmodel_modes
-
     modes = nvpmodel_modes(Path(root))
     if name not in modes:
         return f"mode {name!r} is not in /etc/nvpmodel.conf"
@@ -186,3 +184,17 @@ def switch_power_mode(name: str, root: Path | str = "/", settle_s: float = 3.0) 
 
     time.sleep(settle_s)  # clocks and fan follow the new mode within a second or two
     return None
+
+
+def nvpmodel_modes(root: Path) -> dict[str, int]:
+    """Power modes defined in ``/etc/nvpmodel.conf`` (``< POWER_MODEL ID=0 NAME=MAXN >``): name -> id."""
+    import re
+
+    try:
+        text = (root / "etc/nvpmodel.conf").read_text(errors="replace")
+    except OSError:
+        return {}
+    modes: dict[str, int] = {}
+    for m in re.finditer(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=([^\s>]+)\s*>", text):
+        modes[m.group(2)] = int(m.group(1))
+    return modes

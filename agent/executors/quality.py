@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from edgeprof.gguf.info import GGUFInfo, read_gguf_info, sha256_file
 from edgeprof.plan.parse import ModelEntry, Plan, RunSpec
 from edgeprof.plan.quality import MAX_CHUNKS, QualitySpec
+from edgeprof.run_states import utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.runners.quality_math import (
     CacheError,
@@ -143,8 +144,6 @@ def _fail(session: Session, run: Run, child: ChildResult, prefix: str = "") -> R
     run.reason = prefix + (child.reason or "failed")
     run.exit_code, run.signal_name = child.exit_code, child.signal_name
     run.log_tail = child.log_tail[-2000:] or None
-    from edgeprof.sweep.loop import utcnow
-
     run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
     session.commit()
     return run
@@ -161,8 +160,6 @@ def execute_quality_spec(
     say: Callable[[str], None] | None = None,
 ) -> Run:
     """Make sure the reference cache is there and intact, score this variant against it, store the result."""
-    from edgeprof.sweep.loop import utcnow
-
     q = spec.workload.quality
     assert q is not None
     tell = say or (lambda _line: None)

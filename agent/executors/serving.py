@@ -13,16 +13,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.device.facts import backend_of
 from edgeprof.plan.parse import RunSpec
+from edgeprof.run_states import SKIPPED_MEMORY, utcnow
 from edgeprof.runners import loadgen
 from edgeprof.runners.llama_server import ServingResult, run_serving
 from edgeprof.storage.models import Build, ModelFile, Phase, Run, ServingLevel, ServingRequest
-
-
-def utcnow() -> Any:
-    from edgeprof.sweep.loop import utcnow as _utcnow
-
-    return _utcnow()
 
 
 def serving_job(spec: RunSpec, vocab_size: int | None) -> dict[str, Any]:
@@ -96,8 +92,6 @@ def get_or_create_server_build(session: Session, build: dict[str, Any], system_i
     ).hexdigest()
     row = session.scalar(select(Build).where(Build.fingerprint == fp))
     if row is None:
-        from edgeprof.sweep.loop import backend_of
-
         devices = " ".join(build.get("devices") or [])
         row = Build(
             fingerprint=fp,
@@ -241,8 +235,6 @@ def execute_serving_spec(
     offload = bool(probe_server(path).get("gpu_offload")) if path is not None else False
     budget = kv_budget(spec, offload)
     if budget.get("fits") is False:
-        from edgeprof.sweep.fit import SKIPPED_MEMORY
-
         run.status = SKIPPED_MEMORY  # as for the in-process runner: not started, it would be OOM-killed
         run.reason = (
             f"predicted not to fit: {budget['slots']} slots x ctx {budget['slot_ctx']} "

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from edgeprof.device.jetson import nvpmodel_modes
 from edgeprof.gguf.info import GGUFError, GGUFInfo, read_gguf_info
 from edgeprof.plan.bounds import MAX_NGL, MAX_PLAN_BYTES, check_bounds, count_configs
+from edgeprof.plan.budget import QualityBudget, parse_budget
 from edgeprof.plan.quality import QualitySpec, is_quality, parse_quality, quality_params
 from edgeprof.plan.serving import Serving
 from edgeprof.plan.serving import check_serving as _check_serving
-from edgeprof.report.recommend import QualityBudget, parse_budget
 from edgeprof.runners.protocol import KV_CACHE_TYPES
 
 if sys.version_info >= (3, 11):
@@ -394,20 +395,6 @@ class SystemProbe:
         import shutil
 
         return (self.which or shutil.which)(tool)
-
-
-def nvpmodel_modes(root: Path) -> dict[str, int]:
-    """Power modes defined in ``/etc/nvpmodel.conf`` (``< POWER_MODEL ID=0 NAME=MAXN >``): name -> id."""
-    import re
-
-    try:
-        text = (root / "etc/nvpmodel.conf").read_text(errors="replace")
-    except OSError:
-        return {}
-    modes: dict[str, int] = {}
-    for m in re.finditer(r"<\s*POWER_MODEL\s+ID=(\d+)\s+NAME=([^\s>]+)\s*>", text):
-        modes[m.group(2)] = int(m.group(1))
-    return modes
 
 
 def _check_power_modes(chk: _Checker, raw: Any, allowed: bool, system: SystemProbe) -> tuple[str, ...]:

@@ -17,10 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from edgeprof.plan.budget import QualityBudget, budget_from_plan_text
 from edgeprof.report.recommend import (
-    QualityBudget,
     Recommendation,
-    budget_from_plan_text,
     mark_rows,
     recommend,
     render_recommendations,

@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.plan.budget import budget_from_plan_text
 from edgeprof.report.figures.depth import depth_png
 from edgeprof.report.figures.pareto import has_speed_vs_kld, speed_vs_kld_png
 from edgeprof.report.figures.plots import comparison_png, timeline_png
 from edgeprof.report.figures.serving import has_serving_curves, serving_png
 from edgeprof.report.fit import fmt_bandwidth, fmt_memory, recommendation_lines
-from edgeprof.report.recommend import budget_from_plan_text
 from edgeprof.report.rows import build_rows, fmt_agreement, fmt_spread, fmt_value
 from edgeprof.report.workload import depth_curves, fmt_tokens_out
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep

@@ -35,8 +35,6 @@ from edgeprof.gguf.memory import (
 from edgeprof.plan.parse import RunSpec, estimate_prompt_tokens
 from edgeprof.storage.models import Run, Sweep
 
-SKIPPED_MEMORY = "skipped_memory"
-
 _OFFLOAD_FLAGS = re.compile(r"GGML_(CUDA|VULKAN|METAL|HIP|SYCL|MUSA|OPENCL)=(ON|1|TRUE)", re.IGNORECASE)
 
 

@@ -23,16 +23,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof import __version__
-from edgeprof.device.facts import collect_device_facts, device_fingerprint
+from edgeprof.device.facts import backend_of, collect_device_facts
 from edgeprof.device.jetson import comparable_state, jetson_state, switch_power_mode
+from edgeprof.device.record import get_or_create_device
 from edgeprof.device.syscheck import system_warnings
 from edgeprof.gguf.info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
 from edgeprof.plan.parse import Plan, RunSpec, expand
-from edgeprof.run_states import FINISHED_STATUSES, utcnow
+from edgeprof.run_states import FINISHED_STATUSES, SKIPPED_MEMORY, utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sweep
-from edgeprof.sweep.fit import SKIPPED_MEMORY, FitChecker, record_sweep_bandwidth
+from edgeprof.sweep.fit import FitChecker, record_sweep_bandwidth
 from edgeprof.sweep.lease import Lease, lease_key, mark_interrupted, reconcile_plan
 from edgeprof.sweep.lease import acquire as acquire_lease
 from edgeprof.sweep.progress import Progress
@@ -61,30 +62,6 @@ class SweepOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     interrupted: bool = False
     paused: str | None = None  # why no further config was started (time window, disk space)
-
-
-def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
-    fp = device_fingerprint(facts)
-    device = session.scalar(select(Device).where(Device.fingerprint == fp))
-    if device is None:
-        device = Device(
-            fingerprint=fp,
-            hostname=str(facts.get("hostname") or ""),
-            machine_id=facts.get("machine_id"),
-            arch=str(facts.get("arch") or ""),
-            cpu_model=facts.get("cpu_model"),
-            cpu_count=facts.get("cpu_count"),
-            ram_total_mb=facts.get("ram_total_mb"),
-            board_model=facts.get("board_model"),
-            l4t_release=facts.get("l4t_release"),
-            gpu=facts.get("gpu"),
-            kernel=facts.get("kernel"),
-            os_release=facts.get("os_release"),
-            facts_json=json.dumps(facts, sort_keys=True),
-            first_seen=utcnow(),
-        )
-        device = add_unique(session, device, fingerprint=fp)
-    return device
 
 
 def get_or_create_model_file(
@@ -126,14 +103,6 @@ def _build_flags() -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
-
-
-def backend_of(system_info: str, gpu_offload: bool) -> str:
-    text = system_info.upper()
-    for name in ("CUDA", "METAL", "VULKAN", "SYCL", "HIP", "OPENCL", "CANN", "MUSA"):
-        if name in text:
-            return name.lower()
-    return "gpu" if gpu_offload else "cpu"
 
 
 def get_or_create_build(session: Session, hello: dict[str, Any]) -> Build:

@@ -88,7 +88,7 @@ def _local_epoch(dt: datetime) -> float | None:
 
 
 def _utc_naive(epoch: float) -> datetime:
-    """Like ``edgeprof.sweep.loop.utcnow``: naive UTC, the form every other datetime column holds."""
+    """Like ``edgeprof.run_states.utcnow``: naive UTC, the form every other datetime column holds."""
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
 
 
@@ -252,7 +252,8 @@ class _DbWriter:
 
     def _begin(self, first: TegrastatsRecord) -> int:
         from edgeprof import __version__
-        from edgeprof.sweep.loop import get_or_create_device, utcnow  # heavy (runners): only when storing
+        from edgeprof.device.record import get_or_create_device
+        from edgeprof.run_states import utcnow
 
         # The log was measured on some Jetson, not necessarily this machine: filing it under this machine's
         # device row would put a board's numbers next to another board's in reports. It goes to a device

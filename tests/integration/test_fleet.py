@@ -213,7 +213,7 @@ def test_concurrent_find_or_create_gives_one_row_and_no_error(any_db: str) -> No
     code = (
         "import sys\n"
         "from edgeprof.storage.db import open_engine, new_session\n"
-        "from edgeprof.sweep.loop import get_or_create_device\n"
+        "from edgeprof.device.record import get_or_create_device\n"
         "e = open_engine(sys.argv[1])\n"
         "facts = {'hostname': 'same', 'machine_id': 'm', 'arch': 'aarch64'}\n"
         "for _ in range(20):\n"

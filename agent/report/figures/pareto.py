@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from edgeprof.plan.budget import QualityBudget
 from edgeprof.report.figures.plots import _message_png, _new_figure, _save, _series_name
-from edgeprof.report.recommend import QualityBudget
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
