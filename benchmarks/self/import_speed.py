@@ -9,7 +9,7 @@ repeated; the format is exactly the real one). Then it times, as child processes
 * ``edgeprof import-tegrastats LOG --db DB`` (the bulk path: sample blocks through ``storage.samples``),
 * ``edgeprof import-tegrastats LOG`` (the summary mode), with the child's peak RSS (bounded memory).
 
-Usage: python benchmarks/import_speed.py [--mb 100] [--out benchmarks/out/import]
+Usage: python benchmarks/self/import_speed.py [--mb 100] [--out benchmarks/out/import]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-CAPTURE = HERE.parent / "tests" / "fixtures" / "captures" / "tegrastats" / "agx-orin-64gb_jp6.2.1-r36.4.4_3.txt"
+REPO = Path(__file__).resolve().parents[2]
+CAPTURE = REPO / "tests" / "fixtures" / "captures" / "tegrastats" / "agx-orin-64gb_jp6.2.1-r36.4.4_3.txt"
 _CPU = re.compile(r"(\d+)%@(\d+)")
 _TEMP = re.compile(r"@(\d+\.\d+)C")
 _MW = re.compile(r"(\d+)mW/(\d+)mW")
@@ -76,7 +76,7 @@ def run(args: list[str]) -> dict[str, float | int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=100.0)
-    ap.add_argument("--out", type=Path, default=HERE / "out" / "import")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "import")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "synthetic-agx-orin.log"

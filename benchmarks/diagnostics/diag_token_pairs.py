@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12 diagnostic: does what edgeprof does between two decodes slow the next decode down?
+"""Decode-fidelity diagnostic: does what edgeprof does between two decodes slow the next decode down?
 
 One process, one context set up by the worker's own ``llama_worker._load``. Every rep decodes 64 tokens
 after a 128-token prompt; between two decodes the loop does either llama-bench's work (a random next
@@ -19,7 +19,7 @@ Each decode is timed by the wall clock around ``llama_decode`` + ``llama_synchro
 both sides of every ratio, so the ctypes cost cancels too. The time the work itself takes is printed
 beside it: it lies outside llama.cpp's ``t_eval`` counter, which edgeprof reports.
 
-Usage: python benchmarks/diag_token_pairs.py MODEL.gguf [--rounds 6] [--reps 10] [--threads 2]
+Usage: python benchmarks/diagnostics/diag_token_pairs.py MODEL.gguf [--rounds 6] [--reps 10] [--threads 2]
        [--work greedy,worker,spin50]
 """
 

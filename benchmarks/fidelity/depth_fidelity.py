@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Depth benchmark (issue 10): edgeprof's tg t/s and TTFT against context depth, beside ``llama-bench -d``.
+"""Depth benchmark: edgeprof's tg t/s and TTFT against context depth, beside ``llama-bench -d``.
 
 edgeprof: one plan with ``depth = [...]`` at a fixed ctx (default 8192), a ``prompt_tokens`` prompt of P
 tokens after the depth fill, then ``tg`` decode steps; tg t/s is the report's steady median. llama-bench:
@@ -13,9 +13,9 @@ round. On a shared, noisy machine read the ratios, not the absolute figures.
 
 Usage (repository root)::
 
-    benchmarks/build_llama_bench.sh                  # once
+    benchmarks/fidelity/build_llama_bench.sh         # once
     edgeprof models demo --size small --out DIR      # once
-    python benchmarks/depth_fidelity.py --models DIR --llama-bench PATH
+    python benchmarks/fidelity/depth_fidelity.py --models DIR --llama-bench PATH
 """
 
 from __future__ import annotations
@@ -28,17 +28,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from bracketing import bracketed
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+from common import OUT_DIR, REPO, log
 
 PLAN = """\
-# written by benchmarks/depth_fidelity.py
+# written by benchmarks/fidelity/depth_fidelity.py
 name = "depth-fidelity-{quant}"
 
 [matrix]
@@ -66,10 +63,6 @@ timeout_s = {timeout}
 cold_cache = "keep"
 {extra_run}
 """
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def run_llama_bench(args: argparse.Namespace, model: Path, depths_in: list[int]) -> dict[int, dict[str, Any]]:
@@ -246,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             print("paired: median over rounds of edgeprof / llama-bench (median reps; llama-bench = mean of the "
                   "runs before and after); fastest: the same for each side's fastest rep; stable (n): fastest "
                   f"over the n rounds whose two llama-bench runs agreed within ±{args.stable * 100:.0f} %")  # fmt: skip
-    out = args.out or HERE / "out" / f"depth-fidelity-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    out = args.out or OUT_DIR / f"depth-fidelity-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     results["host"] = {"cpus": os.cpu_count(), "loadavg": os.getloadavg()}
     out.write_text(json.dumps(results, indent=2))

@@ -11,7 +11,7 @@ llama.cpp to a multiple of 256), so ``llama-bench -n 64 -d 128`` runs at n_ctx 2
 llama.cpp stores V transposed and the attention reads V rows with a stride of n_ctx elements, so the same
 work at a larger n_ctx is slower; a plan with ctx = 512 is then not comparable with llama-bench.
 
-Usage: python benchmarks/ctx_effect.py [MODEL] [--rounds 8]
+Usage: python benchmarks/fidelity/ctx_effect.py [MODEL] [--rounds 8]
 """
 
 from __future__ import annotations

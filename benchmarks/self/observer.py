@@ -6,7 +6,7 @@ sampling at 10 Hz, once with telemetry off. Reported:
   * the sampler thread's CPU as % of one core (target <= 2 %),
   * the achieved sampling interval p99 vs the 100 ms target (target within 20 %).
 
-    .venv/bin/python benchmarks/observer.py [--rounds 5] [--models-dir /tmp/edgeprof-demo]
+    .venv/bin/python benchmarks/self/observer.py [--rounds 5] [--models-dir /tmp/edgeprof-demo]
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from edgeprof.gguf.demo import build_demo_models
+from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.report.rows import build_rows
+from edgeprof.stats import median
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep.telemetry import Telemetry
 
-from edgeprof.gguf.demo import build_demo_models  # noqa: E402
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan  # noqa: E402
-from edgeprof.report.rows import build_rows  # noqa: E402
-from edgeprof.stats import median  # noqa: E402
-from edgeprof.storage.db import new_session, open_engine  # noqa: E402
-from edgeprof.sweep.loop import run_plan  # noqa: E402
-from edgeprof.sweep.telemetry import Telemetry  # noqa: E402
+OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 
 PLAN = """
 name = "observer-{tag}"
@@ -111,7 +110,7 @@ def main() -> int:
         "interval_p99_ms_max": max(p99) if p99 else None,
         "target_interval_ms": 100.0,
     }
-    out = ROOT / "benchmarks" / "out"
+    out = OUT_DIR
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"observer-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(result, indent=2))

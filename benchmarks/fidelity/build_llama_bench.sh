@@ -4,7 +4,7 @@
 # same portable CPU flags edgeprof's llama-cpp-python build uses.
 #
 # Usage:
-#   benchmarks/build_llama_bench.sh [SDIST_TARBALL] [BUILD_ROOT]
+#   benchmarks/fidelity/build_llama_bench.sh [SDIST_TARBALL] [BUILD_ROOT]
 #
 #   SDIST_TARBALL  llama_cpp_python-<ver>.tar.gz; if omitted it is fetched with
 #                  `pip download --no-deps --no-binary :all: llama-cpp-python==<ver>`
@@ -15,16 +15,17 @@
 #
 # Prints the path of the llama-bench binary on its last line of stdout.
 # Environment: JOBS (default 2), PYTHON (default python3), TARGETS (default "llama-bench"; e.g.
-# "llama-bench llama-perplexity" also builds llama-perplexity for benchmarks/quality_vs_llama_perplexity.py,
+# "llama-bench llama-perplexity" also builds llama-perplexity for benchmarks/fidelity/quality_vs_llama_perplexity.py,
 # into the same bin/ folder).
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# benchmarks/out (git-ignored), where every benchmark writes
+out="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/out"
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-2}"
 TARGETS="${TARGETS:-llama-bench}"
 sdist="${1:-}"
-build_root="${2:-$here/out/llama-bench}"
+build_root="${2:-$out/llama-bench}"
 
 ver="${LLAMA_CPP_PYTHON_VERSION:-}"
 if [[ -z "$ver" ]]; then

@@ -1,4 +1,5 @@
-"""kill -9 during a schema migration, at random moments, on SQLite and PostgreSQL (issue 13).
+"""kill -9 during a schema migration, at random moments, on SQLite and PostgreSQL: an
+interrupted upgrade must leave a database that opens and upgrades again.
 
 Each trial: a DB at schema v2 holding synthetic rows (a device, a sweep, runs and N legacy sample rows, all
 labelled synthetic), so the later steps have real work (v7 backfills identities, the sample steps convert
@@ -6,7 +7,7 @@ rows); a child process runs `upgrade`; the parent SIGKILLs it a uniformly random
 it started. Then: the DB must open, be intact (SQLite integrity_check), record only whole versions, and a
 second `upgrade` must reach the head with the schema equal to the models and no row lost.
 
-    .venv/bin/python benchmarks/migration_kill.py --trials 25 --samples 40000 [--pg-url URL]
+    .venv/bin/python benchmarks/self/migration_kill.py --trials 25 --samples 40000 [--pg-url URL]
 
 Without --pg-url (or $EDGEPROF_TEST_PG_URL) it starts a throwaway server with scripts/pg_test_server.sh.
 """
@@ -28,8 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
 
 from sqlalchemy import create_engine, func, inspect, select, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402

@@ -9,13 +9,13 @@ Q4_K_M), the same text (edgeprof's default text), the same ctx, chunk count, bat
   PPL), then ``--kl-divergence`` for each variant against that file;
 * edgeprof: one sweep of a plan with a ``kind = "quality"`` workload over the four files.
 
-Checks (issue 9): mean KLD within 2 % relative (or 1e-4 absolute), same top within 0.5 percentage points,
-PPL within 0.5 % (each variant's, and the reference's).
+Checks: mean KLD within 2 % relative (or 1e-4 absolute), same top within 0.5 percentage points, PPL within
+0.5 % (each variant's, and the reference's).
 
 Usage (from the repository root, with the venv active)::
 
-    TARGETS="llama-bench llama-perplexity" benchmarks/build_llama_bench.sh   # once
-    python benchmarks/quality_vs_llama_perplexity.py                          # ~2 min on 2 quiet cores
+    TARGETS="llama-bench llama-perplexity" benchmarks/fidelity/build_llama_bench.sh   # once
+    python benchmarks/fidelity/quality_vs_llama_perplexity.py                          # ~2 min on 2 quiet cores
 
 Results are printed side by side and written to ``benchmarks/out/quality-<date>.json``; exit 1 when a check
 fails.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import glob
 import io
 import json
 import os
@@ -38,26 +37,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-OUT_DIR = HERE / "out"
+from common import OUT_DIR, built_tool, log
+
 VARIANTS = ("Q8_0", "Q5_K_M", "Q4_K_M")
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def find_tool(explicit: str | None) -> Path:
     if explicit:
         return Path(explicit)
-    found = sorted(glob.glob(str(OUT_DIR / "llama-bench" / "build-*" / "bin" / "llama-perplexity")))
+    found = built_tool("llama-perplexity")
     if found:
-        return Path(found[-1])
+        return found
     on_path = shutil.which("llama-perplexity")
     if on_path:
         return Path(on_path)
     sys.exit('llama-perplexity not found: run TARGETS="llama-bench llama-perplexity" '
-             "benchmarks/build_llama_bench.sh first (or pass --llama-perplexity)")
+             "benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-perplexity)")
 
 
 def _number(pattern: str, text: str, what: str) -> float:
@@ -69,7 +64,7 @@ def _number(pattern: str, text: str, what: str) -> float:
 
 
 # llama.cpp's logger (common/log.cpp) is a leaked singleton with a worker thread, so the last lines of a run,
-# the final statistics among them, are often lost when the process exits (the source says so, issue 22142).
+# the final statistics among them, are often lost when the process exits (the source says so).
 # A preloaded destructor that waits half a second at exit lets the worker write them; nothing else changes.
 SHIM_C = (
     "#include <unistd.h>\n"

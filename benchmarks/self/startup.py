@@ -1,6 +1,6 @@
 """Start-up time of the CLI: `edgeprof --help`, `edgeprof status`, `edgeprof --version`, interleaved rounds.
 
-    .venv/bin/python benchmarks/startup.py [--rounds 15] [--before-checkout DIR]
+    .venv/bin/python benchmarks/self/startup.py [--rounds 15] [--before-checkout DIR]
 
 `--before-checkout DIR` times an older checkout side by side (e.g. `git worktree add /tmp/old a82f996`);
 a checkout from before the `edgeprof` import name is run as `python -m agent.cli` with DIR on PYTHONPATH.
@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def command_for(checkout: Path | None) -> tuple[list[str], dict[str, str]]:

@@ -13,7 +13,7 @@ figures come from the stored rows exactly as the report reads them.
 
 Usage (repository root, venv active, llama-server built by scripts/setup.sh)::
 
-    nice -n 5 python benchmarks/serving_fidelity.py [--size small] [--requests 12] [--threads 2]
+    nice -n 5 python benchmarks/fidelity/serving_fidelity.py [--size small] [--requests 12] [--threads 2]
 
 Prints a table and writes ``benchmarks/out/serving-fidelity-<date>.json``.
 """
@@ -28,10 +28,8 @@ import os
 import platform
 import statistics
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "out"
+from common import OUT_DIR
 
 PLAN = """
 name = "serving-fidelity"
@@ -94,10 +92,10 @@ def main() -> int:
     if server is None:
         print(f"serving_fidelity: no llama-server: {where}", file=sys.stderr)
         return 2
-    models = build_demo_models(OUT / f"demo-{args.size}", args.size)
+    models = build_demo_models(OUT_DIR / f"demo-{args.size}", args.size)
     model = models[args.quant]
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    db = OUT / f"serving-fidelity-{stamp}.db"
+    db = OUT_DIR / f"serving-fidelity-{stamp}.db"
     text = PLAN.format(
         model=model,
         label=f"{args.size}-{args.quant.lower()}",
@@ -108,7 +106,7 @@ def main() -> int:
         steady=args.steady,
         requests=args.requests,
     )
-    plan = parse_plan(text, source=str(OUT / "serving-fidelity.toml"), base=OUT)
+    plan = parse_plan(text, source=str(OUT_DIR / "serving-fidelity.toml"), base=OUT_DIR)
     engine = open_engine(db)
     # Rounds alternate the two runners in time (each round: in-process, then the server), so that a noisy
     # stretch of a shared machine hits both; the figures are over all rounds' requests / reps.
@@ -193,8 +191,8 @@ def main() -> int:
         "within_10pct": ratio is not None and abs(ratio - 1.0) <= 0.10,
         "db": str(db),
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    out = OUT / f"serving-fidelity-{stamp}.json"
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = OUT_DIR / f"serving-fidelity-{stamp}.json"
     out.write_text(json.dumps(result, indent=2, default=str))
 
     def fmt(d: dict[str, float | int | None]) -> str:

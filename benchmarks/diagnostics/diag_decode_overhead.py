@@ -18,7 +18,7 @@ If ``tg_bench`` ~ llama-bench and ``tg_sampled_counter`` ~ ``tg_bench``, the wor
 any remaining gap in ``fidelity.py`` comes from the edgeprof harness around the worker (for example the
 telemetry sampler thread competing for the two cores).
 
-Usage: python benchmarks/diag_decode_overhead.py MODEL.gguf [--iters 15] [--llama-bench PATH]
+Usage: python benchmarks/diagnostics/diag_decode_overhead.py MODEL.gguf [--iters 15] [--llama-bench PATH]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ plus, now and then, a plan with a missing model, and samples the agent's RSS eve
 ``--minutes`` it sends SIGTERM and prints a summary: runs by status, samples stored, DB size, the agent's RSS
 over time, the integrity check.
 
-    .venv/bin/python benchmarks/soak.py --minutes 30 [--out benchmarks/out]
+    .venv/bin/python benchmarks/self/soak.py --minutes 30 [--out benchmarks/out]
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from edgeprof.gguf.demo import build_demo_models
 
-from agent.demo_models import build_demo_models  # noqa: E402
+OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 
 PLAN = """
 name = "soak-{n}"
@@ -53,10 +52,22 @@ idle_s = 2
 """
 
 
+def stored_samples(con: sqlite3.Connection) -> int:
+    """Telemetry readings in the DB: the values inside the sample blocks live telemetry writes, plus any rows
+    of the one-row-per-reading ``sample`` table of older schemas."""
+    tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    n = 0
+    if "sample_block" in tables:
+        n += con.execute("SELECT coalesce(sum(n_values), 0) FROM sample_block").fetchone()[0]
+    if "sample" in tables:
+        n += con.execute("SELECT count(*) FROM sample").fetchone()[0]
+    return int(n)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=30.0)
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    ap.add_argument("--out", type=Path, default=OUT_DIR)
     ap.add_argument("--models-dir", type=Path, default=Path(tempfile.gettempdir()) / "edgeprof-demo")
     args = ap.parse_args()
     paths = build_demo_models(args.models_dir, "small")
@@ -100,7 +111,7 @@ def main() -> int:
         "sweeps": con.execute("SELECT count(*) FROM sweep").fetchone()[0],
         "runs_by_status": runs,
         "measurements": con.execute("SELECT count(*) FROM measurement").fetchone()[0],
-        "samples": con.execute("SELECT count(*) FROM sample").fetchone()[0],
+        "samples": stored_samples(con),
         "db_mb": round(sum(p.stat().st_size for p in work.glob("soak.db*")) / 2**20, 1),
         "integrity_check": con.execute("PRAGMA integrity_check").fetchone()[0],
         "agent_rss_mb": {

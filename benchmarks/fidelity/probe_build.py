@@ -8,18 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from common import OUT_DIR, latest_build
+
 HERE = Path(__file__).resolve().parent
 
 
 def build_probe(name: str) -> Path:
-    builds = sorted((HERE / "out" / "llama-bench").glob("build-*"))
-    if not builds:
-        sys.exit("run benchmarks/build_llama_bench.sh first")
-    build = builds[-1]
+    build = latest_build()
+    if build is None:
+        sys.exit("run benchmarks/fidelity/build_llama_bench.sh first")
     src = next((build.parent / "src").glob("*/vendor/llama.cpp"))
     libdir = build / "bin"
     source = HERE / f"{name}.cpp"
-    exe = HERE / "out" / name
+    exe = OUT_DIR / name
     newest = max(source.stat().st_mtime, (HERE / "probe_common.h").stat().st_mtime)
     if not exe.exists() or exe.stat().st_mtime < newest:
         cmd = [

@@ -4,8 +4,8 @@
 One process, one model, one context; every round runs each variant once, in a shuffled order, so a shared
 machine's drift hits them alike. A variant is (threadpool, driver):
 
-* threadpool ``disposable``: none attached (what edgeprof's worker did before issue 12): ggml builds and
-  joins a pool of n_threads-1 OS threads inside every graph computation, i.e. once per decoded token;
+* threadpool ``disposable``: none attached (what edgeprof's worker did before it attached one): ggml builds
+  and joins a pool of n_threads-1 OS threads inside every graph computation, i.e. once per decoded token;
 * ``pool-poll0`` / ``pool-poll50``: one persistent pool attached with ``llama_attach_threadpool``
   (``runners/threadpool.py``), its workers sleeping at once (poll 0) or spinning briefly first (poll 50,
   llama-bench's and llama-server's default);
@@ -17,7 +17,7 @@ and the time from the end of one decode to the start of the next (``gap_ms``: sa
 separately for the first decode after the prefill, and llama.cpp's own counter (``t_eval_ms``), which is
 what edgeprof reports. It also reports 63- vs 64-step runs (n_predict 64 vs 65).
 
-Usage: python benchmarks/diag_decode_timeline.py MODEL.gguf [--rounds 9] [--threads 2] [--json OUT]
+Usage: python benchmarks/diagnostics/diag_decode_timeline.py MODEL.gguf [--rounds 9] [--threads 2] [--json OUT]
 """
 
 from __future__ import annotations

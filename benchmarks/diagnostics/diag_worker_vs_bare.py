@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12 diagnostic: edgeprof's own request code against a bare llama-bench-style loop, on ONE context.
+"""Decode-fidelity diagnostic: edgeprof's own request code against a bare llama-bench-style loop, on ONE context.
 
 Everything runs in one process on one llama.cpp context set up exactly as edgeprof's worker sets it up
 (``llama_worker._load``: the plan's parameters, llama-bench's context values, the attached threadpool, the
@@ -15,7 +15,7 @@ log capture). Interleaved rounds, the variants' order alternating, compare tg t/
 If ``worker`` ≈ ``bare`` ≈ ``restore``, whatever separates edgeprof's figure from llama-bench's is outside
 the request code (the process around it, the host), not in how edgeprof drives llama.cpp.
 
-Usage: python benchmarks/diag_worker_vs_bare.py MODEL.gguf [--rounds 20] [--reps 10] [--threads 2]
+Usage: python benchmarks/diagnostics/diag_worker_vs_bare.py MODEL.gguf [--rounds 20] [--reps 10] [--threads 2]
 """
 
 from __future__ import annotations

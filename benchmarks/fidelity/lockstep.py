@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 12: edgeprof's pp and tg figures against llama-bench's loops, timed in lock-step across two processes.
+"""Lock-step fidelity: edgeprof's pp and tg figures against llama-bench's loops, timed in lock-step across two processes.
 
 ``fidelity.py`` compares whole runs a few seconds apart, and this host flips between a fast and a slow
 state for seconds at a time, so one round's ratio is ≈ 1.0, ≈ 1.3 or ≈ 0.75 depending on where the flips
@@ -25,8 +25,8 @@ While one side decodes the other waits on a pipe, so each rep starts with sleepi
 holds the other process's weights: the same for both sides, and the reason the absolute t/s here are
 below llama-bench's back-to-back figures. The ratio is the result.
 
-Usage: python benchmarks/lockstep.py [--quants q8_0,q5_k_m,q4_k_m] [--sessions 8] [--pairs 40] [--control]
-       [--threads 2] [--gap-ms 20] [--models-dir DIR] [--json out/lockstep-<date>.json]
+Usage: python benchmarks/fidelity/lockstep.py [--quants q8_0,q5_k_m,q4_k_m] [--sessions 8] [--pairs 40] [--control]
+       [--threads 2] [--gap-ms 20] [--models-dir DIR] [--json benchmarks/out/lockstep-<date>.json]
 """
 
 from __future__ import annotations
@@ -46,11 +46,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from fidelity import PLAN_TEMPLATE, ensure_models, log, pad256  # noqa: E402
-from probe_build import build_probe  # noqa: E402
+from common import OUT_DIR, log
+from fidelity import PLAN_TEMPLATE, ensure_models, pad256
+from probe_build import build_probe
 
 METRICS = ("tg", "pp")
 
@@ -271,7 +269,7 @@ def main() -> int:
     )
     ap.add_argument("--models-dir", default=str(Path.home() / ".local/share/edgeprof/models"))
     ap.add_argument("--timeout", type=float, default=1800.0)
-    ap.add_argument("--json", help="write everything here (default out/lockstep-<time>.json)")
+    ap.add_argument("--json", help="write everything here (default benchmarks/out/lockstep-<time>.json)")
     args = ap.parse_args()
 
     exe = build_probe("lockstep_probe")
@@ -329,7 +327,7 @@ def main() -> int:
                 )
                 print(f"{quant:8s} {name:26s} {metric:3s} {len(ratios):5d} {row['paired_ratio_median']:13.4f} "
                       f"{lo:7.4f}–{hi:.4f} {min(sess):7.3f}–{max(sess):.3f} {vs_counter}")  # fmt: skip
-    out = Path(args.json) if args.json else HERE / "out" / f"lockstep-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
+    out = Path(args.json) if args.json else OUT_DIR / f"lockstep-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "benchmark": "edgeprof vs llama-bench's pp and tg loops, lock-step", "settings": vars(args),

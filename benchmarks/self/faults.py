@@ -1,7 +1,8 @@
-"""Fault injection against the real CLI (issue 11): kill -9 of `edgeprof run` at random moments, and two
-concurrent writers of one plan, each followed by a resume; then the four counters that must stay at zero.
+"""Fault injection against the real CLI, for the unattended night's promise (nothing lost, nothing left
+`running`): kill -9 of `edgeprof run` at random moments, and two concurrent writers of one plan, each
+followed by a resume; then the four counters that must stay at zero.
 
-    .venv/bin/python benchmarks/faults.py [--kills 20] [--pairs 10] [--seed 1] [--out DIR]
+    .venv/bin/python benchmarks/self/faults.py [--kills 20] [--pairs 10] [--seed 1] [--out DIR]
 
 Bounded: the tiny demo models (built once into DIR), 4 configs per plan, no telemetry; about 5 minutes on a
 2-core VM. Prints one line per trial and the totals:

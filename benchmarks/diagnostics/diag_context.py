@@ -6,12 +6,8 @@ and its deterministic prompt."""
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

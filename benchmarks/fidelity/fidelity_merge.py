@@ -5,7 +5,7 @@ On a shared machine whose speed flips between states for seconds at a time, one 
 rounds is still partly a coin flip; pooling the rounds of several runs (taken at different times) gives
 steadier medians.  Files whose settings differ (other than rounds) from the first one are refused.
 
-Usage: python benchmarks/fidelity_merge.py benchmarks/out/fidelity-A.json benchmarks/out/fidelity-B.json ...
+Usage: python benchmarks/fidelity/fidelity_merge.py benchmarks/out/fidelity-A.json benchmarks/out/fidelity-B.json ...
 """
 
 from __future__ import annotations

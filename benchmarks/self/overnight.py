@@ -12,7 +12,7 @@ the way live telemetry is (one block per 2-s sampler flush through ``storage.sam
 wall time and the child's CPU time (user+sys): on a shared 2-core VM the wall time mostly measures the
 neighbours, the CPU time what the command costs. It also measures the live write path's CPU cost at 10 Hz.
 
-Usage: python benchmarks/overnight.py [--samples 10000000] [--out benchmarks/out/overnight] [--repeat 3]
+Usage: python benchmarks/self/overnight.py [--samples 10000000] [--out benchmarks/out/overnight] [--repeat 3]
 Results: a table on stdout and ``<out>/overnight-<date>.json``.
 """
 
@@ -57,7 +57,7 @@ from edgeprof.storage.samples import (
 )
 from edgeprof.telemetry.sampler import SampleRow
 
-HERE = Path(__file__).resolve().parent
+OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 QUANTS = ("q8_0", "q5_k_m", "q4_k_m")
 INTERVAL_S = 0.2
 FLUSH_TICKS = 10  # the sampler flushes every 2 s
@@ -312,7 +312,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=10_000_000)
     ap.add_argument("--configs", type=int, default=100)
-    ap.add_argument("--out", type=Path, default=HERE / "out" / "overnight")
+    ap.add_argument("--out", type=Path, default=OUT_DIR / "overnight")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reuse", action="store_true", help="time an existing DB instead of rebuilding it")
     ap.add_argument("--seed", type=int, default=0)

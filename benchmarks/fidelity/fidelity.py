@@ -24,8 +24,8 @@ fast and a slow state for seconds at a time, stayed in one state around the edge
 
 Usage (from the repository root, with the venv active)::
 
-    benchmarks/build_llama_bench.sh            # once; prints the llama-bench path
-    python benchmarks/fidelity.py              # ~3 min on 2 cores with the defaults (5 rounds x 10 reps)
+    benchmarks/fidelity/build_llama_bench.sh   # once; prints the llama-bench path
+    python benchmarks/fidelity/fidelity.py     # ~3 min on 2 cores with the defaults (5 rounds x 10 reps)
 
 Results are printed as a table and written to ``benchmarks/out/fidelity-<date>.json``.
 """
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import glob
 import json
 import os
 import platform
@@ -48,18 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from bracketing import bracketed
+from common import OUT_DIR, REPO, built_tool, log
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-OUT_DIR = HERE / "out"
 QUANTS = ("q8_0", "q5_k_m", "q4_k_m")
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def pad256(n: int) -> int:
@@ -78,14 +71,14 @@ def find_llama_bench(explicit: str | None) -> Path:
         if not os.access(path, os.X_OK):
             sys.exit(f"llama-bench not executable: {path}")
         return path
-    found = sorted(glob.glob(str(OUT_DIR / "llama-bench" / "build-*" / "bin" / "llama-bench")))
+    found = built_tool("llama-bench")
     if found:
-        return Path(found[-1])
+        return found
     on_path = shutil.which("llama-bench")
     if on_path:
         log(f"WARNING: using llama-bench from PATH ({on_path}); it may not be the llama.cpp edgeprof runs")
         return Path(on_path)
-    sys.exit("llama-bench not found: run benchmarks/build_llama_bench.sh first (or pass --llama-bench)")
+    sys.exit("llama-bench not found: run benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-bench)")
 
 
 def edgeprof_cmd() -> list[str]:
@@ -176,7 +169,7 @@ def run_llama_bench(llama_bench: Path, model: Path, args: argparse.Namespace, ki
 # ------------------------------------------------------------------------------------------- edgeprof
 
 PLAN_TEMPLATE = """\
-# written by benchmarks/fidelity.py
+# written by benchmarks/fidelity/fidelity.py
 name = "fidelity-{quant}"
 
 [matrix]

@@ -1,13 +1,13 @@
-"""Scale of a central PostgreSQL DB (issue 13): fill it with SYNTHETIC rows for D devices x S sweeps, each
-sweep R runs (cold + steady measurements) and N telemetry samples (stored as issue 12's compressed sample
-blocks, so N readings per sweep are what a real sweep of that length would store), then time what a fleet
-user runs: ``sweeps``, ``sweeps --device``, ``report --sweep``, ``compare`` (two devices) and
+"""Scale of a central PostgreSQL DB that every device pushes to: fill it with SYNTHETIC rows for D devices x
+S sweeps, each sweep R runs (cold + steady measurements) and N telemetry samples (stored as compressed sample
+blocks, as live telemetry is, so N readings per sweep are what a real sweep of that length would store), then
+time what a fleet user runs: ``sweeps``, ``sweeps --device``, ``report --sweep``, ``compare`` (two devices) and
 ``status --device``.
 
 Every row is labelled synthetic (hostnames ``synthetic-NN``, sweep names ``synthetic-scale``). The sample
 payload is one real encoded block (random-walk temperatures and powers) reused for every run.
 
-    .venv/bin/python benchmarks/fleet_scale.py --devices 50 --sweeps 100 --samples 100000 [--pg-url URL]
+    .venv/bin/python benchmarks/self/fleet_scale.py --devices 50 --sweeps 100 --samples 100000 [--pg-url URL]
 
 Timings are wall clock of the CLI as a user runs it (`python -m edgeprof ...`, Python start included) and,
 separately, of the query function inside one process; min/median/max of --repeat runs.
@@ -32,7 +32,7 @@ import numpy as np
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 from edgeprof.storage.migrations import upgrade  # noqa: E402
 from edgeprof.storage.samples import CODEC, encode_arrays  # noqa: E402
