@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgeprof.gguf.demo import build_demo_models  # noqa: E402
 from edgeprof.plan.parse import Collect, Cooldown, parse_plan  # noqa: E402
-from edgeprof.report.rows import build_rows  # noqa: E402
+from edgeprof.report import build_rows  # noqa: E402
 from edgeprof.stats import median  # noqa: E402
 from edgeprof.storage.db import new_session, open_engine  # noqa: E402
 from edgeprof.sweep.loop import run_plan  # noqa: E402
