@@ -276,7 +276,7 @@ def report(
 
     On a terminal the table fits its width: columns with no data are left out, columns with one value in
     every row are said once above it, and the least telling columns are left out (and named) when needed."""
-    from edgeprof.report.rows import (
+    from edgeprof.report import (
         RENDERERS,
         ColumnError,
         ReportError,
@@ -299,7 +299,7 @@ def report(
         try:
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
-                from edgeprof.report.html import write_html
+                from edgeprof.report import write_html
 
                 sweep_id = sweep if sweep is not None else latest_sweep_id(session)
                 assert sweep_id is not None  # build_rows raised otherwise
@@ -358,8 +358,7 @@ def compare(
     ] = None,
 ) -> None:
     """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
-    from edgeprof.report.compare import compare_sweeps, render_compare
-    from edgeprof.report.rows import ReportError
+    from edgeprof.report import ReportError, compare_sweeps, render_compare
     from edgeprof.storage.db import new_session
 
     devices = list(device or [])
@@ -388,7 +387,7 @@ def analyse(
     sweep: Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")] = None,
 ) -> None:
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
-    from edgeprof.report.rows import latest_sweep_id
+    from edgeprof.report import latest_sweep_id
     from edgeprof.storage.db import default_db_path, new_session
     from edgeprof.storage.guard import sqlite_path_of
     from edgeprof.storage.models import Sweep
@@ -488,7 +487,7 @@ def demo(
 ) -> None:
     """Build the demo models if missing, sweep Q8_0/Q5_K_M/Q4_K_M x two ctx sizes, print the report."""
     from edgeprof.plan.parse import PlanError, default_threads, parse_plan
-    from edgeprof.report.rows import build_rows, render_table
+    from edgeprof.report import build_rows, render_table
     from edgeprof.storage.db import new_session
 
     out = models_dir or data_dir() / "models"

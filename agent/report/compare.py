@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.report.rows import build_rows
-from edgeprof.report.tables import drop_constant_columns, render_grid
+from edgeprof.report.tables import drop_constant_columns, md_table, render_grid
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement
 
@@ -74,7 +74,7 @@ def caveat_of(row: Mapping[str, Any] | None) -> str | None:
 
 
 def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    # issue 10: rows at another context depth are other configs; a row from before the depth axis ran at 0
+    # rows at another context depth are other configs; a row from before the depth axis ran at depth 0
     return (*(row.get(k) for k in MATCH_KEYS), row.get("depth") or 0)
 
 
@@ -161,7 +161,7 @@ def compare_sweeps(
 ) -> list[dict[str, Any]]:
     """Match the configs of sweeps ``a_id`` and ``b_id``; see the module docstring. Raises
     ``edgeprof.report.rows.ReportError`` for an unknown sweep. ``session_b``: B lives in another database
-    (issue 13: two devices' files, or a device's file against the central DB)."""
+    (two devices' files, or a device's file against the central DB)."""
     other = session_b if session_b is not None else session
     a_rows = _with_ttft_range(session, build_rows(session, a_id))
     b_rows = _with_ttft_range(other, build_rows(other, b_id))
@@ -247,8 +247,7 @@ def render_compare(rows: Sequence[Mapping[str, Any]], fmt: str = "table") -> str
     cells = [_cells(r) for r in matched]
     unmatched = _unmatched(rows)
     if fmt == "md":
-        lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+        lines = md_table(_HEADERS, cells)
         lines += ["", f"_{LEGEND}_"]
         if unmatched:
             lines += ["", "**Unmatched configs:**", ""] + [f"- {u}" for u in unmatched]

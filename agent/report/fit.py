@@ -1,4 +1,5 @@
-"""Report fields of issue 9 part B: predicted vs measured memory, achieved bandwidth, the recommendation.
+"""Report fields that answer "will it fit, and how close to the memory bandwidth does it run": predicted vs
+measured memory, achieved bandwidth, and the recommendation.
 
 - ``mem_predicted_mb`` / ``mem_available_mb``: what agent/gguf/memory.py predicted before the config ran and
   what MemAvailable said then (a ``skipped_memory`` row has both and nothing measured);
@@ -26,17 +27,6 @@ from edgeprof.report.recommend import (
 )
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Run, Sweep
-
-FIT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("mem_predicted_mb", "number|null"),
-    ("mem_available_mb", "number|null"),
-    ("bw_gbps", "number|null"),
-    ("bw_pct", "number|null"),
-    ("bw_probe_gbps", "number|null"),
-    ("bw_datasheet_gbps", "number|null"),
-    ("bw_datasheet_pct", "number|null"),
-    ("recommendation", "string|null"),
-)
 
 
 def _pct(value: float | None, of: float | None) -> float | None:
@@ -88,24 +78,6 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
 
 def recommendation_lines(rows: list[dict[str, Any]]) -> list[str]:
     return list(rows[0].get("_recommendation_lines") or []) if rows else []
-
-
-def fmt_memory(row: dict[str, Any]) -> str:
-    """'pred/peak' MiB: the prediction beside the measured peak RSS ('—' for either not there)."""
-    pred, peak = row.get("mem_predicted_mb"), row.get("peak_rss_mb")
-    if pred is None and peak is None:
-        return "—"
-    left = f"{pred:.0f}" if pred is not None else "—"
-    right = f"{peak:.0f}" if peak is not None else "—"
-    return f"{left}/{right}"
-
-
-def fmt_bandwidth(row: dict[str, Any]) -> str:
-    """'12.3 (25%)': achieved GB/s and its share of the measured bandwidth."""
-    if row.get("bw_gbps") is None:
-        return "—"
-    pct = f" ({row['bw_pct']:.0f}%)" if row.get("bw_pct") is not None else ""
-    return f"{row['bw_gbps']:.1f}{pct}"
 
 
 def bandwidth_note(rows: list[dict[str, Any]], session: Session | None = None) -> str | None:

@@ -1,5 +1,5 @@
-"""Report fields that say where a row was measured (issue 13): the device and the build of each row, so a
-report or CSV out of a central database with many devices stays unambiguous."""
+"""Report fields that say where a row was measured: the device and the build of each row, so a report or
+CSV out of a central database with many devices (a fleet pushing to one database) stays unambiguous."""
 
 from __future__ import annotations
 
@@ -10,20 +10,10 @@ from sqlalchemy.orm import Session
 
 from edgeprof.storage.models import Build, Device, Run, Sweep
 
-# Appended to the report's JSON contract (report schema v8).
-FLEET_FIELDS: tuple[tuple[str, str], ...] = (
-    ("device_hostname", "string|null"),
-    ("device_board_model", "string|null"),
-    ("device_l4t_release", "string|null"),
-    ("device_uid", "string|null"),
-    ("build_llama_cpp_python", "string|null"),
-    ("build_backend", "string|null"),
-    ("sweep_uid", "string|null"),
-)
-
 
 def attach_fleet(session: Session, rows: list[dict[str, Any]]) -> None:
-    """Fill the FLEET_FIELDS of each row from its run's sweep, device and build (null where unknown)."""
+    """Fill the device and build fields of each row from its run's sweep, device and build (null where
+    unknown)."""
     run_ids = [r["run_id"] for r in rows if r.get("run_id") is not None]
     found: dict[int, Any] = {}
     if run_ids:

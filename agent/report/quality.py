@@ -1,4 +1,4 @@
-"""Report fields of the quality runs (issue 9): KLD, same top token and perplexity vs the reference.
+"""Report fields of the quality runs: KLD, same top token and perplexity vs the reference.
 
 A quality run's own row carries its figures; every speed row of the same model label in the sweep carries
 the same figures too (``quality_run_id`` says which run they come from), so that "Q4_K_M: 31 t/s, KLD 0.03,
@@ -14,41 +14,36 @@ from sqlalchemy.orm import Session
 
 from edgeprof.storage.models import QualityResult
 
-# (report field, QualityResult column or None, JSON type); appended to the report's fields in this order.
-_MAP: tuple[tuple[str, str, str], ...] = (
-    ("kld_mean", "kld_mean", "number|null"),
-    ("kld_se", "kld_se", "number|null"),
-    ("kld_median", "kld_median", "number|null"),
-    ("kld_p90", "kld_p90", "number|null"),
-    ("kld_p95", "kld_p95", "number|null"),
-    ("kld_p99", "kld_p99", "number|null"),
-    ("kld_max", "kld_max", "number|null"),
-    ("same_top_pct", "same_top_pct", "number|null"),
-    ("dp_top_mean", "dp_top_mean", "number|null"),
-    ("dp_top_p99", "dp_top_p99", "number|null"),
-    ("ppl", "ppl", "number|null"),
-    ("ppl_se", "ppl_se", "number|null"),
-    ("ppl_ref", "ppl_ref", "number|null"),
-    ("ppl_ref_se", "ppl_ref_se", "number|null"),
-    ("delta_ppl", "delta_ppl", "number|null"),
-    ("delta_ppl_se", "delta_ppl_se", "number|null"),
-    ("ln_ppl_ratio", "ln_ppl_ratio", "number|null"),
-    ("ln_ppl_ratio_se", "ln_ppl_ratio_se", "number|null"),
-    ("quality_n_tokens", "n_tokens", "integer|null"),
-    ("quality_ctx", "ctx", "integer|null"),
-    ("quality_chunks", "n_chunks", "integer|null"),
-    ("quality_text_sha256", "text_sha256", "string|null"),
-    ("quality_reference_label", "reference_label", "string|null"),
-)
-
-QUALITY_FIELDS: tuple[tuple[str, str], ...] = (
-    *((name, kind) for name, _col, kind in _MAP),
-    ("quality_run_id", "integer|null"),
+# report field -> the QualityResult column it is read from (the fields' types: edgeprof.report.columns).
+_MAP: tuple[tuple[str, str], ...] = (
+    ("kld_mean", "kld_mean"),
+    ("kld_se", "kld_se"),
+    ("kld_median", "kld_median"),
+    ("kld_p90", "kld_p90"),
+    ("kld_p95", "kld_p95"),
+    ("kld_p99", "kld_p99"),
+    ("kld_max", "kld_max"),
+    ("same_top_pct", "same_top_pct"),
+    ("dp_top_mean", "dp_top_mean"),
+    ("dp_top_p99", "dp_top_p99"),
+    ("ppl", "ppl"),
+    ("ppl_se", "ppl_se"),
+    ("ppl_ref", "ppl_ref"),
+    ("ppl_ref_se", "ppl_ref_se"),
+    ("delta_ppl", "delta_ppl"),
+    ("delta_ppl_se", "delta_ppl_se"),
+    ("ln_ppl_ratio", "ln_ppl_ratio"),
+    ("ln_ppl_ratio_se", "ln_ppl_ratio_se"),
+    ("quality_n_tokens", "n_tokens"),
+    ("quality_ctx", "ctx"),
+    ("quality_chunks", "n_chunks"),
+    ("quality_text_sha256", "text_sha256"),
+    ("quality_reference_label", "reference_label"),
 )
 
 
 def _values(qr: QualityResult | None, run_id: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {name: (getattr(qr, col) if qr is not None else None) for name, col, _k in _MAP}
+    out: dict[str, Any] = {name: (getattr(qr, col) if qr is not None else None) for name, col in _MAP}
     out["quality_run_id"] = run_id if qr is not None else None
     return out
 
@@ -74,12 +69,3 @@ def attach_quality(session: Session, rows: list[dict[str, Any]]) -> None:
             continue
         source = by_label.get(row["model_label"])
         row.update(_values(results.get(source) if source is not None else None, source))
-
-
-def fmt_quality(row: dict[str, Any]) -> str:
-    """'KLD 0.0312 / 92.1 %' for a table cell; 'reference' for the reference itself; '—' when none."""
-    if row.get("kld_mean") is None:
-        return "—"
-    if row.get("quality_reference_label") == row.get("model_label"):
-        return "reference"
-    return f"{row['kld_mean']:.4f} / {row['same_top_pct']:.1f}%"

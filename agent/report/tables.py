@@ -65,3 +65,13 @@ def render_grid(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     lines = [SEP.join(r[i].ljust(widths[i]) for i in range(len(widths))).rstrip() for r in grid]
     lines.insert(1, SEP.join("-" * w for w in widths))
     return lines
+
+
+def md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table: headers as given, every cell's '|' escaped."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in rows]

@@ -1,4 +1,5 @@
-"""Report pieces for issue 10: tokens out and EOS beside n_predict, the parameters in effect, depth curves.
+"""Report pieces for workloads as users run them: tokens out and EOS beside n_predict, the parameters in
+effect, depth curves.
 
 A row that stopped at EOS after 20 of 64 tokens must not read like the others: tokens out (median and min over
 the steady reps), how many reps ended at EOS, and whether EOS was ignored are shown beside n_predict. Depth
@@ -13,34 +14,9 @@ from typing import Any
 
 from edgeprof.stats import Summary, median
 
-# (field, JSON type), appended to the report schema (agent/report/rows.py)
-WORKLOAD_FIELDS: tuple[tuple[str, str], ...] = (
-    ("depth", "integer|null"),
-    ("tokens_out_median", "number|null"),
-    ("tokens_out_min", "integer|null"),
-    ("eos_count", "integer"),
-    ("finish_reasons", "string|null"),
-    ("ignore_eos", "boolean|null"),
-    ("prompt_n_tokens", "integer|null"),
-    ("prompt_sha256", "string|null"),
-    ("parse_special", "boolean|null"),
-    ("kv_used_cells", "integer|null"),
-    ("kv_cache_mib", "number|null"),
-    ("n_ctx_effective", "integer|null"),
-    ("swa_full", "boolean|null"),
-    ("kv_unified", "boolean|null"),
-    ("offload_kqv", "boolean|null"),
-    ("op_offload", "boolean|null"),
-    ("poll", "integer|null"),
-    ("n_seq_max", "integer|null"),
-)
-
-# Same-config matching for the reference comparison also needs these: depth 4096 is compared with depth 4096.
-PARAM_KEYS_EXTRA = ("depth", "swa_full", "kv_unified", "offload_kqv", "op_offload", "poll", "n_seq_max")
-
 
 def workload_fields(run: Any, steady: Sequence[Any]) -> dict[str, Any]:
-    """The issue-10 report fields of one run (NULL where a run recorded before them did not store them)."""
+    """The workload report fields of one run (NULL where a run recorded before them did not store them)."""
     effective = json.loads(run.effective_json) if run.effective_json else {}
     outs = [m.tokens_out for m in steady if m.tokens_out is not None]
     reasons: dict[str, int] = {}
@@ -77,20 +53,6 @@ def output_until_eos(tokens: list[int], first_eos_index: int | None) -> list[int
     if first_eos_index is None:
         return tokens
     return tokens[: first_eos_index + 1]
-
-
-def fmt_tokens_out(row: Mapping[str, Any]) -> str:
-    """'64/64', or '20/64 eos 5/5' when reps stopped at EOS; '(eos ignored)' marks synthetic runs."""
-    if row.get("tokens_out_median") is None:
-        return "—"
-    med = row["tokens_out_median"]
-    text = f"{med:g}/{row['n_predict']}"
-    if row.get("eos_count"):
-        total = sum(int(p.split(":")[1]) for p in (row.get("finish_reasons") or "").split(",") if ":" in p)
-        text += f" eos {row['eos_count']}/{total}"
-    if row.get("ignore_eos"):
-        text += " (eos ignored)"
-    return text
 
 
 def depth_curves(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -135,8 +97,10 @@ def render_depth_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         pts = curve["points"]
         lines.append(f"{curve['model_label']} ({curve['quant']}) wl={curve['workload']} ctx={curve['ctx']}:")
         for p in pts:
-            tg = "—" if p["tg_tps_median"] is None else (
-                f"{p['tg_tps_median']:.1f} [{p['tg_tps_min']:.1f}–{p['tg_tps_max']:.1f}] n={p['n']}"
+            tg = (
+                "—"
+                if p["tg_tps_median"] is None
+                else (f"{p['tg_tps_median']:.1f} [{p['tg_tps_min']:.1f}–{p['tg_tps_max']:.1f}] n={p['n']}")
             )
             ttft = "—" if p["ttft_ms_p50"] is None else f"{p['ttft_ms_p50']:.1f}"
             lines.append(f"  depth {p['depth']:>6}: tg t/s {tg}   TTFT p50 {ttft} ms")

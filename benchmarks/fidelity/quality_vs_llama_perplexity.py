@@ -152,7 +152,7 @@ def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, 
                   work: Path) -> dict[str, Any]:
     os.environ["EDGEPROF_CACHE_DIR"] = str(work / "cache")
     from edgeprof.plan.parse import parse_plan
-    from edgeprof.report.rows import build_rows
+    from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.sweep.loop import run_plan
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from edgeprof.gguf.demo import build_demo_models
 from edgeprof.plan.parse import Collect, Cooldown, parse_plan
-from edgeprof.report.rows import build_rows
+from edgeprof.report import build_rows
 from edgeprof.stats import median
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.sweep.loop import run_plan

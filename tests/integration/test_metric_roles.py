@@ -114,12 +114,13 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
     from sqlalchemy import select
 
     from edgeprof.plan.parse import Collect, Cooldown, parse_plan
-    from edgeprof.report.figures import plots
+    from edgeprof.report.figures import timeline as plots
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
     from edgeprof.sweep.loop import run_plan
     from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.verdicts.judge import stored_roles
 
     # the "one registry line"
     monkeypatch.setattr(registry, "PLATFORM_COLLECTORS", [*registry.PLATFORM_COLLECTORS, FakeHwmonBoard])
@@ -172,8 +173,9 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
         evidence = json.loads(throttle.evidence_json)
         assert "hwmon0.edge_c" in evidence["temperature"]["zones"]
         assert evidence["clocks"]["domains"]["cpu"]["metrics"] == ["hwmon0.sclk_mhz"]
-        # plots: the timeline's panels
-        panels = plots.timeline_panels(plots._load_samples(s, run.sweep_id))
+        # plots: the timeline's panels, by the roles stored with the sweep
+        roles = stored_roles(s, run.sweep_id)
+        panels = plots.timeline_panels(plots.load_samples(s, run.sweep_id, roles), roles)
         assert set(panels["temp"]) == {"hwmon0.edge_c"}
         assert set(panels["cpu"]) == {"hwmon0.sclk_mhz"}
         assert set(panels["power"]) == {"hwmon0.board_mw"}

@@ -234,7 +234,7 @@ def _db_with_two_sources(tmp_path: Path) -> tuple[Any, int, int]:
 
 def test_two_collectors_of_one_metric_are_never_interleaved(tmp_path: Path) -> None:
     """Mutant: the one-source-per-metric rule removed, so 40 °C and 90 °C readings alternate in one series."""
-    from edgeprof.report.figures.plots import _load_samples
+    from edgeprof.report.figures import load_samples as _load_samples
     from edgeprof.verdicts.judge import _series_of
 
     engine, sweep_id, run_id = _db_with_two_sources(tmp_path)
@@ -246,7 +246,9 @@ def test_two_collectors_of_one_metric_are_never_interleaved(tmp_path: Path) -> N
 
 def test_the_timeline_draws_every_series_with_its_data() -> None:
     """Mutant: a series dropped from the plot (the PNG's size would hardly change: check the drawn data)."""
-    from edgeprof.report.figures.plots import MAX_LINES, _new_figure, _plot_lines
+    from edgeprof.report.figures import MAX_LINES
+    from edgeprof.report.figures import plot_lines as _plot_lines
+    from edgeprof.report.figures.canvas import new_figure as _new_figure
 
     fig = _new_figure(6, 3)
     ax = fig.add_subplot(1, 1, 1)

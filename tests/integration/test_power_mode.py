@@ -94,7 +94,7 @@ def test_valid_axis_expands_outermost_and_keeps_other_spec_ids(tmp_path: Path, m
 def test_the_sweep_switches_once_per_mode_and_a_failed_switch_is_a_stored_error(
     tmp_path: Path, model: Path
 ) -> None:
-    from edgeprof.report.rows import build_rows
+    from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
     from edgeprof.sweep.loop import run_plan

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from edgeprof.plan.parse import PlanError, expand, parse_plan
 from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, default_text
-from edgeprof.report.rows import FIELD_NAMES, build_rows
+from edgeprof.report import FIELD_NAMES, build_rows
 from edgeprof.runners.quality_math import (
     CacheError,
     CacheReader,

@@ -32,7 +32,7 @@ def test_the_readme_plan_example_validates(
 
 
 def test_the_readme_lists_exactly_the_report_json_fields() -> None:
-    from edgeprof.report.rows import FIELD_NAMES
+    from edgeprof.report import FIELD_NAMES
 
     text = README.read_text()
     section = text[text.index("## Report JSON") :]

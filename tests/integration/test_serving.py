@@ -216,8 +216,7 @@ def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) ->
     assert level4 is not None and level4.max_deferred == 0  # one slot per client: nobody queued
 
     # the report keeps the scenarios apart and puts them side by side
-    from edgeprof.report.html import render_html
-    from edgeprof.report.rows import build_rows, render_json, render_table
+    from edgeprof.report import build_rows, render_html, render_json, render_table
 
     with new_session(engine) as s:
         report_rows = build_rows(s, outcome.sweep_id, include_serving=True)

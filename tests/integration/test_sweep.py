@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from edgeprof.plan.parse import parse_plan
-from edgeprof.report.rows import build_rows
+from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep
@@ -216,7 +216,7 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
 
 
 def test_ngl_on_a_cpu_only_build_is_called_out(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.report.rows import render_table
+    from edgeprof.report import render_table
 
     text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
         "threads = [1]", "threads = [1]\nngl = [99]"

@@ -1,6 +1,6 @@
-"""Issue 10 on real tiny generated GGUFs (all synthetic): chat templates, EOS, depth, llama.cpp parity,
-per-model workloads. Every model here is written by edgeprof.gguf.demo with random weights and a synthetic
-label."""
+"""Workloads as users run them, on real tiny generated GGUFs (all synthetic): chat templates, EOS, depth,
+llama.cpp parity, per-model workloads. Every model here is written by edgeprof.gguf.demo with random
+weights and a synthetic label. The report of a depth sweep: tests/integration/test_report_depth.py."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from sqlalchemy import select
 from edgeprof.gguf.demo import CHATML_TEMPLATE, write_f16_gguf
 from edgeprof.plan.chat import read_chat_meta, render_chat
 from edgeprof.plan.parse import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, parse_plan
-from edgeprof.report.rows import FIELD_NAMES, build_rows, render_markdown, render_table
-from edgeprof.report.workload import fmt_tokens_out, output_until_eos
+from edgeprof.report import build_rows, fmt_tokens_out, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
@@ -33,7 +32,7 @@ SWA_LAYERS = 6  # gemma3 pattern 6: layers 0-4 sliding-window, layer 5 global
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("issue10-models")
+    out = tmp_path_factory.mktemp("workload-models")
     paths = {
         "plain": write_f16_gguf(out / "plain-synthetic.gguf"),
         "chat": write_f16_gguf(out / "chat-synthetic.gguf", chat_template=CHATML_TEMPLATE),
@@ -362,11 +361,6 @@ def test_tg_is_null_below_two_decode_steps_and_synthetic_prompts_ignore_eos(
     assert [w.ignore_eos for w in plan.workloads] == [True, False]
 
 
-def test_quality_never_compares_past_an_eos() -> None:
-    assert output_until_eos([5, 6, 2, 9, 9], 2) == [5, 6, 2]
-    assert output_until_eos([5, 6, 7], None) == [5, 6, 7]
-
-
 def test_stop_strings_end_with_finish_reason_stop(models) -> None:
     _, ms = _run(_job(models["plain"], ignore_eos=True, n_predict=12))
     text = ms[0]["output_text"]
@@ -402,39 +396,6 @@ def test_depth_validation_needs_room_for_depth_prompt_and_output(models, tmp_pat
     assert exc.value.problems == [
         "workload 'w': ctx 512 < depth (500) + prompt tokens (16) + n_predict (8) = 524"
     ]
-
-
-def test_report_and_html_plot_tg_and_ttft_against_depth(models, tmp_path: Path) -> None:
-    from edgeprof.report.html import render_html
-
-    plan = _plan(
-        f'[matrix]\nmodels = [{{ path = "{models["plain"]}", label = "plain-synth" }}]\nctx = [512]\n'
-        "depth = [0, 128]\n"
-        '[[workload]]\nname = "s"\nprompt_tokens = 16\nn_predict = 6\n'
-        "[repeat]\ncold = 1\nwarmup = 0\nsteady = 2\n",
-        tmp_path,
-    )
-    engine = open_engine(f"sqlite:///{tmp_path / 'depth.db'}")
-    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_without_fault())
-    assert outcome.counts == {"ok": 2}
-    with new_session(engine) as s:
-        rows = build_rows(s, outcome.sweep_id)
-        assert [r["depth"] for r in rows] == [0, 128]
-        assert rows[1]["kv_used_cells"] == rows[0]["kv_used_cells"] + 128
-        table = render_table(rows)
-        assert "tg t/s and TTFT against context depth" in table and "depth    128" in table
-        assert "depth    128" in render_markdown(rows)
-        html = render_html(s, outcome.sweep_id)
-        fills = {
-            (r.depth, ph.kind)
-            for r in s.scalars(select(Run)).all()
-            for ph in r.phases
-            if ph.name == "depth_fill"
-        }
-    assert "tg t/s and TTFT against depth" in html
-    # the fill is its own phase, once per process (cold; then the warm-up/steady child restores it)
-    assert fills == {(128, "cold")}
-    assert set(FIELD_NAMES) <= set(rows[0])
 
 
 # --- 5. per-model workloads -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The depth figure (issue 10): tg t/s and TTFT against context depth, one line per quant (llama-bench -d)."""
+"""The depth figure: tg t/s and TTFT against context depth (llama-bench -d), one line per quant: how much
+slower decoding gets as the KV cache fills."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeprof.report.figures.plots import _message_png, _new_figure, _not_measured, _save
+from edgeprof.report.figures.canvas import message_png, new_figure, not_measured, save
 from edgeprof.report.workload import depth_curves
 
 
@@ -14,8 +15,8 @@ def depth_png(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
     """Two panels sharing the depth axis: tg t/s (median, min–max bar) and TTFT p50 per model/workload."""
     curves = depth_curves(rows)
     if not curves:
-        return _message_png(out, "no config was measured at two or more depths")
-    fig = _new_figure(9, 6.5)
+        return message_png(out, "no config was measured at two or more depths")
+    fig = new_figure(9, 6.5)
     ax_tg = fig.add_subplot(2, 1, 1)
     ax_ttft = fig.add_subplot(2, 1, 2, sharex=ax_tg)
     drew_ttft = False
@@ -43,6 +44,6 @@ def depth_png(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
         ax_ttft.set_ylabel("TTFT p50 (ms)")
         ax_ttft.grid(alpha=0.3)
     else:
-        _not_measured(ax_ttft)
+        not_measured(ax_ttft)
     ax_ttft.set_xlabel("depth (tokens already in the KV cache)")
-    return _save(fig, out)
+    return save(fig, out)

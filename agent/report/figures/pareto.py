@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.plan.budget import QualityBudget
-from edgeprof.report.figures.plots import _message_png, _new_figure, _save, _series_name
+from edgeprof.report.figures.canvas import message_png, new_figure, save, series_name
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
@@ -49,9 +49,9 @@ def speed_vs_kld_png(
     budget = budget or QualityBudget()
     by_ctx = _points(rows)
     if not by_ctx:
-        return _message_png(out, 'no variant has both speed and KLD (add a kind = "quality" workload)')
+        return message_png(out, 'no variant has both speed and KLD (add a kind = "quality" workload)')
     ctxs = sorted(by_ctx)
-    fig = _new_figure(max(8.0, 5.5 * len(ctxs) + 1.0), 4.8)
+    fig = new_figure(max(8.0, 5.5 * len(ctxs) + 1.0), 4.8)
     fig.suptitle(
         "tg t/s (steady median, min–max) vs mean KLD to the reference; filled: Pareto front", fontsize=10
     )
@@ -76,7 +76,7 @@ def speed_vs_kld_png(
                 ecolor="#777777",
                 capsize=3,
             )
-            name = _series_name(row) + (f"\nngl {row['ngl']} {row['workload']}" if multi else "")
+            name = series_name(row) + (f"\nngl {row['ngl']} {row['workload']}" if multi else "")
             ax.annotate(name, (k, t), textcoords="offset points", xytext=(6, 4), fontsize=7)
         order = sorted(front, key=lambda i: xy[i][0])
         ax.plot([xy[i][0] for i in order], [xy[i][1] for i in order], "-", color="C0", alpha=0.5)
@@ -90,4 +90,4 @@ def speed_vs_kld_png(
         ax.set_ylabel("tg t/s")
         ax.set_title(f"ctx {ctx}", fontsize=10, loc="left")
         ax.grid(True, alpha=0.3)
-    return _save(fig, out)
+    return save(fig, out)

@@ -1,4 +1,4 @@
-"""issue 14: the serving curves of the HTML report — latency (TTFT, TPOT, E2EL) and throughput (output tok/s,
+"""The serving curves of the HTML report — latency (TTFT, TPOT, E2EL) and throughput (output tok/s,
 requests/s) against concurrency, one line per quant / config, the p50 as the line and the p50-p99 range as a
 band (nearest-rank percentiles of the stored levels; a level that failed is absent, never zero)."""
 
@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeprof.report.figures.plots import _new_figure, _save
+from edgeprof.report.columns import is_serving_runner
+from edgeprof.report.figures.canvas import new_figure, save, series_name
 
 
 def serving_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -16,14 +17,11 @@ def serving_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[
     ordered by concurrency."""
     out: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r.get("runner") in (None, "llama-cpp") or r.get("request_rate") is not None:
+        if not is_serving_runner(r.get("runner")) or r.get("request_rate") is not None:
             continue
         if r.get("serving_ok") in (None, 0) or r.get("concurrency") is None:
             continue
-        quant = r.get("quant")
-        label = str(r["model_label"])
-        name = f"{label} ({quant})" if quant and str(quant).lower() not in label.lower() else label
-        name += f" ctx={r['ctx']} ngl={r['ngl']} {r['workload']}"
+        name = series_name(r) + f" ctx={r['ctx']} ngl={r['ngl']} {r['workload']}"
         out.setdefault(name, []).append(r)
     for series in out.values():
         series.sort(key=lambda r: int(r["concurrency"]))
@@ -37,7 +35,7 @@ def has_serving_curves(rows: Sequence[Mapping[str, Any]]) -> bool:
 def serving_png(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
     """Five panels against concurrency: TTFT, TPOT, E2EL (p50 line, p50-p99 band), output tok/s, req/s."""
     series = serving_series(rows)
-    fig = _new_figure(11.0, 8.0)
+    fig = new_figure(11.0, 8.0)
     axes = fig.subplots(2, 3).flatten()
     panels = (
         ("TTFT ms", "serving_ttft_ms_p50", "serving_ttft_ms_p99"),
@@ -68,4 +66,4 @@ def serving_png(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
     if axes[0].get_legend_handles_labels()[0]:
         axes[0].legend(fontsize=7)  # on a panel: matplotlib 3.5 (JetPack) has no legend "outside" the axes
-    return _save(fig, out)
+    return save(fig, out)

@@ -124,7 +124,7 @@ def test_not_a_jetson_has_no_state(tmp_path: Path) -> None:
 @pytest.mark.llama
 def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tiny_models) -> None:
     from edgeprof.plan.parse import parse_plan
-    from edgeprof.report.rows import build_rows, render_table
+    from edgeprof.report import build_rows, render_table
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
     from edgeprof.sweep.loop import run_plan

@@ -33,7 +33,7 @@ from edgeprof.gguf.memory import (
     read_model_shape,
 )
 from edgeprof.plan.parse import parse_plan
-from edgeprof.report.rows import build_rows, render_table
+from edgeprof.report import build_rows, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Sweep

@@ -10,15 +10,15 @@ import pytest
 from sqlalchemy.orm import Session
 from support import dbbuild
 
-from edgeprof.report.compare import (
+from edgeprof.report import (
     COMPARE_FIELDS,
+    ReportError,
     compare_rows,
     compare_sweeps,
     ranges_overlap,
     ratio,
     render_compare,
 )
-from edgeprof.report.rows import ReportError
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement
 
@@ -171,7 +171,7 @@ def add_sweep(
 
 
 def test_compare_sweeps_from_the_database(any_db: str) -> None:
-    engine = open_engine(any_db)  # SQLite and PostgreSQL (issue 13)
+    engine = open_engine(any_db)  # SQLite and PostgreSQL (a fleet's central database)
     with new_session(engine) as s:
         a = add_sweep(
             s,

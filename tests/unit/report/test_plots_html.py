@@ -1,31 +1,24 @@
-"""Figures and the self-contained HTML report, from hand-built databases (with and without telemetry) and
-from one real tiny sweep with a failing config."""
+"""Figures and the self-contained HTML report, from hand-built databases (with and without telemetry); the
+HTML of a real tiny sweep is in tests/integration/test_report_html.py."""
 
 from __future__ import annotations
 
 import base64
-import html
-import io
 import json
-import os
 import re
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 from support import dbbuild
 
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
-from edgeprof.report.figures.plots import comparison_png, timeline_png
-from edgeprof.report.html import render_html, write_html
-from edgeprof.report.rows import ReportError, build_rows
+from edgeprof.report import ReportError, build_rows, render_html, write_html
+from edgeprof.report.figures import comparison_png, timeline_png
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
-from edgeprof.verdicts.judge import analyse_run, analyse_sweep
+from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Sample, Sweep, Verdict
+from edgeprof.verdicts.judge import analyse_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2024, 5, 1, 12, 0)
@@ -284,49 +277,3 @@ def test_html_without_telemetry_or_verdicts_still_renders(tmp_path: Path) -> Non
     assert "not judged" in page
     assert "No telemetry collectors recorded" in page
     assert "killed by the OOM killer" in page
-
-
-@pytest.mark.llama
-def test_html_of_a_real_tiny_sweep_with_a_failing_config(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.runners.protocol import FAULT_ENV
-
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q4_K_M"]}", "{tiny_models["Q8_0"]}"]
-        ctx = [256]
-        threads = [1]
-        [[workload]]
-        name = "w"
-        prompt_tokens = 16
-        n_predict = 32
-        [repeat]
-        warmup = 0
-        steady = 3
-        """,
-        str(tmp_path / "p.toml"),
-        tmp_path,
-    )
-    engine = open_engine(tmp_path / "real.db")
-    root = tmp_path / "no-sensors"
-    root.mkdir()
-
-    def factory(sweep_id: int) -> Telemetry:
-        return Telemetry(engine, sweep_id, Collect(interval_ms=50, idle_s=0.1), Cooldown(), root=root)
-
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    env[FAULT_ENV] = "exit@load:q8_0"
-    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
-    assert outcome.counts.get("ok") == 1 and sum(outcome.counts.values()) == 2
-    with new_session(engine) as s:
-        runs = list(s.scalars(select(Run)))
-        for run in runs:
-            analyse_run(s, run.id)
-        page = render_html(s, outcome.sweep_id)
-        assert_png(timeline_png(s, outcome.sweep_id, tmp_path / "t.png"), 10_000)
-    failed = [r for r in runs if r.status != "ok"]
-    assert len(failed) == 1 and failed[0].reason
-    assert html.escape(failed[0].reason, quote=True) in page
-    assert "edgeprof-demo-tiny-q4_k_m" in page
-    assert page.count('src="data:image/png;base64,') == 2
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)

@@ -1,4 +1,4 @@
-"""The recommendation (issue 9 part B): the fastest variant within the quality budget that fits, on a
+"""The recommendation: the fastest variant within the quality budget that fits, on a
 hand-built (synthetic) fixture DB and on synthetic report rows."""
 
 from __future__ import annotations
@@ -9,11 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.plans import plan_toml
 
 from edgeprof.plan.budget import QualityBudget, budget_from_plan_text
 from edgeprof.plan.parse import PlanError, parse_plan
-from edgeprof.report.recommend import recommend, render_recommendations
-from edgeprof.report.rows import FIELD_NAMES, build_rows, render_json, render_markdown, render_table
+from edgeprof.report import (
+    FIELD_NAMES,
+    build_rows,
+    recommend,
+    render_json,
+    render_markdown,
+    render_recommendations,
+    render_table,
+)
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Measurement, ModelFile, QualityResult, Run, Sweep
 
@@ -175,7 +183,7 @@ def test_recommendation_picks_the_fastest_within_budget_that_fits(tmp_path: Path
 
 
 def test_plan_budget_changes_the_answer(tmp_path: Path) -> None:
-    plan = '[quality_budget]\nkld_mean = 0.1\nsame_top_pct = 85\n'
+    plan = "[quality_budget]\nkld_mean = 0.1\nsame_top_pct = 85\n"
     rows = _rows(tmp_path, plan)
     best = [r for r in rows if r["recommendation"] == "best"]
     assert [r["model_label"] for r in best] == ["demo-q4_k_m"]
@@ -267,18 +275,24 @@ def test_nothing_ran_gives_a_none_line() -> None:
 def test_budget_from_plan_text_and_validation(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     assert budget_from_plan_text("") == QualityBudget()
     assert budget_from_plan_text("[quality_budget]\nkld_mean = 0.02\n") == QualityBudget(kld_mean=0.02)
-    base = f'[matrix]\nmodels = ["{tiny_models["Q8_0"]}"]\nctx = [512]\nthreads = [1]\n'
-    base += '[[workload]]\nname = "w"\nprompt_tokens = 16\nn_predict = 8\n'
-    extra = "[run]\nreserve_mb = 256\n[quality_budget]\nsame_top_pct = 95\n"
-    plan = parse_plan(base + extra, "p.toml", tmp_path)
+    models = [tiny_models["Q8_0"]]
+    workloads = [{"name": "w", "prompt_tokens": 16, "n_predict": 8}]
+    good = plan_toml(
+        models,
+        ctx=[512],
+        workloads=workloads,
+        run={"reserve_mb": 256},
+        tables={"quality_budget": {"same_top_pct": 95}},
+    )
+    plan = parse_plan(good, "p.toml", tmp_path)
     assert plan.reserve_mb == 256.0
     assert plan.quality_budget == QualityBudget(same_top_pct=95.0)
+    bad_budget = {"kld_mean": "low", "same_top_pct": 120, "x": 1}
+    bad = plan_toml(
+        models, ctx=[512], workloads=workloads, run={"reserve_mb": -1}, tables={"quality_budget": bad_budget}
+    )
     with pytest.raises(PlanError) as err:
-        parse_plan(
-            base + '[run]\nreserve_mb = -1\n[quality_budget]\nkld_mean = "low"\nsame_top_pct = 120\nx = 1\n',
-            "p.toml",
-            tmp_path,
-        )
+        parse_plan(bad, "p.toml", tmp_path)
     text = "\n".join(err.value.problems)
     assert "run.reserve_mb" in text
     assert "quality_budget.kld_mean: expected a number" in text
@@ -287,7 +301,7 @@ def test_budget_from_plan_text_and_validation(tmp_path: Path, tiny_models: dict[
 
 
 def test_pareto_front() -> None:
-    from edgeprof.report.figures.pareto import pareto_front
+    from edgeprof.report.figures import pareto_front
 
     # (KLD, t/s): the reference (0, 10), (0.02, 15) dominated by (0.01, 22), the fastest (0.08, 26)
     pts = [(0.0, 10.0), (0.0012, 18.0), (0.01, 22.0), (0.02, 15.0), (0.08, 26.0)]
@@ -297,7 +311,7 @@ def test_pareto_front() -> None:
 
 @pytest.mark.timeout(180)
 def test_html_opens_with_the_recommendation_and_draws_speed_vs_kld(tmp_path: Path) -> None:
-    from edgeprof.report.html import render_html
+    from edgeprof.report import render_html
 
     engine, sweep_id = build_fixture_db(tmp_path / "h.db")
     with new_session(engine) as s:

@@ -1,5 +1,5 @@
-"""Report rows from a hand-built SQLite sweep: the JSON schema (REPORT_FIELDS), statistics, the reference
-and agreement columns, failures as nulls, and the CSV / Markdown / table renderings."""
+"""Report rows from a hand-built sweep: the JSON schema (REPORT_FIELDS), statistics, the reference and
+agreement columns, failures as nulls, and the CSV / Markdown / table renderings."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import Engine
 from support import dbbuild
 
-from edgeprof.report.rows import (
+from edgeprof.report import (
     FIELD_NAMES,
     REPORT_FIELDS,
     ReportError,
@@ -170,7 +170,7 @@ def build_sweep(db: Path | str) -> Built:
 
 @pytest.fixture
 def built(any_db: str) -> Built:
-    # Every report test runs on SQLite and on PostgreSQL (issue 13).
+    # Every report test runs on SQLite and on PostgreSQL: a fleet's central database is PostgreSQL.
     return build_sweep(any_db)
 
 
@@ -348,14 +348,16 @@ def test_unknown_and_missing_sweep(tmp_path: Path, built: Built) -> None:
 
 
 def test_table_and_markdown_have_one_header_per_cell() -> None:
-    from edgeprof.report.rows import FIELD_NAMES, TABLE_COLUMNS, _cells
+    from edgeprof.report import FIELD_NAMES, cells, shown
 
     row = dict.fromkeys(FIELD_NAMES)
     row.update(model_label="m", workload="w", status="ok", ctx=1, ngl=0, threads=1, pp_tps_n=0, tg_tps_n=0)
-    assert len(_cells(row)) == len(TABLE_COLUMNS)
+    for fmt in ("table", "md", "html"):
+        columns = shown(fmt)
+        assert len(cells(columns, row)) == len([c.header for c in columns])
 
 
-# -- the terminal table (issue 16) --------------------------------------------------------------------------
+# -- the terminal table, fitted to its width --------------------------------------------------------
 def _wide_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The fixture's rows with verdicts and quality filled in, so the table has many columns with data."""
     out = []
@@ -375,7 +377,7 @@ def _wide_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_the_table_fits_a_120_column_terminal_and_names_what_it_left_out(rows: list[dict[str, Any]]) -> None:
-    from edgeprof.report.rows import TABLE_COLUMNS, table_lines
+    from edgeprof.report import shown, table_lines
 
     wide = _wide_rows(rows)
     lines = table_lines(wide, width=120)
@@ -393,11 +395,11 @@ def test_the_table_fits_a_120_column_terminal_and_names_what_it_left_out(rows: l
         assert present in full
     assert "RSS MB" not in full  # the unit is MiB (VmHWM / 1024)
     assert len(full.splitlines()[0]) > 120  # --wide really is wider than the fitted table
-    assert set(TABLE_COLUMNS) >= {"RSS MiB"}
+    assert {c.header for c in shown("table")} >= {"RSS MiB"}
 
 
 def test_constant_columns_are_said_once(rows: list[dict[str, Any]]) -> None:
-    from edgeprof.report.rows import table_lines
+    from edgeprof.report import table_lines
 
     lines = table_lines(_wide_rows(rows))
     assert lines[0].startswith("every row: ")
@@ -407,7 +409,7 @@ def test_constant_columns_are_said_once(rows: list[dict[str, Any]]) -> None:
 
 
 def test_columns_picks_exactly_and_refuses_unknown_names(rows: list[dict[str, Any]]) -> None:
-    from edgeprof.report.rows import ColumnError, parse_columns, table_lines
+    from edgeprof.report import ColumnError, parse_columns, table_lines
 
     lines = table_lines(rows, columns=parse_columns("model,ctx,tg"))
     assert lines[0].split() == ["model", "ctx", "tg", "t/s", "med", "[min–max]"]

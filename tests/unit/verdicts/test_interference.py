@@ -22,7 +22,7 @@ import pytest
 from support.paths import CAPTURES
 
 from edgeprof.collectors.procstat import ProcStatCollector, parse_pid_cpu_ticks, parse_stat_totals
-from edgeprof.report.rows import stability_note
+from edgeprof.report import stability_note
 from edgeprof.verdicts.interference import InterferenceThresholds, Rep, interference_verdict, judge_rep
 
 pytestmark = pytest.mark.timeout(300)
@@ -203,7 +203,7 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_m
     from sqlalchemy import select
 
     from edgeprof.plan.parse import Collect, Cooldown
-    from edgeprof.report.rows import build_rows
+    from edgeprof.report import build_rows
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Verdict

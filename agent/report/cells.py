@@ -1,0 +1,123 @@
+"""How a report value reads in a table cell, shared by every printer (terminal, Markdown, HTML).
+
+'—' is "not measured" and never 0; floats get a fixed number of places per column; composite cells put a
+median beside its spread (``median [min–max] n=N``), a prediction beside the measured peak, or a share
+beside the figure it divides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+Row = Mapping[str, Any]
+
+EMPTY = "—"
+
+
+def fmt_value(value: Any, digits: int = 1) -> str:
+    """A report cell: '—' for not measured, floats to ``digits`` places."""
+    if value is None:
+        return EMPTY
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_spread(row: Row, prefix: str) -> str:
+    """'median [min–max] n=N' of a metric's steady reps, '—' when not measured."""
+    if row[f"{prefix}_median"] is None:
+        return EMPTY
+    return (
+        f"{row[prefix + '_median']:.1f} [{row[prefix + '_min']:.1f}–{row[prefix + '_max']:.1f}] "
+        f"n={row[prefix + '_n']}"
+    )
+
+
+def fmt_both(row: Row, first: str, second: str, digits: int = 1) -> str:
+    """'a/b' of two fields, each '—' when not measured (start/max °C: either may be missing)."""
+    return f"{fmt_value(row.get(first), digits)}/{fmt_value(row.get(second), digits)}"
+
+
+def fmt_pair(row: Row, first: str, second: str) -> str:
+    """'a/b' of two percentiles of one distribution, '—' when the first is not measured (p50/p99)."""
+    return EMPTY if row[first] is None else f"{fmt_value(row[first])}/{fmt_value(row[second])}"
+
+
+def fmt_ttft(row: Row) -> str:
+    """'p50/p95' of the steady reps' time to first token."""
+    if row.get("ttft_ms_p50") is None:
+        return EMPTY
+    return f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
+
+
+def fmt_status(row: Row) -> str:
+    """'ok', or the failure in capitals so that it stands out in a column of 'ok'."""
+    return str(row["status"]) if row["status"] == "ok" else str(row["status"]).upper()
+
+
+def fmt_watts(row: Row) -> str:
+    """Decode power in W (stored in mW)."""
+    mw = row.get("decode_power_mw_median")
+    return fmt_value(mw / 1000.0 if mw is not None else None, 2)
+
+
+def fmt_agreement(row: Row, suffix: str = "") -> str:
+    """'reference', or the share of tokens agreeing with the reference and the identical prefix."""
+    if row.get("agree_share") is None:
+        return EMPTY
+    if row["model_label"] == row["reference_label"]:
+        return "reference"
+    share = row["agree_share"] * 100
+    return f"{share:.0f}% ({row['agree_prefix_tokens']}/{row['agree_n_tokens']}{suffix})"
+
+
+def fmt_memory(row: Row) -> str:
+    """'pred/peak' MiB: the prediction beside the measured peak RSS ('—' for either not there)."""
+    pred, peak = row.get("mem_predicted_mb"), row.get("peak_rss_mb")
+    if pred is None and peak is None:
+        return EMPTY
+    left = f"{pred:.0f}" if pred is not None else EMPTY
+    right = f"{peak:.0f}" if peak is not None else EMPTY
+    return f"{left}/{right}"
+
+
+def fmt_bandwidth(row: Row) -> str:
+    """'12.3 (25%)': achieved GB/s and its share of the measured bandwidth."""
+    if row.get("bw_gbps") is None:
+        return EMPTY
+    pct = f" ({row['bw_pct']:.0f}%)" if row.get("bw_pct") is not None else ""
+    return f"{row['bw_gbps']:.1f}{pct}"
+
+
+def fmt_quality(row: Row) -> str:
+    """'KLD 0.0312 / 92.1 %' for a table cell; 'reference' for the reference itself; '—' when none."""
+    if row.get("kld_mean") is None:
+        return EMPTY
+    if row.get("quality_reference_label") == row.get("model_label"):
+        return "reference"
+    return f"{row['kld_mean']:.4f} / {row['same_top_pct']:.1f}%"
+
+
+def fmt_tokens_out(row: Row) -> str:
+    """'64/64', or '20/64 eos 5/5' when reps stopped at EOS; '(eos ignored)' marks synthetic runs.
+
+    A row that stopped at EOS after 20 of 64 tokens must not read like the others: its speed is over fewer
+    tokens, and its output is shorter than the plan asked for."""
+    if row.get("tokens_out_median") is None:
+        return EMPTY
+    med = row["tokens_out_median"]
+    text = f"{med:g}/{row['n_predict']}"
+    if row.get("eos_count"):
+        total = sum(int(p.split(":")[1]) for p in (row.get("finish_reasons") or "").split(",") if ":" in p)
+        text += f" eos {row['eos_count']}/{total}"
+    if row.get("ignore_eos"):
+        text += " (eos ignored)"
+    return text
+
+
+def fmt_served(row: Row) -> str:
+    """'ok/n' requests of a serving level."""
+    if row["serving_requests"] is None:
+        return EMPTY
+    return f"{row['serving_ok']}/{row['serving_requests']}"

@@ -1,0 +1,422 @@
+"""The column registry: one list of every report field and table column, read by every printer.
+
+As llama-bench's field list drives its csv, json, md and sql printers, ``COLUMNS`` drives the terminal
+table, Markdown, CSV, JSON and the HTML tables. Each entry says its name, header, unit, how its cell reads,
+which rows have it (``inprocess`` speed rows, ``quality`` rows, ``serving`` levels, or ``versus``: a serving
+level at concurrency 1 beside its in-process config) and which formats show it. A new field or column is
+one entry here (and the code that computes its value).
+
+Two kinds of entries share the list, because the JSON contract and the tables order their columns
+differently and both orders are fixed:
+- *fields* (``csv``, ``json``): one raw value of a row, with its JSON type. Their order is the JSON
+  report's schema, documented in the README: a list of objects with exactly these keys, ``null`` where a
+  value was not measured. Fields are only ever appended, with a new ``REPORT_SCHEMA_VERSION``.
+- *columns* (``table``, ``md``, ``html``): one cell of a table, read from one or more fields. Their order
+  is the tables' order; each table shows the columns of its kind of row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from edgeprof.report.cells import (
+    fmt_agreement,
+    fmt_bandwidth,
+    fmt_both,
+    fmt_memory,
+    fmt_pair,
+    fmt_quality,
+    fmt_served,
+    fmt_spread,
+    fmt_status,
+    fmt_tokens_out,
+    fmt_ttft,
+    fmt_value,
+    fmt_watts,
+)
+from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
+
+Row = Mapping[str, Any]
+RowKind = Literal["inprocess", "quality", "serving", "versus"]
+Format = Literal["table", "md", "csv", "json", "html"]
+# How the HTML draws a cell: as text, right-aligned as a number, as a verdict badge, or as the status badge
+# followed by the failure's reason.
+Style = Literal["text", "num", "badge", "status"]
+
+# Schema versions of the JSON report, each appending fields at the end: v3 quality against the reference;
+# v4 how energy was measured and whether other work competed for the CPU; v5 context depth, tokens out and
+# EOS, the prompt as tokenized and llama.cpp's parameters in effect; v6 predicted memory, achieved
+# bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
+# of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto".
+REPORT_SCHEMA_VERSION = 9
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # the JSON/CSV key of a field; the ``--columns`` key of a column
+    header: str
+    unit: str
+    rows: frozenset[RowKind]
+    formats: frozenset[Format]
+    fmt: Callable[[Row], str] | None = None  # a column's cell text; None: a field, printed as its raw value
+    type: str = ""  # a field's JSON type, e.g. "number|null"
+    style: Style = "text"
+    field: str = ""  # the field a badge or status cell shows
+    html_header: str | None = None  # where the HTML page words a header its own way
+    html_fmt: Callable[[Row], str] | None = None  # where the HTML page words a cell its own way
+    # When the terminal table is wider than the screen, columns are left out in rising rank (the least
+    # telling first), each one named; None: never, without it a row does not say what it is or how fast it
+    # ran (it is kept in HTML too when all its cells are empty).
+    width_rank: int | None = 0
+
+    @property
+    def essential(self) -> bool:
+        return self.width_rank is None
+
+    def text(self, row: Row) -> str:
+        assert self.fmt is not None, f"{self.name} is a field, not a column"
+        return self.fmt(row)
+
+    def html_text(self, row: Row) -> str:
+        return (self.html_fmt or self.text)(row)
+
+
+ALL: frozenset[RowKind] = frozenset({"inprocess", "quality", "serving"})
+LOCAL: frozenset[RowKind] = frozenset({"inprocess", "quality"})  # the in-process runner's rows
+SPEED: frozenset[RowKind] = frozenset({"inprocess"})  # from its steady speed reps
+SERVING: frozenset[RowKind] = frozenset({"serving"})
+VERSUS: frozenset[RowKind] = frozenset({"versus"})
+DATA: frozenset[Format] = frozenset({"csv", "json"})
+SHOWN: frozenset[Format] = frozenset({"table", "md", "html"})
+TEXT: frozenset[Format] = frozenset({"table", "md"})
+HTML: frozenset[Format] = frozenset({"html"})
+
+# Which rows each table shows: quality rows sit in the configs table beside the speed rows.
+TABLES: dict[str, frozenset[RowKind]] = {
+    "configs": LOCAL,
+    "serving": SERVING,
+    "versus": VERSUS,
+}
+
+
+def field(name: str, type_: str, unit: str = "", rows: frozenset[RowKind] = ALL) -> Column:
+    return Column(name, name, unit, rows, DATA, type=type_)
+
+
+def column(
+    name: str,
+    header: str,
+    fmt: Callable[[Row], str],
+    *,
+    unit: str = "",
+    rows: frozenset[RowKind] = LOCAL,
+    formats: frozenset[Format] = SHOWN,
+    **kw: Any,
+) -> Column:
+    return Column(name, header, unit, rows, formats, fmt=fmt, **kw)
+
+
+def value_of(name: str, digits: int = 1) -> Callable[[Row], str]:
+    """A cell of one field's value: '—' for not measured, floats to ``digits`` places."""
+    return lambda row: fmt_value(row.get(name), digits)
+
+
+def is_serving_runner(runner: str | None) -> bool:
+    """Whether a runner measures a server under load (its rows are serving levels, another scenario that is
+    never averaged with in-process rows), from the runner catalogue; a runner this installation does not
+    know is not the in-process one, so it counts as serving."""
+    info = RUNNERS.get(runner or DEFAULT_RUNNER)
+    return True if info is None else info.serving
+
+
+def row_kind(row: Row) -> RowKind:
+    """Which kind of row a report row is: a serving level, a quality run's own row, or a speed row."""
+    if is_serving_runner(row.get("runner")):
+        return "serving"
+    if row.get("quality_run_id") is not None and row.get("quality_run_id") == row.get("run_id"):
+        return "quality"
+    return "inprocess"
+
+
+COLUMNS: tuple[Column, ...] = (
+    # -- fields: the JSON and CSV contract, in schema order -------------------------------------------------
+    field("sweep_id", "integer"),
+    field("run_id", "integer"),
+    field("spec_id", "string"),
+    field("model_label", "string"),
+    field("model_group", "string"),
+    field("model_sha256", "string|null"),
+    field("quant", "string|null"),
+    field("bits_per_weight", "number|null", "bit"),
+    field("workload", "string"),
+    field("n_prompt", "integer|null", "tokens", SPEED),
+    field("n_predict", "integer", "tokens"),
+    field("ctx", "integer", "tokens"),
+    field("ngl", "integer", "layers"),
+    field("threads", "integer"),
+    field("n_batch", "integer", "tokens"),
+    field("n_ubatch", "integer", "tokens"),
+    field("flash_attn", "string"),
+    field("type_k", "string"),
+    field("type_v", "string"),
+    field("mmap", "boolean"),
+    field("status", "string"),
+    field("reason", "string|null"),
+    field("attempts", "integer"),
+    field("cold_load_ms", "number|null", "ms", SPEED),
+    field("cold_start_ms", "number|null", "ms", SPEED),
+    field("cold_ttft_ms", "number|null", "ms", SPEED),
+    field("pp_tps_median", "number|null", "t/s", SPEED),
+    field("pp_tps_min", "number|null", "t/s", SPEED),
+    field("pp_tps_max", "number|null", "t/s", SPEED),
+    field("pp_tps_n", "integer", "reps"),
+    field("tg_tps_median", "number|null", "t/s", SPEED),
+    field("tg_tps_min", "number|null", "t/s", SPEED),
+    field("tg_tps_max", "number|null", "t/s", SPEED),
+    field("tg_tps_n", "integer", "reps"),
+    field("ttft_ms_p50", "number|null", "ms", SPEED),
+    field("ttft_ms_p95", "number|null", "ms", SPEED),
+    field("ttft_n", "integer", "reps"),
+    field("peak_rss_mb", "number|null", "MiB"),
+    field("reference_label", "string|null", rows=LOCAL),
+    field("agree_prefix_tokens", "integer|null", "tokens", SPEED),
+    field("agree_share", "number|null", "", SPEED),
+    field("agree_n_tokens", "integer|null", "tokens", SPEED),
+    field("tg_ratio_vs_ref", "number|null", "", SPEED),
+    field("pp_ratio_vs_ref", "number|null", "", SPEED),
+    # telemetry (null where the device has no such sensor: never 0)
+    field("start_temp_c", "number|null", "°C"),
+    field("temp_max_c", "number|null", "°C", SPEED),
+    field("power_source", "string|null"),
+    field("decode_power_mw_median", "number|null", "mW", SPEED),
+    field("decode_j_per_token_median", "number|null", "J/token", SPEED),
+    field("decode_j_per_token_net_median", "number|null", "J/token", SPEED),
+    # Jetson state (null elsewhere): a change mid-sweep makes a row incomparable with the others
+    field("peak_shared_mb", "number|null", "MiB"),
+    field("peak_gpu_mem_mb", "number|null", "MiB"),
+    field("power_mode", "string|null"),
+    field("clocks_locked", "boolean|null"),
+    field("device_state_changed", "boolean|null"),
+    # verdicts (agent/verdicts/judge.py): null when the run was recorded without telemetry
+    field("throttle_verdict", "string|null", rows=LOCAL),
+    field("stability_verdict", "string|null", rows=LOCAL),
+    # v3: KL divergence / same top / perplexity vs the reference (agent/report/quality.py); every speed row
+    # of a model label carries its quality run's figures, so speed and quality read on one line
+    field("kld_mean", "number|null", rows=LOCAL),
+    field("kld_se", "number|null", rows=LOCAL),
+    field("kld_median", "number|null", rows=LOCAL),
+    field("kld_p90", "number|null", rows=LOCAL),
+    field("kld_p95", "number|null", rows=LOCAL),
+    field("kld_p99", "number|null", rows=LOCAL),
+    field("kld_max", "number|null", rows=LOCAL),
+    field("same_top_pct", "number|null", "%", LOCAL),
+    field("dp_top_mean", "number|null", rows=LOCAL),
+    field("dp_top_p99", "number|null", rows=LOCAL),
+    field("ppl", "number|null", rows=LOCAL),
+    field("ppl_se", "number|null", rows=LOCAL),
+    field("ppl_ref", "number|null", rows=LOCAL),
+    field("ppl_ref_se", "number|null", rows=LOCAL),
+    field("delta_ppl", "number|null", rows=LOCAL),
+    field("delta_ppl_se", "number|null", rows=LOCAL),
+    field("ln_ppl_ratio", "number|null", rows=LOCAL),
+    field("ln_ppl_ratio_se", "number|null", rows=LOCAL),
+    field("quality_n_tokens", "integer|null", "tokens", LOCAL),
+    field("quality_ctx", "integer|null", "tokens", LOCAL),
+    field("quality_chunks", "integer|null", rows=LOCAL),
+    field("quality_text_sha256", "string|null", rows=LOCAL),
+    field("quality_reference_label", "string|null", rows=LOCAL),
+    field("quality_run_id", "integer|null", rows=LOCAL),
+    # v4: how the energy figures were measured (agent/telemetry/energy.py precedence; null without energy)
+    # and whether other processes competed for the CPU during the steady reps (agent/verdicts/interference.py)
+    field("energy_basis", "string|null"),
+    field("energy_whole_board", "boolean|null"),
+    field("interference_verdict", "string|null", rows=LOCAL),
+    # v5: depth, tokens out and EOS, prompt as tokenized, parameters in effect (agent/report/workload.py)
+    field("depth", "integer|null", "tokens"),
+    field("tokens_out_median", "number|null", "tokens", SPEED),
+    field("tokens_out_min", "integer|null", "tokens", SPEED),
+    field("eos_count", "integer", "reps"),
+    field("finish_reasons", "string|null", rows=SPEED),
+    field("ignore_eos", "boolean|null"),
+    field("prompt_n_tokens", "integer|null", "tokens", SPEED),
+    field("prompt_sha256", "string|null", rows=SPEED),
+    field("parse_special", "boolean|null", rows=SPEED),
+    field("kv_used_cells", "integer|null", "cells", SPEED),
+    field("kv_cache_mib", "number|null", "MiB", LOCAL),
+    field("n_ctx_effective", "integer|null", "tokens", LOCAL),
+    field("swa_full", "boolean|null"),
+    field("kv_unified", "boolean|null"),
+    field("offload_kqv", "boolean|null"),
+    field("op_offload", "boolean|null"),
+    field("poll", "integer|null", "%"),
+    field("n_seq_max", "integer|null"),
+    # v6: memory predicted before the run, bandwidth, the recommendation (agent/report/fit.py)
+    field("mem_predicted_mb", "number|null", "MiB", LOCAL),
+    field("mem_available_mb", "number|null", "MiB", LOCAL),
+    field("bw_gbps", "number|null", "GB/s", SPEED),
+    field("bw_pct", "number|null", "%", SPEED),
+    field("bw_probe_gbps", "number|null", "GB/s", LOCAL),
+    field("bw_datasheet_gbps", "number|null", "GB/s", LOCAL),
+    field("bw_datasheet_pct", "number|null", "%", SPEED),
+    field("recommendation", "string|null", rows=SPEED),
+    # v7: the runner, the serving load, and the serving figures (agent/report/serving.py); null on in-process
+    # rows, which are another scenario
+    field("runner", "string"),
+    field("concurrency", "integer|null", "clients", SERVING),
+    field("request_rate", "number|null", "req/s", SERVING),
+    field("serving_requests", "integer|null", "requests", SERVING),
+    field("serving_ok", "integer|null", "requests", SERVING),
+    field("serving_error_rate", "number|null", "", SERVING),
+    field("serving_timeouts", "integer|null", "requests", SERVING),
+    field("serving_rejected", "integer|null", "requests", SERVING),
+    field("serving_max_deferred", "number|null", "requests", SERVING),
+    field("serving_ready_ms", "number|null", "ms", SERVING),
+    field("serving_cold_start_ms", "number|null", "ms", SERVING),
+    field("serving_slot_n_ctx", "integer|null", "tokens", SERVING),
+    field("serving_ttft_ms_p50", "number|null", "ms", SERVING),
+    field("serving_ttft_ms_p90", "number|null", "ms", SERVING),
+    field("serving_ttft_ms_p99", "number|null", "ms", SERVING),
+    field("serving_tpot_ms_p50", "number|null", "ms", SERVING),
+    field("serving_tpot_ms_p99", "number|null", "ms", SERVING),
+    field("serving_tpot_e2e_ms_p50", "number|null", "ms", SERVING),
+    field("serving_itl_ms_p50", "number|null", "ms", SERVING),
+    field("serving_itl_ms_p99", "number|null", "ms", SERVING),
+    field("serving_e2el_ms_p50", "number|null", "ms", SERVING),
+    field("serving_e2el_ms_p99", "number|null", "ms", SERVING),
+    field("serving_request_throughput_rps", "number|null", "req/s", SERVING),
+    field("serving_output_tps", "number|null", "t/s", SERVING),
+    field("serving_total_tps", "number|null", "t/s", SERVING),
+    field("serving_goodput_rps", "number|null", "req/s", SERVING),
+    field("serving_server_ms_per_token_p50", "number|null", "ms", SERVING),
+    field("serving_client_minus_server_ttft_ms_p50", "number|null", "ms", SERVING),
+    field("serving_output_j_per_token", "number|null", "J/token", SERVING),
+    # v8: where the row was measured: device (hostname, board, L4T, uid), build, sweep uid
+    # (agent/report/fleet.py), so a report out of a central database with many devices stays unambiguous
+    field("device_hostname", "string|null"),
+    field("device_board_model", "string|null"),
+    field("device_l4t_release", "string|null"),
+    field("device_uid", "string|null"),
+    field("build_llama_cpp_python", "string|null"),
+    field("build_backend", "string|null"),
+    field("sweep_uid", "string|null"),
+    # v9: "on"/"off" as llama.cpp resolved flash_attn (null: older runs, or llama.cpp said nothing)
+    field("flash_attn_effective", "string|null", rows=LOCAL),
+    # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
+    column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
+    column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
+    column("ctx", "ctx", lambda r: str(r["ctx"]), unit="tokens", rows=ALL | VERSUS, style="num",
+           width_rank=None),
+    column("depth", "depth", value_of("depth"), unit="tokens", style="num", width_rank=7),
+    column("ngl", "ngl", lambda r: str(r["ngl"]), rows=ALL | VERSUS, style="num", width_rank=8),
+    column("thr", "thr", lambda r: str(r["threads"]), style="num", width_rank=9),
+    column("workload", "workload", lambda r: str(r["workload"]), rows=ALL | VERSUS, width_rank=15),
+    column("c", "c", value_of("concurrency"), unit="clients", rows=SERVING, style="num"),
+    column("rate", "rate", value_of("request_rate", 2), unit="req/s", rows=SERVING, style="num"),
+    column("tokens", "tok out/n_pred", fmt_tokens_out, unit="tokens", style="num", width_rank=5),
+    column("status", "status", fmt_status, rows=ALL, style="status", field="status", width_rank=None),
+    column("ok_n", "ok/n", fmt_served, unit="requests", rows=SERVING, style="num"),
+    column("ready", "ready ms", value_of("serving_ready_ms", 0), unit="ms", rows=SERVING, style="num"),
+    column("serving_cold", "cold ms", value_of("serving_cold_start_ms", 0), unit="ms", rows=SERVING,
+           style="num"),
+    column("load", "load ms", value_of("cold_load_ms"), unit="ms", style="num", width_rank=4),
+    column("cold", "cold ms", value_of("cold_start_ms"), unit="ms", formats=TEXT, width_rank=13),
+    column("pp", "pp t/s med [min–max]", lambda r: fmt_spread(r, "pp_tps"), unit="t/s", style="num",
+           width_rank=14),
+    column("tg", "tg t/s med [min–max]", lambda r: fmt_spread(r, "tg_tps"), unit="t/s", style="num",
+           width_rank=None),
+    column("ttft", "TTFT p50/p95 ms", fmt_ttft, unit="ms", style="num", width_rank=16),
+    column("rss", "RSS MiB", value_of("peak_rss_mb"), unit="MiB", style="num", width_rank=6),
+    column("mem", "mem pred/peak MiB", fmt_memory, unit="MiB", style="num", html_header="mem pred/peak MB",
+           width_rank=12),
+    column("bw", "BW GB/s (%)", fmt_bandwidth, unit="GB/s", style="num", width_rank=3),
+    column("shared", "shared/GPU MB", lambda r: fmt_both(r, "peak_shared_mb", "peak_gpu_mem_mb"), unit="MiB",
+           formats=HTML, style="num"),
+    column("agree", "agree vs ref", lambda r: fmt_agreement(r, " prefix"), html_fmt=fmt_agreement,
+           width_rank=1),
+    column("kld", "KLD / same-top", fmt_quality, formats=TEXT, width_rank=22),
+    column("tg_ref", "tg×ref", value_of("tg_ratio_vs_ref", 2), style="num", width_rank=20),
+    column("pp_ref", "pp×ref", value_of("pp_ratio_vs_ref", 2), formats=TEXT, width_rank=2),
+    column("temp", "start/max °C", lambda r: fmt_both(r, "start_temp_c", "temp_max_c"), unit="°C",
+           style="num", width_rank=17),
+    column("power", "W dec", fmt_watts, unit="W", style="num", html_header="W decode", width_rank=18),
+    column("j_tok", "J/tok net", value_of("decode_j_per_token_net_median", 4), unit="J/token", style="num",
+           width_rank=19),
+    column("throttle", "throttle", value_of("throttle_verdict"), style="badge", field="throttle_verdict",
+           width_rank=11),
+    column("stability", "stability", value_of("stability_verdict"), style="badge", field="stability_verdict",
+           width_rank=21),
+    column("interference", "interference", value_of("interference_verdict"), style="badge",
+           field="interference_verdict", width_rank=10),
+    # the serving levels' latency and throughput (client-side, nearest rank)
+    column("s_ttft", "TTFT p50/p99 ms", lambda r: fmt_pair(r, "serving_ttft_ms_p50", "serving_ttft_ms_p99"),
+           unit="ms", rows=SERVING, style="num"),
+    column("s_tpot", "TPOT p50/p99 ms", lambda r: fmt_pair(r, "serving_tpot_ms_p50", "serving_tpot_ms_p99"),
+           unit="ms", rows=SERVING, style="num"),
+    column("s_itl", "ITL p50/p99 ms", lambda r: fmt_pair(r, "serving_itl_ms_p50", "serving_itl_ms_p99"),
+           unit="ms", rows=SERVING, style="num"),
+    column("s_e2el", "E2EL p50/p99 ms", lambda r: fmt_pair(r, "serving_e2el_ms_p50", "serving_e2el_ms_p99"),
+           unit="ms", rows=SERVING, style="num"),
+    column("s_rps", "req/s", value_of("serving_request_throughput_rps", 2), unit="req/s", rows=SERVING,
+           style="num"),
+    column("s_out", "out tok/s", value_of("serving_output_tps"), unit="t/s", rows=SERVING, style="num"),
+    column("s_goodput", "goodput/s", value_of("serving_goodput_rps", 2), unit="req/s", rows=SERVING,
+           style="num"),
+    column("s_deferred", "deferred", value_of("serving_max_deferred", 0), unit="requests", rows=SERVING,
+           style="num"),
+    column("s_slot", "slot ctx", value_of("serving_slot_n_ctx"), unit="tokens", rows=SERVING, style="num"),
+    # in-process (CLI) vs HTTP API for the same model / ctx / ngl / workload (agent/report/serving.py)
+    column("v_decode", "in-process decode ms/tok", value_of("inprocess_decode_ms_per_token", 2), unit="ms",
+           rows=VERSUS, style="num"),
+    column("v_tpot", "API TPOT p50 ms (c=1)", value_of("serving_tpot_ms_p50", 2), unit="ms", rows=VERSUS,
+           style="num"),
+    column("v_server", "API server ms/tok", value_of("serving_server_ms_per_token_p50", 2), unit="ms",
+           rows=VERSUS, style="num"),
+    column("v_ttft", "in-process TTFT p50 ms", value_of("inprocess_ttft_ms_p50"), unit="ms", rows=VERSUS,
+           style="num"),
+    column("v_api_ttft", "API TTFT p50 ms (c=1)", value_of("serving_ttft_ms_p50"), unit="ms", rows=VERSUS,
+           style="num"),
+)  # fmt: skip
+
+
+def fields() -> tuple[Column, ...]:
+    """The JSON report's fields, in schema order."""
+    return tuple(c for c in COLUMNS if "json" in c.formats)
+
+
+def shown(fmt: Format, table: str = "configs") -> tuple[Column, ...]:
+    """The columns ``fmt`` shows in ``table`` (``configs``, ``serving`` or ``versus``), in table order."""
+    kinds = TABLES[table]
+    return tuple(c for c in COLUMNS if fmt in c.formats and c.fmt is not None and c.rows & kinds)
+
+
+def cells(columns: Sequence[Column], row: Row) -> list[str]:
+    return [c.text(row) for c in columns]
+
+
+# (field, JSON type) — the JSON report's contract.
+REPORT_FIELDS: tuple[tuple[str, str], ...] = tuple((c.name, c.type) for c in fields())
+FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
+# ``report --columns`` keys: the terminal table's columns, in its order.
+COLUMN_KEYS = tuple(c.name for c in shown("table"))
+ESSENTIAL_KEYS = tuple(c.name for c in shown("table") if c.essential)
+# Left out first when the table is wider than the terminal (least telling first); each one is named.
+FIT_DROP_ORDER = tuple(
+    c.name for c in sorted((c for c in shown("table") if not c.essential), key=lambda c: c.width_rank or 0)
+)
+
+
+class ColumnError(ValueError):
+    pass
+
+
+def parse_columns(spec: str) -> tuple[str, ...]:
+    """``--columns model,quant,tg`` -> keys, refusing an unknown one (with the list of valid ones)."""
+    keys = tuple(k.strip() for k in spec.split(",") if k.strip())
+    unknown = [k for k in keys if k not in COLUMN_KEYS]
+    if unknown or not keys:
+        raise ColumnError(
+            f"unknown column(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(COLUMN_KEYS)}"
+        )
+    return keys

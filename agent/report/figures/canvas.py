@@ -1,0 +1,82 @@
+"""What every figure of the report shares: a headless canvas, stacked panels with the legend below them,
+the "not measured" panel, a figure that only says why there is nothing to draw, and saving as PNG.
+
+Drawn with matplotlib's object API on an Agg canvas (no pyplot, no global backend switch, no display), so
+figures work headless, from threads, and inside a test run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+NOT_MEASURED = "not measured"
+THROTTLED_COLOR = "#d32f2f"
+SLOWDOWN_COLOR = "#f57c00"
+COLORS = [f"C{i}" for i in range(10)]
+
+
+def new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=100, constrained_layout=True)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def stacked_panels(fig: Figure, n: int, legend_height: float, height: float = 3.0) -> tuple[list[Axes], Axes]:
+    """``n`` stacked panels sharing x (tick labels on the bottom one only) and, below them, an empty strip
+    for the figure's legend, so the legend never covers the x tick labels (works on matplotlib 3.5)."""
+    grid = fig.add_gridspec(n + 1, 1, height_ratios=[height] * n + [legend_height])
+    axes: list[Axes] = []
+    for i in range(n):
+        ax = fig.add_subplot(grid[i, 0], sharex=axes[0] if axes else None)
+        if i < n - 1:
+            ax.tick_params(labelbottom=False)
+        axes.append(ax)
+    strip = fig.add_subplot(grid[n, 0])
+    strip.axis("off")
+    return axes, strip
+
+
+def save(fig: Figure, out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    return out
+
+
+def not_measured(ax: Axes, text: str = NOT_MEASURED) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="#757575", fontsize=11)
+    ax.set_yticks([])
+
+
+def message_png(out: Path, text: str) -> Path:
+    """A figure that says why there is nothing to draw (missing data never breaks a report)."""
+    fig = new_figure(8, 2)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=12)
+    return save(fig, out)
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float, None for missing, junk or NaN/inf (never drawn as 0)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def series_name(row: Mapping[str, Any]) -> str:
+    """A row's model as a legend names it: the label, with the quant where the label does not say it."""
+    label = str(row.get("model_label") or "?")
+    quant = row.get("quant")
+    return f"{label} ({quant})" if quant and str(quant).lower() not in label.lower() else label

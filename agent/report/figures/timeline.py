@@ -1,0 +1,449 @@
+"""The timeline figure of a sweep: temperatures, clocks, power and per-rep decode tokens/s against time,
+phases shaded, throttled spans marked.
+
+Missing data never breaks it: a panel with nothing to show says "not measured", and a sweep without
+telemetry still gets its tokens/s panel. Which metric goes into which panel is the role its collector
+declared, as stored with the sweep (never guessed from the metric's name, and never asked of collector
+drivers this installation may lack).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from edgeprof.collectors.roles import MetricRole
+from edgeprof.report.figures.canvas import (
+    COLORS,
+    SLOWDOWN_COLOR,
+    THROTTLED_COLOR,
+    finite,
+    message_png,
+    new_figure,
+    not_measured,
+    save,
+    stacked_panels,
+)
+from edgeprof.storage.models import Measurement, Phase, Run, Sweep, Verdict
+from edgeprof.storage.samples import envelope, read_series
+from edgeprof.verdicts.judge import stored_roles
+
+PHASE_COLORS: dict[str, str] = {
+    "load": "#9e9e9e",
+    "prefill": "#ffb74d",
+    "decode": "#81c784",
+    "idle": "#90caf9",
+    "cooldown": "#b3e5fc",
+}
+# More lines than this in one panel are unreadable: beyond it the panel shows the pointwise max and min.
+MAX_LINES = 8
+
+Points = list[tuple[float, float]]
+TripPoints = Mapping[str, Sequence[tuple[str, float]]]
+# Per plotted series; more than the figure's pixel width, so nothing visible is lost when a night's
+# readings are reduced to each bucket's minimum and maximum.
+MAX_PLOT_POINTS = 4000
+PANEL_ROLES = frozenset({"temperature", "clock", "clock_cap", "power"})
+
+
+def timeline_panels(
+    samples: Mapping[str, Points], roles: Mapping[str, MetricRole]
+) -> dict[str, dict[str, Points]]:
+    """The timeline's series per panel (``temp``, ``cpu``, ``cap``, ``gpu``, ``power``), chosen by each
+    metric's role as its collector declared it (``roles``: as stored with the sweep)."""
+    panels: dict[str, dict[str, Points]] = {k: {} for k in ("temp", "cpu", "cpu_core", "cap", "gpu", "power")}
+    for metric, points in samples.items():
+        role = roles.get(metric)
+        if role is None:
+            continue
+        if role.role == "temperature" and role.thermometer:  # no fixed PMIC 100 °C
+            panels["temp"][metric] = points
+        elif role.role == "clock" and role.domain == "cpu":
+            panels["cpu_core" if role.per_core else "cpu"][metric] = points
+        elif role.role == "clock" and role.domain == "gpu":
+            panels["gpu"][metric] = points
+        elif role.role == "clock_cap" and len({v for _, v in points}) > 1:  # a cap that never moved: clutter
+            panels["cap"][metric] = points
+        elif role.role == "power":
+            panels["power"][metric] = points
+    # Per-cluster clocks where sysfs has them; single cores' clocks otherwise.
+    panels["cpu"] = panels["cpu"] or panels.pop("cpu_core")
+    panels.pop("cpu_core", None)
+    return panels
+
+
+def load_samples(
+    session: Session, sweep_id: int, roles: Mapping[str, MetricRole] | None = None
+) -> dict[str, Points]:
+    """Each metric's readings as drawn: one source per metric, reduced to at most ~``MAX_PLOT_POINTS``
+    points that keep every bucket's minimum and maximum. With ``roles``, only the metrics a panel shows."""
+
+    def plotted(metric: str) -> bool:
+        if roles is None:
+            return True
+        role = roles.get(metric)
+        return role is not None and role.role in PANEL_ROLES
+
+    out: dict[str, Points] = {}
+    first_t: dict[str, float] = {}
+    # Columnar (storage.samples.read_series): a night is ~10 M readings; rows of them would take minutes.
+    for (_source, metric), (t, v) in sorted(read_series(session, sweep_id, plotted).items()):
+        # one source per metric (tegrastats and jtop both report temp.* on a Jetson), as Telemetry does:
+        # the one whose readings start first
+        if not len(t) or (metric in first_t and first_t[metric] <= float(t[0])):
+            continue
+        first_t[metric] = float(t[0])
+        # a 13-inch figure shows a few thousand points per line: keep each bucket's min and max, so a
+        # throttling dip or a temperature peak stays visible
+        tt, vv = envelope(t, v, MAX_PLOT_POINTS)
+        out[metric] = list(zip(tt.tolist(), vv.tolist(), strict=True))
+    return out
+
+
+def pointwise_extremes(series: Iterable[Points]) -> tuple[Points, Points]:
+    """The pointwise max and min over many series (a panel with more lines than it can show)."""
+    hi: dict[float, float] = {}
+    lo: dict[float, float] = {}
+    for points in series:
+        for t, v in points:
+            hi[t] = max(hi.get(t, v), v)
+            lo[t] = min(lo.get(t, v), v)
+    return sorted(hi.items()), sorted(lo.items())
+
+
+def _with_breaks(points: Points, min_gap_s: float = 5.0) -> Points:
+    """``points`` with a NaN inserted in every gap much longer than the sampling interval (a sweep resumed
+    the next day, a sampler that stalled), so a line is broken there instead of bridging it."""
+    if len(points) < 3:
+        return points
+    steps = sorted(b[0] - a[0] for a, b in pairwise(points) if b[0] > a[0])
+    typical = steps[len(steps) // 2] if steps else 0.0
+    limit = max(min_gap_s, 10.0 * typical)
+    out: Points = [points[0]]
+    for a, b in pairwise(points):
+        if b[0] - a[0] > limit:
+            out.append(((a[0] + b[0]) / 2.0, math.nan))
+        out.append(b)
+    return out
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """Seconds since the sweep's first event, in minutes past a quarter of an hour."""
+
+    t0: float
+    scale: float
+    unit: str
+
+    @classmethod
+    def over(cls, times: Sequence[float]) -> TimeAxis:
+        t0, t1 = min(times), max(times)
+        span = max(t1 - t0, 1e-6)
+        scale, unit = (60.0, "min") if span > 900 else (1.0, "s")
+        return cls(t0, scale, unit)
+
+    def x(self, t: float) -> float:
+        return (t - self.t0) / self.scale
+
+
+def plot_lines(
+    ax: Axes,
+    lines: Mapping[str, Points],
+    t0: float,
+    scale_t: float,
+    *,
+    scale_v: float = 1.0,
+    group_label: str = "",
+    linestyle: str = "-",
+) -> int:
+    """Plot each series (or max/min envelopes when there are too many); returns how many were drawn."""
+    if not lines:
+        return 0
+
+    def xs(points: Points) -> list[float]:
+        return [(t - t0) / scale_t for t, _ in _with_breaks(points)]
+
+    def ys(points: Points) -> list[float]:
+        return [v * scale_v for _, v in _with_breaks(points)]
+
+    if len(lines) > MAX_LINES:
+        hi, lo = pointwise_extremes(lines.values())
+        ax.plot(xs(hi), ys(hi), linestyle, lw=1.0, label=f"{group_label} max of {len(lines)}")
+        ax.plot(xs(lo), ys(lo), linestyle, lw=1.0, label=f"{group_label} min of {len(lines)}")
+        return 2
+    for name, points in sorted(lines.items()):
+        ax.plot(xs(points), ys(points), linestyle, lw=1.0, label=name)
+    return len(lines)
+
+
+def _shade_phases(ax: Axes, phases: Sequence[Phase], axis: TimeAxis) -> None:
+    by_name: dict[str, list[tuple[float, float]]] = {}
+    for ph in phases:
+        if ph.t_end_mono >= ph.t_start_mono:
+            by_name.setdefault(ph.name, []).append(
+                (axis.x(ph.t_start_mono), (ph.t_end_mono - ph.t_start_mono) / axis.scale)
+            )
+    for name, spans in by_name.items():
+        color = PHASE_COLORS.get(name, "#e0e0e0")
+        ax.broken_barh(
+            spans, (0, 1), transform=ax.get_xaxis_transform(), facecolors=color, alpha=0.35, lw=0, zorder=0
+        )
+
+
+def _first_below(verdict: Verdict, start: float) -> float:
+    """The marked span starts where a clock first fell below its cap, when the evidence says so."""
+    try:
+        evidence = json.loads(verdict.evidence_json)
+        firsts = [
+            float(d["first_below_t"])
+            for d in evidence.get("clocks", {}).get("domains", {}).values()
+            if isinstance(d, dict) and d.get("first_below_t") is not None
+        ]
+        if firsts:
+            return max(start, min(firsts))
+    except (ValueError, TypeError, AttributeError):
+        pass
+    return start
+
+
+def _run_spans(
+    runs: Sequence[Run], phases_by_run: Mapping[int, Sequence[Phase]], verdicts: Mapping[int, Verdict]
+) -> list[tuple[Run, float, float, str]]:
+    """(run, start, end, verdict value) of each throttled or non-thermal-slowdown run's marked span."""
+    out = []
+    for run in runs:
+        verdict = verdicts.get(run.id)
+        if verdict is None or verdict.value not in ("throttled", "slowdown_not_thermal"):
+            continue
+        working = [p for p in phases_by_run.get(run.id, ()) if p.name in ("load", "prefill", "decode")]
+        if working:
+            start, end = min(p.t_start_mono for p in working), max(p.t_end_mono for p in working)
+        elif run.t_start_mono is not None and run.t_end_mono is not None:
+            start, end = run.t_start_mono, run.t_end_mono
+        else:
+            continue
+        out.append((run, _first_below(verdict, start), end, verdict.value))
+    return out
+
+
+@dataclass
+class SweepTimeline:
+    """What the timeline draws of one sweep, read once."""
+
+    sweep: Sweep
+    runs: list[Run]
+    phases: list[Phase] = field(default_factory=list)
+    steady: list[Measurement] = field(default_factory=list)
+    verdicts: dict[int, Verdict] = field(default_factory=dict)
+    samples: dict[str, Points] = field(default_factory=dict)
+    roles: dict[str, MetricRole] = field(default_factory=dict)
+
+    @property
+    def phases_by_run(self) -> dict[int, list[Phase]]:
+        out: dict[int, list[Phase]] = {}
+        for ph in self.phases:
+            out.setdefault(ph.run_id, []).append(ph)
+        return out
+
+    def times(self) -> list[float]:
+        times = [t for pts in self.samples.values() for t, _ in pts]
+        times += [p.t_start_mono for p in self.phases] + [p.t_end_mono for p in self.phases]
+        return times + [m.t_start_mono for m in self.steady if m.t_start_mono is not None]
+
+
+def read_timeline(session: Session, sweep: Sweep) -> SweepTimeline:
+    runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep.id).order_by(Run.id)))
+    data = SweepTimeline(sweep, runs)
+    run_ids = [r.id for r in runs]
+    if run_ids:
+        data.phases = list(session.scalars(select(Phase).where(Phase.run_id.in_(run_ids))))
+        data.steady = list(
+            session.scalars(
+                select(Measurement).where(Measurement.run_id.in_(run_ids), Measurement.kind == "steady")
+            )
+        )
+        query = select(Verdict).where(Verdict.run_id.in_(run_ids), Verdict.kind == "throttle")
+        for v in session.scalars(query.order_by(Verdict.id)):
+            data.verdicts[v.run_id] = v
+    data.roles = stored_roles(session, sweep.id)
+    data.samples = load_samples(session, sweep.id, data.roles)
+    return data
+
+
+def _draw_temperatures(ax: Axes, temps: Mapping[str, Points], axis: TimeAxis, trips: TripPoints) -> None:
+    """Each zone's temperature, and its passive/hot trip points (as ``ThermalZonesCollector.trip_points``)."""
+    if plot_lines(ax, temps, axis.t0, axis.scale):
+        for metric, zone_trips in trips.items():
+            if metric not in temps:
+                continue
+            for kind, temp_c in zone_trips:
+                if kind in ("passive", "hot"):
+                    ax.axhline(temp_c, color=THROTTLED_COLOR, ls="--", lw=0.8, alpha=0.7)
+                    ax.text(
+                        0.995,
+                        temp_c,
+                        f"{metric} {kind} trip {temp_c:g} °C",
+                        transform=ax.get_yaxis_transform(),
+                        ha="right",
+                        va="bottom",
+                        fontsize=7,
+                        color=THROTTLED_COLOR,
+                    )
+        ax.legend(loc="upper left", fontsize=7, ncol=2)
+    else:
+        not_measured(ax, "temperature not measured")
+    ax.set_ylabel("temperature (°C)")
+
+
+def _draw_clocks_and_power(
+    ax_clk: Axes, ax_pow: Axes, panels: Mapping[str, Mapping[str, Points]], axis: TimeAxis
+) -> None:
+    n_clk = plot_lines(ax_clk, panels["cpu"], axis.t0, axis.scale, group_label="cpu")
+    n_clk += plot_lines(ax_clk, panels["cap"], axis.t0, axis.scale, group_label="cap", linestyle="--")
+    n_clk += plot_lines(ax_clk, panels["gpu"], axis.t0, axis.scale, group_label="gpu")
+    if n_clk:
+        ax_clk.legend(loc="upper left", fontsize=7, ncol=2)
+    else:
+        not_measured(ax_clk, "CPU/GPU clocks not measured")
+    ax_clk.set_ylabel("clock (MHz)")
+    if plot_lines(ax_pow, panels["power"], axis.t0, axis.scale, scale_v=1e-3, group_label="power"):
+        ax_pow.legend(loc="upper left", fontsize=7, ncol=2)
+    else:
+        not_measured(ax_pow, "power not measured")
+    ax_pow.set_ylabel("power (W)")
+
+
+def _draw_tokens(ax: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
+    """Each steady rep's decode tokens/s at its middle, one colour per model label."""
+    label_of = {r.id: r.model_label for r in data.runs}
+    points_by_run: dict[int, Points] = {}
+    for m in data.steady:
+        tps = finite(m.tg_tps)
+        if tps is None or m.t_start_mono is None:
+            continue
+        mid = m.t_start_mono if m.t_end_mono is None else (m.t_start_mono + m.t_end_mono) / 2.0
+        points_by_run.setdefault(m.run_id, []).append((axis.x(mid), tps))
+    if points_by_run:
+        seen_labels: set[str] = set()
+        label_color: dict[str, str] = {}
+        for run_id in sorted(points_by_run):
+            label = label_of.get(run_id, str(run_id))
+            color = label_color.setdefault(label, COLORS[len(label_color) % len(COLORS)])
+            pts = sorted(points_by_run[run_id])
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                "o-",
+                ms=3,
+                lw=0.8,
+                color=color,
+                label=label if label not in seen_labels else None,
+            )
+            seen_labels.add(label)
+        ax.legend(loc="upper left", fontsize=7, ncol=3)
+        ax.set_ylim(bottom=0)
+    else:
+        not_measured(ax, "no steady tokens/s (failed or not run)")
+    ax.set_ylabel("decode tokens/s\n(steady reps)")
+    ax.set_xlabel(f"time since sweep start ({axis.unit})")
+
+
+def _mark_throttled(axes: Sequence[Axes], ax_temp: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
+    """Phases shaded on every panel; throttled spans red (a non-thermal slowdown orange), named on top."""
+    marked = _run_spans(data.runs, data.phases_by_run, data.verdicts)
+    for ax in axes:
+        _shade_phases(ax, data.phases, axis)
+        for _run, start, end, value in marked:
+            color = THROTTLED_COLOR if value == "throttled" else SLOWDOWN_COLOR
+            ax.axvspan(axis.x(start), axis.x(end), ymin=0.94, ymax=1.0, color=color, alpha=0.8, lw=0)
+        ax.grid(True, alpha=0.3)
+    for run, start, _end, value in marked:
+        ax_temp.text(
+            axis.x(start),
+            1.0,
+            f" {value} #{run.seq}",
+            transform=ax_temp.get_xaxis_transform(),
+            va="bottom",
+            fontsize=7,
+            color=THROTTLED_COLOR if value == "throttled" else SLOWDOWN_COLOR,
+        )
+
+
+def _mark_run_starts(axes: Sequence[Axes], ax_tps: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
+    """A dotted line where each run starts, named on the tokens/s panel (up to 40 runs stay readable)."""
+    if len(data.runs) > 40:
+        return
+    phases_by_run = data.phases_by_run
+    for run in data.runs:
+        own = phases_by_run.get(run.id)
+        run_start = min(p.t_start_mono for p in own) if own else run.t_start_mono
+        if run_start is None:
+            continue
+        for ax in axes:
+            ax.axvline(axis.x(run_start), color="#616161", lw=0.6, ls=":")
+        ax_tps.text(
+            axis.x(run_start),
+            0.02,
+            f" #{run.seq} {run.model_label} ctx={run.n_ctx} ngl={run.n_gpu_layers}"
+            + ("" if run.status == "ok" else f" [{run.status}]"),
+            transform=ax_tps.get_xaxis_transform(),
+            rotation=90,
+            va="bottom",
+            fontsize=6,
+            color="#424242",
+        )
+
+
+def _legend(strip: Axes) -> None:
+    handles = [Patch(facecolor=c, alpha=0.5, label=n) for n, c in PHASE_COLORS.items()]
+    handles += [
+        Patch(facecolor=THROTTLED_COLOR, label="throttled"),
+        Patch(facecolor=SLOWDOWN_COLOR, label="slowdown, not thermal"),
+    ]
+    strip.legend(handles=handles, loc="center", ncol=len(handles), fontsize=8, frameon=False)
+
+
+def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | None = None) -> Figure | str:
+    """The timeline of a sweep, or why there is none (an unknown sweep, nothing recorded)."""
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        return f"no sweep with id {sweep_id}"
+    data = read_timeline(session, sweep)
+    times = data.times()
+    if not times:
+        return f"sweep {sweep_id} ({sweep.name}): no telemetry, phases or measurements"
+    axis = TimeAxis.over(times)
+    panels = timeline_panels(data.samples, data.roles)
+    fig = new_figure(13, 11.5)
+    axes, strip = stacked_panels(fig, 4, legend_height=0.35)
+    ax_temp, ax_clk, ax_pow, ax_tps = axes
+    fig.suptitle(
+        f"sweep {sweep_id}: {sweep.name} — {len(data.runs)} run(s), telemetry against time", fontsize=13
+    )
+    _draw_temperatures(ax_temp, panels["temp"], axis, trip_points or {})
+    _draw_clocks_and_power(ax_clk, ax_pow, panels, axis)
+    _draw_tokens(ax_tps, data, axis)
+    _mark_throttled(axes, ax_temp, data, axis)
+    _mark_run_starts(axes, ax_tps, data, axis)
+    _legend(strip)
+    return fig
+
+
+def timeline_png(session: Session, sweep_id: int, out: Path, trip_points: TripPoints | None = None) -> Path:
+    """Temperatures, clocks, power and per-rep decode tokens/s of a sweep against time, phases shaded,
+    throttled spans marked (red; a non-thermal slowdown in orange). ``trip_points`` (optional, as
+    ``ThermalZonesCollector.trip_points``) draws each zone's passive/hot trips. Returns ``out``."""
+    drawn = timeline_figure(session, sweep_id, trip_points)
+    if isinstance(drawn, str):
+        return message_png(Path(out), drawn)
+    return save(drawn, Path(out))

@@ -1,0 +1,33 @@
+"""The Markdown report: the answer as a list, the configs table (columns without data left out), the notes,
+the depth curves, then the serving levels apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgeprof.report.columns import cells, shown
+from edgeprof.report.fit import recommendation_lines
+from edgeprof.report.render.notes import failure_notes
+from edgeprof.report.render.serving import serving_lines
+from edgeprof.report.serving import is_serving_row
+from edgeprof.report.tables import drop_empty_columns, md_escape, md_table
+from edgeprof.report.workload import render_depth_lines
+
+
+def render_markdown(rows: list[dict[str, Any]]) -> str:
+    everything, rows = rows, [r for r in rows if not is_serving_row(r)]
+    columns = shown("md")
+    headers, grid, _ = drop_empty_columns([c.header for c in columns], [cells(columns, r) for r in rows])
+    lines = md_table(headers, grid)
+    recs = recommendation_lines(rows)  # the report opens with the answer
+    if recs:
+        lines = [*(f"- {md_escape(x.strip())}" for x in recs), "", *lines]
+    fails = failure_notes(rows)
+    if fails:
+        lines += ["", "**Failed configs and device changes:**", ""] + [f"- {md_escape(f)}" for f in fails]
+    depth_lines = render_depth_lines(rows)  # the curve users ask for
+    if depth_lines:
+        lines += ["", "**tg t/s and TTFT against context depth (steady reps):**", "", "```"]
+        lines += [*depth_lines, "```"]
+    lines += serving_lines(everything, markdown=True)  # the HTTP API, apart: another scenario
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+"""The lines around the configs table that the terminal and Markdown share: failed configs, a CPU-only
+build asked to offload, device state changes, and why an unstable row is unstable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def failure_notes(rows: list[dict[str, Any]]) -> list[str]:
+    out = [
+        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']} wl={r['workload']}: {r['status']}: {r['reason']}"
+        for r in rows
+        if r["status"] != "ok"
+    ]
+    # One line, not one per row: the default (-ngl all, as llama-bench) asks for offload on every config,
+    # and on a CPU-only build every one of them measured the CPU.
+    cpu_only = [r for r in rows if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False]
+    if cpu_only:
+        ngls = ", ".join(str(n) for n in sorted({r["ngl"] for r in cpu_only}))
+        out.append(
+            f"{len(cpu_only)} config(s) asked for -ngl {ngls}, but this llama.cpp build cannot offload to "
+            "a GPU: those runs measured the CPU"
+        )
+    out += [
+        f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']}: device state changed before this config "
+        f"(power mode {r['power_mode']}, clocks locked {r['clocks_locked']}): "
+        "not comparable with earlier rows"
+        for r in rows
+        if r["device_state_changed"]
+    ]
+    out += [stability_note(r) for r in rows if stability_note(r)]
+    return out
+
+
+def stability_note(row: Mapping[str, Any]) -> str:
+    """Why an ``unstable`` row is unstable, as far as the interference verdict tells: other processes
+    competing for the CPU during its steady reps, or not (then the cause is in the device or the model)."""
+    if row.get("stability_verdict") != "unstable":
+        return ""
+    where = f"{row['model_label']} ctx={row['ctx']} ngl={row['ngl']}"
+    interference = row.get("interference_verdict")
+    if interference == "contended":
+        return (
+            f"{where}: unstable while other processes competed for the CPU (interference: contended): "
+            "rerun on a quiet machine before trusting its median"
+        )
+    if interference == "quiet":
+        return f"{where}: unstable on a quiet machine (no competing CPU work): look at thermals and clocks"
+    return f"{where}: unstable; whether other work competed for the CPU was not measured"

@@ -1,0 +1,141 @@
+"""One run's report row: the fields every runner's row has (DESIGN §3 numbers), from its stored run and
+measurements. The sweep-wide parts (reference, verdicts, quality, fit, fleet) are attached by
+``edgeprof.report.rows.build_rows``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from edgeprof.device.jetson import comparable_state
+from edgeprof.report.workload import output_until_eos, workload_fields
+from edgeprof.stats import Summary
+from edgeprof.storage.models import Measurement, ModelFile, Run
+
+
+def agreement(tokens: Sequence[int], reference: Sequence[int]) -> tuple[int, float, int]:
+    """(identical tokens before the first divergence, share of identical positions, positions compared).
+
+    Positions are compared over the longer of the two outputs, so a run that stopped early is not rewarded.
+    """
+    n = max(len(tokens), len(reference))
+    if n == 0:
+        return 0, 1.0, 0
+    prefix = 0
+    for a, b in zip(tokens, reference, strict=False):
+        if a != b:
+            break
+        prefix += 1
+    same = sum(1 for a, b in zip(tokens, reference, strict=False) if a == b)
+    return prefix, same / n, n
+
+
+def output_tokens(run: Run) -> list[int] | None:
+    """The output of the run's first steady request (greedy: every rep gives the same tokens)."""
+    ordered = sorted(
+        run.measurements, key=lambda m: ({"steady": 0, "warmup": 1, "cold": 2}.get(m.kind, 3), m.rep)
+    )
+    for m in ordered:
+        if m.output_tokens_json:
+            value = json.loads(m.output_tokens_json)
+            if isinstance(value, list):
+                # what follows an ignored EOS is not an answer: never compared with the reference
+                return output_until_eos([int(t) for t in value], m.first_eos_index)
+    return None
+
+
+def _identity(run: Run, mf: ModelFile | None) -> dict[str, Any]:
+    """What the row is: its sweep and run, the model file, the workload and the parameters."""
+    workload = json.loads(run.workload_json)
+    bpw = mf.size_bytes * 8 / mf.n_params if mf is not None and mf.n_params else None
+    return {
+        "sweep_id": run.sweep_id,
+        "run_id": run.id,
+        "spec_id": run.spec_id,
+        "model_label": run.model_label,
+        "model_group": run.model_group,
+        "model_sha256": mf.sha256 if mf else None,
+        "quant": mf.quant_type if mf else None,
+        "bits_per_weight": round(bpw, 3) if bpw is not None else None,
+        "workload": run.workload_name,
+        "n_prompt": next((m.n_prompt for m in run.measurements if m.n_prompt is not None), None),
+        "n_predict": int(workload.get("n_predict", 0)),
+        "ctx": run.n_ctx,
+        "ngl": run.n_gpu_layers,
+        "threads": run.n_threads,
+        "n_batch": run.n_batch,
+        "n_ubatch": run.n_ubatch,
+        "flash_attn": run.flash_attn,
+        "type_k": run.type_k,
+        "type_v": run.type_v,
+        "mmap": bool(run.use_mmap),
+        "status": run.status,
+        "reason": run.reason,
+        "attempts": 1,
+    }
+
+
+def _speed(run: Run, steady: Sequence[Measurement]) -> dict[str, Any]:
+    """The first start of a fresh process apart from the steady reps' order statistics."""
+    cold = next((m for m in run.measurements if m.kind == "cold" and m.rep == 0), None)
+    pp = Summary.of(m.pp_tps for m in steady)
+    tg = Summary.of(m.tg_tps for m in steady)
+    ttft = Summary.of(m.ttft_ms for m in steady)
+    return {
+        "cold_load_ms": cold.load_ms if cold else None,
+        "cold_start_ms": cold.cold_start_ms if cold else None,
+        "cold_ttft_ms": cold.ttft_ms if cold else None,
+        "pp_tps_median": pp.median,
+        "pp_tps_min": pp.min,
+        "pp_tps_max": pp.max,
+        "pp_tps_n": pp.n,
+        "tg_tps_median": tg.median,
+        "tg_tps_min": tg.min,
+        "tg_tps_max": tg.max,
+        "tg_tps_n": tg.n,
+        "ttft_ms_p50": ttft.p50,
+        "ttft_ms_p95": ttft.p95,
+        "ttft_n": ttft.n,
+        "peak_rss_mb": run.peak_rss_mb,
+        # filled against the reference by edgeprof.report.reference
+        "reference_label": None,
+        "agree_prefix_tokens": None,
+        "agree_share": None,
+        "agree_n_tokens": None,
+        "tg_ratio_vs_ref": None,
+        "pp_ratio_vs_ref": None,
+    }
+
+
+def _telemetry(run: Run, steady: Sequence[Measurement]) -> dict[str, Any]:
+    """Temperatures, energy and the Jetson state the run was measured in (null without such a sensor)."""
+    temps = [m.temp_max_c for m in steady if m.temp_max_c is not None]
+    state = comparable_state(json.loads(run.device_state_json)) if run.device_state_json else None
+    state = state or {}
+    return {
+        "start_temp_c": run.start_temp_c,
+        "temp_max_c": max(temps) if temps else None,
+        "power_source": run.energy_sources or run.power_source,
+        "energy_basis": run.energy_basis,
+        "energy_whole_board": run.energy_whole_board,
+        "decode_power_mw_median": Summary.of(m.decode_power_mw for m in steady).median,
+        "decode_j_per_token_median": Summary.of(m.decode_j_per_token for m in steady).median,
+        "decode_j_per_token_net_median": Summary.of(m.decode_j_per_token_net for m in steady).median,
+        "peak_shared_mb": run.peak_shared_mb,
+        "peak_gpu_mem_mb": run.peak_gpu_mem_mb,
+        "power_mode": state.get("power_mode"),
+        "clocks_locked": state.get("clocks_locked"),
+        "device_state_changed": run.device_state_changed,
+    }
+
+
+def base_row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
+    """The row of one run before anything sweep-wide is attached."""
+    steady: list[Measurement] = [m for m in run.measurements if m.kind == "steady"]
+    return {
+        **_identity(run, mf),
+        **_speed(run, steady),
+        **_telemetry(run, steady),
+        **workload_fields(run, steady),
+    }
