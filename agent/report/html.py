@@ -27,7 +27,7 @@ from edgeprof.report.fit import fmt_bandwidth, fmt_memory, recommendation_lines
 from edgeprof.report.rows import build_rows, fmt_agreement, fmt_spread, fmt_value
 from edgeprof.report.workload import depth_curves, fmt_tokens_out
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
-from edgeprof.verdicts.judge import attach_verdicts, verdicts_by_run
+from edgeprof.verdicts import attach_verdicts, verdicts_by_run
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px;

@@ -316,7 +316,7 @@ def build_rows(
             for metric, out in (("tg_tps_median", "tg_ratio_vs_ref"), ("pp_tps_median", "pp_ratio_vs_ref")):
                 if row[metric] is not None and ref[metric]:
                     row[out] = round(row[metric] / ref[metric], 4)
-    from edgeprof.verdicts.judge import attach_verdicts
+    from edgeprof.verdicts import attach_verdicts
 
     attach_verdicts(session, rows)
     for row in rows:

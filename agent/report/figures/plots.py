@@ -21,8 +21,7 @@ from matplotlib.patches import Patch
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.collectors.registry import role_of
-from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors import MetricRole, role_of
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep, Verdict
 from edgeprof.storage.samples import envelope, read_series
 

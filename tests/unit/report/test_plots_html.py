@@ -25,7 +25,7 @@ from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
 from edgeprof.sweep.loop import run_plan
 from edgeprof.sweep.telemetry import Telemetry
-from edgeprof.verdicts.judge import analyse_run, analyse_sweep
+from edgeprof.verdicts import analyse_run, analyse_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2024, 5, 1, 12, 0)
