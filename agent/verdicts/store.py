@@ -111,7 +111,7 @@ def run_roles(session: Session, sweep_id: int, sources: Mapping[str, str]) -> di
     out = {m: declared[m] for m in sources if m in declared}
     missing = [m for m in sources if m not in declared]
     if missing:
-        from edgeprof.collectors.registry import roles_for
+        from edgeprof.collectors import roles_for
 
         out.update(roles_for(missing, sources))
     return out
