@@ -4,7 +4,7 @@ To add a source (tegrastats, jtop, nvml, ...): write ``collectors/<source>.py`` 
 subclass whose ``name`` is unique, whose constructor takes only ``root`` and whose ``role_of`` says what
 each of its metrics is (``collectors/roles.py``: temperature, clock, power gauge, energy counter, ...), then
 list the class in ``PLATFORM_COLLECTORS`` below. Nothing else changes: energy and J/token, phase
-aggregates, verdicts and plots find its metrics by role (``role_of``/``roles_for`` here).
+aggregates, verdicts and plots find its metrics by role (``roles_for`` here gives the mapping they take).
 """
 
 from __future__ import annotations

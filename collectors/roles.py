@@ -3,9 +3,11 @@
 Telemetry (energy, J/token, phase aggregates), verdicts (throttle evidence) and plots (timeline panels) ask
 this contract what a metric is, never its name. A collector states the role of each metric it can emit in
 its ``role_of`` classmethod (a pure function of the name, so stored samples of a sweep measured elsewhere
-can still be classified without that hardware), and ``edgeprof.collectors.registry.role_of`` asks the
-registered collectors. Adding a source is therefore one module in ``collectors/``, one registry line and
-its test; nothing in ``agent/`` changes.
+can still be classified without that hardware). A sweep stores the roles with its collector status; the
+one way to a metric -> role mapping is ``edgeprof.collectors.registry.roles_for``: the stored roles first,
+then the declaring collector class. The judging and aggregating functions take that mapping and import no
+driver. Adding a source is therefore one module in ``collectors/``, one registry line and its test; nothing
+in ``agent/`` changes.
 """
 
 from __future__ import annotations

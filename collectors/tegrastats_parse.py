@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -259,74 +259,109 @@ class _Builder:
         )
 
 
+def _take_ram(b: _Builder, m: re.Match[str]) -> None:
+    if b.ram is not None:
+        b.reject("duplicate:RAM", m.group(0))
+        return
+    used, total, unit, blocks, size, size_unit = m.groups()
+    b.ram = RamInfo(
+        _mb(used, unit),
+        _mb(total, unit),
+        int(blocks) if blocks is not None else None,
+        _mb(size, size_unit) if size is not None else None,
+    )
+
+
+def _take_swap(b: _Builder, m: re.Match[str]) -> None:
+    if b.swap is not None:
+        b.reject("duplicate:SWAP", m.group(0))
+        return
+    used, total, unit, cached, cached_unit = m.groups()
+    cached_mb = _mb(cached, cached_unit) if cached is not None else None
+    b.swap = SwapInfo(_mb(used, unit), _mb(total, unit), cached_mb)
+
+
+def _take_iram(b: _Builder, m: re.Match[str]) -> None:
+    if b.iram is not None:
+        b.reject("duplicate:IRAM", m.group(0))
+        return
+    used, total, unit, lfb, lfb_unit = m.groups()
+    lfb_kb = _mb(lfb, lfb_unit) * 1024 if lfb is not None else None
+    b.iram = IramInfo(_mb(used, unit) * 1024, _mb(total, unit) * 1024, lfb_kb)
+
+
+def _take_cpu(b: _Builder, m: re.Match[str]) -> None:
+    cores = _parse_cores(m.group(1), m.group(2))
+    if cores is None:
+        b.reject("CPU:unparsed", m.group(0))
+    elif b.cpus is not None:
+        b.reject("duplicate:CPU", m.group(0))
+    else:
+        b.cpus = cores
+
+
+def _take_emc(b: _Builder, m: re.Match[str]) -> None:
+    _, load, freq, bare_freq = m.groups()
+    freqs = _freqs(freq or bare_freq)
+    if b.emc is not None or len(freqs) > 1:
+        b.reject("EMC:unexpected", m.group(0))
+    else:
+        b.emc = EmcInfo(float(load) if load is not None else None, freqs[0] if freqs else None)
+
+
+def _take_gpu(b: _Builder, m: re.Match[str]) -> None:
+    name, load, freq, bare_freq = m.groups()
+    load_pct = float(load) if load is not None else None
+    b.gpu.append(GpuEntry(name, load_pct, _freqs(freq or bare_freq)))
+
+
+def _take_engine(b: _Builder, m: re.Match[str]) -> None:
+    name, value = m.groups()
+    if name in b.engines:
+        b.reject(f"duplicate:{name}", m.group(0))
+    else:
+        b.engines[name] = value
+
+
+def _take_rail(b: _Builder, m: re.Match[str]) -> None:
+    name, cur, avg, third = m.groups()
+    b.rails.append(Rail(name, int(cur), int(avg), int(third) if third is not None else None))
+
+
+def _take_temp(b: _Builder, m: re.Match[str]) -> None:
+    name, value, second = m.groups()
+    if name in b.temps:
+        b.reject(f"duplicate:{name}@", m.group(0))
+        return
+    celsius = float(value)
+    b.temps[name] = None if celsius <= OFFLINE_TEMP_C else celsius
+    if second is not None:
+        other = float(second)
+        b.temps_second[name] = None if other <= OFFLINE_TEMP_C else other
+
+
+# Each field's pattern and what to do with a match, tried in this order at every token.
+_FIELDS: tuple[tuple[re.Pattern[str], Callable[[_Builder, re.Match[str]], None]], ...] = (
+    (_RAM_RE, _take_ram),
+    (_SWAP_RE, _take_swap),
+    (_IRAM_RE, _take_iram),
+    (_CPU_RE, _take_cpu),
+    (_EMC_RE, _take_emc),
+    (_GPU_RE, _take_gpu),
+    (_MTS_RE, _take_engine),
+    (_ENGINE_RE, _take_engine),
+    (_RAIL_RE, _take_rail),
+    (_TEMP_RE, _take_temp),
+)
+
+
 def _take_field(b: _Builder, line: str, pos: int) -> int | None:
     """Consume one recognised field at ``pos``; return the position after it, or None if none matched."""
-    if (m := _RAM_RE.match(line, pos)) is not None:
-        if b.ram is not None:
-            b.reject("duplicate:RAM", m.group(0))
-        else:
-            used, total, unit, blocks, size, size_unit = m.groups()
-            b.ram = RamInfo(
-                _mb(used, unit),
-                _mb(total, unit),
-                int(blocks) if blocks is not None else None,
-                _mb(size, size_unit) if size is not None else None,
-            )
-    elif (m := _SWAP_RE.match(line, pos)) is not None:
-        if b.swap is not None:
-            b.reject("duplicate:SWAP", m.group(0))
-        else:
-            used, total, unit, cached, cached_unit = m.groups()
-            cached_mb = _mb(cached, cached_unit) if cached is not None else None
-            b.swap = SwapInfo(_mb(used, unit), _mb(total, unit), cached_mb)
-    elif (m := _IRAM_RE.match(line, pos)) is not None:
-        if b.iram is not None:
-            b.reject("duplicate:IRAM", m.group(0))
-        else:
-            used, total, unit, lfb, lfb_unit = m.groups()
-            lfb_kb = _mb(lfb, lfb_unit) * 1024 if lfb is not None else None
-            b.iram = IramInfo(_mb(used, unit) * 1024, _mb(total, unit) * 1024, lfb_kb)
-    elif (m := _CPU_RE.match(line, pos)) is not None:
-        cores = _parse_cores(m.group(1), m.group(2))
-        if cores is None:
-            b.reject("CPU:unparsed", m.group(0))
-        elif b.cpus is not None:
-            b.reject("duplicate:CPU", m.group(0))
-        else:
-            b.cpus = cores
-    elif (m := _EMC_RE.match(line, pos)) is not None:
-        _, load, freq, bare_freq = m.groups()
-        freqs = _freqs(freq or bare_freq)
-        if b.emc is not None or len(freqs) > 1:
-            b.reject("EMC:unexpected", m.group(0))
-        else:
-            b.emc = EmcInfo(float(load) if load is not None else None, freqs[0] if freqs else None)
-    elif (m := _GPU_RE.match(line, pos)) is not None:
-        name, load, freq, bare_freq = m.groups()
-        load_pct = float(load) if load is not None else None
-        b.gpu.append(GpuEntry(name, load_pct, _freqs(freq or bare_freq)))
-    elif (m := _MTS_RE.match(line, pos)) is not None or (m := _ENGINE_RE.match(line, pos)) is not None:
-        name, value = m.groups()
-        if name in b.engines:
-            b.reject(f"duplicate:{name}", m.group(0))
-        else:
-            b.engines[name] = value
-    elif (m := _RAIL_RE.match(line, pos)) is not None:
-        name, cur, avg, third = m.groups()
-        b.rails.append(Rail(name, int(cur), int(avg), int(third) if third is not None else None))
-    elif (m := _TEMP_RE.match(line, pos)) is not None:
-        name, value, second = m.groups()
-        if name in b.temps:
-            b.reject(f"duplicate:{name}@", m.group(0))
-        else:
-            celsius = float(value)
-            b.temps[name] = None if celsius <= OFFLINE_TEMP_C else celsius
-            if second is not None:
-                other = float(second)
-                b.temps_second[name] = None if other <= OFFLINE_TEMP_C else other
-    else:
-        return None
-    return m.end()
+    for pattern, take in _FIELDS:
+        if (m := pattern.match(line, pos)) is not None:
+            take(b, m)
+            return m.end()
+    return None
 
 
 def _parse(line: str) -> TegrastatsRecord:

@@ -391,7 +391,7 @@ def analyse(
     from edgeprof.storage.db import default_db_path, new_session
     from edgeprof.storage.guard import sqlite_path_of
     from edgeprof.storage.models import Sweep
-    from edgeprof.verdicts.judge import analyse_sweep, summary_line
+    from edgeprof.verdicts import analyse_sweep, summary_line
 
     path = sqlite_path_of(db, default_db_path())
     if path is not None and not path.is_file():  # it writes verdicts, but never creates a database

@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Read a tegrastats log: summarise it, print it as JSON lines, or store it as samples."""
-        from edgeprof.telemetry.tegrastats_import import TegrastatsImportError, import_log
+        from edgeprof.telemetry import TegrastatsImportError, import_log
 
         try:
             import_log(log, as_json, db, sys.stdout)

@@ -45,7 +45,7 @@ def llama_build_info() -> dict[str, Any]:
 
 def collectors_info(root: Path) -> list[dict[str, Any]]:
     try:
-        from edgeprof.collectors.registry import describe
+        from edgeprof.collectors import describe
     except ImportError as exc:
         return [{"name": "collectors", "ok": False, "reason": f"registry unavailable: {exc}", "metrics": []}]
     return describe(root)

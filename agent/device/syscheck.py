@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.collectors.procstat import parse_pid_cpu_ticks
+from edgeprof.collectors import parse_pid_cpu_ticks
 
 # A process using more than a tenth of a core while we look is "busy": an idle desktop's daemons stay far
 # below it (timers, logging), and a tenth of a core is already several percent of a 2-4 core edge board.

@@ -199,7 +199,7 @@ COLUMNS: tuple[Column, ...] = (
     field("power_mode", "string|null"),
     field("clocks_locked", "boolean|null"),
     field("device_state_changed", "boolean|null"),
-    # verdicts (agent/verdicts/judge.py): null when the run was recorded without telemetry
+    # verdicts (agent/verdicts/throttle.py, store.py): null when the run was recorded without telemetry
     field("throttle_verdict", "string|null", rows=LOCAL),
     field("stability_verdict", "string|null", rows=LOCAL),
     # v3: KL divergence / same top / perplexity vs the reference (agent/report/quality.py); every speed row

@@ -52,8 +52,8 @@ COMPARE_FIELDS: tuple[str, ...] = (
 )
 
 # Verdict values that make one side's figure a poor base for a ratio: the report's own judgement of the
-# run (agent/verdicts/judge.py). A ratio between a quiet sweep and a busy one measures the machine, not
-# the change.
+# run (agent/verdicts/throttle.py, store.py). A ratio between a quiet sweep and a busy one measures the
+# machine, not the change.
 CAVEAT_VERDICTS: dict[str, tuple[str, ...]] = {
     "stability_verdict": ("unstable",),
     "interference_verdict": ("contended",),

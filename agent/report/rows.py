@@ -24,7 +24,7 @@ from edgeprof.report.run_row import base_row, output_tokens
 from edgeprof.report.serving import is_serving, serving_rows
 from edgeprof.runners.registry import DEFAULT_RUNNER
 from edgeprof.storage.models import Run, Sweep
-from edgeprof.verdicts.judge import attach_verdicts
+from edgeprof.verdicts import attach_verdicts
 
 
 class ReportError(Exception):

@@ -13,15 +13,25 @@ from typing import Any
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
-from edgeprof.collectors.base import Collector
-from edgeprof.collectors.registry import build_collectors, roles_for
+from edgeprof import verdicts
+from edgeprof.collectors import Collector, build_collectors, roles_for
 from edgeprof.plan.parse import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
 from edgeprof.storage.samples import read_samples, seal_run, write_batch
-from edgeprof.telemetry import analysis
-from edgeprof.telemetry.energy import EnergySource, choose_energy_source, energy_j
-from edgeprof.telemetry.sampler import Sampler, SampleRow
-from edgeprof.verdicts import judge as verdicts
+from edgeprof.telemetry import (
+    CooldownResult,
+    EnergySource,
+    Sampler,
+    SampleRow,
+    Series,
+    aggregate_phase,
+    choose_energy_source,
+    energy_j,
+    energy_per_token,
+    max_over,
+    net_energy_j,
+    wait_for_cooldown,
+)
 
 
 def choose_power_source(
@@ -34,15 +44,15 @@ def choose_power_source(
 
 
 def hottest_c(values: dict[str, float | None]) -> float | None:
-    from edgeprof.collectors.sysfs_thermal import hottest_c as thermal_hottest
+    from edgeprof.collectors import hottest_c as thermal_hottest
 
     return thermal_hottest(values)
 
 
-def _max_around(series: analysis.Series, t_start: float, t_end: float, tol_s: float = 1.0) -> float | None:
+def _max_around(series: Series, t_start: float, t_end: float, tol_s: float = 1.0) -> float | None:
     """Max reading inside the window; for a request shorter than the sampling interval, the max of the
     readings that bracket it (within ``tol_s``), since temperature cannot jump between two close readings."""
-    inside = analysis.max_over(series, t_start, t_end)
+    inside = max_over(series, t_start, t_end)
     if inside is not None:
         return inside
     before = [v for t, v in series if v is not None and t_start - tol_s <= t <= t_start]
@@ -52,14 +62,14 @@ def _max_around(series: analysis.Series, t_start: float, t_end: float, tol_s: fl
 
 
 def _peak(
-    series: dict[str, analysis.Series], names: list[str], t0: float, t1: float, total: bool = False
+    series: dict[str, Series], names: list[str], t0: float, t1: float, total: bool = False
 ) -> float | None:
     """Max over [t0, t1] of one metric, or of the per-tick sum of several (``total``: all GPUs together)."""
     present = [n for n in names if n in series]
     if not present:
         return None
     if not total or len(present) == 1:
-        return analysis.max_over(series[present[0]], t0, t1)
+        return max_over(series[present[0]], t0, t1)
     by_t: dict[float, float] = {}
     for n in present:
         for t, v in series[n]:
@@ -215,7 +225,7 @@ class Telemetry:
     # -- hooks ------------------------------------------------------------------------------------------
     def _cool_down(
         self, session: Session, run: Run, kind: str | None = None, rep: int | None = None
-    ) -> analysis.CooldownResult:
+    ) -> CooldownResult:
         """Wait as ``[cooldown]`` says and store the wait as a ``cooldown`` phase of the run."""
         cd = self.cooldown
         t0 = self.clock()
@@ -226,7 +236,7 @@ class Telemetry:
                 self.on_phase("cooldown" + (f" {temp_c:.1f} °C" if temp_c is not None else ""))
             return temp_c
 
-        result = analysis.wait_for_cooldown(
+        result = wait_for_cooldown(
             read_temp=read_temp,
             clock=self.clock,
             sleep=self.sleep,
@@ -317,7 +327,7 @@ class Telemetry:
                 e_idle / (idle.t_end_mono - idle.t_start_mono) * 1000.0 if e_idle is not None else None
             )
         for ph in phases:
-            for agg in analysis.aggregate_phase(series, ph.t_start_mono, ph.t_end_mono, roles=roles):
+            for agg in aggregate_phase(series, ph.t_start_mono, ph.t_end_mono, roles=roles):
                 session.add(
                     PhaseStat(
                         run_id=run.id,
@@ -341,17 +351,17 @@ class Telemetry:
             dec = by_key.get(("decode", m.kind, m.rep))
             if pre is not None:
                 m.prefill_energy_j = energy(pre.t_start_mono, pre.t_end_mono)
-                m.prefill_j_per_token = analysis.energy_per_token(m.prefill_energy_j, m.n_prompt)
-                net = analysis.net_energy_j(
+                m.prefill_j_per_token = energy_per_token(m.prefill_energy_j, m.n_prompt)
+                net = net_energy_j(
                     m.prefill_energy_j, run.idle_power_mw, pre.t_end_mono - pre.t_start_mono
                 )
-                m.prefill_j_per_token_net = analysis.energy_per_token(net, m.n_prompt)
+                m.prefill_j_per_token_net = energy_per_token(net, m.n_prompt)
             if dec is not None:
                 duration = dec.t_end_mono - dec.t_start_mono
                 m.decode_energy_j = energy(dec.t_start_mono, dec.t_end_mono)
-                m.decode_j_per_token = analysis.energy_per_token(m.decode_energy_j, m.n_gen)
-                net = analysis.net_energy_j(m.decode_energy_j, run.idle_power_mw, duration)
-                m.decode_j_per_token_net = analysis.energy_per_token(net, m.n_gen)
+                m.decode_j_per_token = energy_per_token(m.decode_energy_j, m.n_gen)
+                net = net_energy_j(m.decode_energy_j, run.idle_power_mw, duration)
+                m.decode_j_per_token_net = energy_per_token(net, m.n_gen)
                 m.decode_power_mw = (
                     m.decode_energy_j / duration * 1000.0
                     if m.decode_energy_j is not None and duration > 0
@@ -367,8 +377,8 @@ class Telemetry:
         except Exception:  # noqa: BLE001 - a verdict bug must not cost the sweep its measurements
             session.rollback()
 
-    def _series(self, session: Session, run_id: int) -> dict[str, analysis.Series]:
-        out: dict[str, analysis.Series] = {}
+    def _series(self, session: Session, run_id: int) -> dict[str, Series]:
+        out: dict[str, Series] = {}
         owner: dict[str, str] = {}
         self._owners = owner  # this run's metrics and their collector, for the roles
         for r in read_samples(session, None, run_ids=[run_id]):

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, TypeAlias
 
-from edgeprof.collectors.base import counter_delta
-from edgeprof.collectors.registry import role_of
-from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors import MetricRole, counter_delta
 
 Series: TypeAlias = list[tuple[float, float | None]]
 # Parameters take any sequence so a list[tuple[float, float]] (no gaps) is accepted too: list is invariant.
@@ -223,11 +221,9 @@ class PhaseAggregate:
     value: float | None
 
 
-def stats_for(metric: str, role: MetricRole | None = None) -> tuple[Stat, ...]:
-    """Statistics ``aggregate_phase`` computes for ``metric`` (empty: not aggregated); see AGGREGATE_STATS.
-    ``role`` defaults to what the registered collectors declare for the name."""
-    if role is None:
-        role = role_of(metric)
+def stats_for(role: MetricRole | None) -> tuple[Stat, ...]:
+    """Statistics ``aggregate_phase`` computes for a metric of this role (empty: not aggregated, or no
+    role); see AGGREGATE_STATS."""
     if role is None:
         return ()
     if role.role == "temperature" and not role.thermometer:
@@ -241,21 +237,22 @@ def aggregate_phase(
     t_start: float,
     t_end: float,
     *,
+    roles: Mapping[str, MetricRole],
     phase: str = "",
     kind: str | None = None,
     rep: int | None = None,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
-    roles: Mapping[str, MetricRole] | None = None,
 ) -> list[PhaseAggregate]:
     """Per-metric statistics over [t_start, t_end], ordered by metric then by the rule's stat order.
 
-    A metric with a rule but no data in the window still gets its rows, with value None, so a report can
-    tell "not measured here" from "not a metric we aggregate".
+    ``roles``: metric -> what it is, as its collector declared it; a metric without a role is not
+    aggregated. A metric with a rule but no data in the window still gets its rows, with value None, so a
+    report can tell "not measured here" from "not a metric we aggregate".
     """
     rows: list[PhaseAggregate] = []
     for metric in sorted(samples):
         series = samples[metric]
-        for stat in stats_for(metric, (roles or {}).get(metric)):
+        for stat in stats_for(roles.get(metric)):
             if stat == "max":
                 value = max_over(series, t_start, t_end)
             elif stat == "min":
@@ -358,6 +355,34 @@ def wait_for_cooldown(
     if start < below_c:
         return CooldownResult(start, start, clock() - t0, "below_limit")
 
+    return _poll_until_settled(
+        read_temp,
+        clock,
+        sleep,
+        t0=t0,
+        start=start,
+        below_c=below_c,
+        max_wait_s=max_wait_s,
+        slope_c_per_min=slope_c_per_min,
+        window_s=window_s,
+        poll_s=poll_s,
+    )
+
+
+def _poll_until_settled(
+    read_temp: Callable[[], float | None],
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    *,
+    t0: float,
+    start: float,
+    below_c: float,
+    max_wait_s: float,
+    slope_c_per_min: float,
+    window_s: float,
+    poll_s: float,
+) -> CooldownResult:
+    """The polling part of ``wait_for_cooldown``: from a first reading ``start`` at or above ``below_c``."""
     threshold_c_per_s = -slope_c_per_min / 60.0
     readings: list[tuple[float, float]] = [(0.0, start)]
     last = start

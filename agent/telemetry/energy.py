@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from edgeprof.collectors.roles import MetricRole
-from edgeprof.telemetry import analysis
+from edgeprof.collectors import MetricRole
+from edgeprof.telemetry.analysis import SeriesLike, energy_from_counter_j, energy_from_power_j
 
 EnergyBasis = Literal["board_input", "rails_sum", "gpu+cpu", "gpu", "cpu", "partial"]
 # The longest ``power_source`` the run table holds (VARCHAR(96)); the full list is in ``energy_sources``.
@@ -122,7 +122,7 @@ def choose_energy_source(
 
 
 def energy_j(
-    source: EnergySource | None, series: Mapping[str, analysis.SeriesLike], t_start: float, t_end: float
+    source: EnergySource | None, series: Mapping[str, SeriesLike], t_start: float, t_end: float
 ) -> float | None:
     """Joules in [t_start, t_end]: the sum over the source's parts; None when any part cannot say (a sum
     missing one rail would understate the draw, and an understated figure is worse than none)."""
@@ -134,10 +134,10 @@ def energy_j(
         if points is None:
             return None
         if part.kind == "counter":
-            value = analysis.energy_from_counter_j(points, t_start, t_end, part.wrap, part.scale)
+            value = energy_from_counter_j(points, t_start, t_end, part.wrap, part.scale)
         else:
             scaled = [(t, v * part.scale if v is not None else None) for t, v in points]
-            value = analysis.energy_from_power_j(scaled, t_start, t_end)
+            value = energy_from_power_j(scaled, t_start, t_end)
         if value is None:
             return None
         total += value

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.collectors.base import Collector
+from edgeprof.collectors import Collector
 from edgeprof.stats import nearest_rank
 
 

@@ -37,13 +37,7 @@ from typing import Any, TextIO
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from edgeprof.collectors.tegrastats import has_data
-from edgeprof.collectors.tegrastats_parse import (
-    TegrastatsRecord,
-    parse_line,
-    record_to_json,
-    record_to_metrics,
-)
+from edgeprof.collectors import TegrastatsRecord, has_data, parse_line, record_to_json, record_to_metrics
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
@@ -413,6 +407,20 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
         if session is not None:
             session.close()
 
+    _tell(path, counts, summary, writer, out, notes)
+    return counts.records
+
+
+def _tell(
+    path: Path,
+    counts: ImportCounts,
+    summary: Summary | None,
+    writer: _DbWriter | None,
+    out: TextIO,
+    notes: TextIO,
+) -> None:
+    """What the import found and did: the summary on ``out``, where the samples went and what was odd on
+    ``notes``."""
     if summary is not None:
         for line in summary.lines(path, counts):
             out.write(line + "\n")
@@ -427,4 +435,3 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
         )
     if counts.skipped:
         notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
-    return counts.records

@@ -19,15 +19,15 @@ evidence out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
-from edgeprof.collectors.registry import role_of
-from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors import MetricRole
 from edgeprof.stats import median
-from edgeprof.telemetry.analysis import SeriesLike
+from edgeprof.telemetry import SeriesLike
+from edgeprof.verdicts.result import rounded
+from edgeprof.verdicts.series import Point, points
 
 
 @dataclass(frozen=True)
@@ -59,23 +59,14 @@ class Rep:
     t_end: float
 
 
-def _points(series: SeriesLike) -> list[tuple[float, float]]:
-    out = [(float(t), float(v)) for t, v in series if v is not None and math.isfinite(v)]
-    out.sort(key=lambda p: p[0])
-    return out
-
-
-Point = tuple[float, float]
-
-
 def _bracket(series: SeriesLike, t0: float, t1: float) -> tuple[Point, Point] | None:
     """The last reading at or before ``t0`` (else the first after) and the first at or after ``t1`` (else
     the last before): a counter's delta over the smallest span of readings that covers the rep."""
-    points = _points(series)
-    if len(points) < 2:
+    readings = points(series)
+    if len(readings) < 2:
         return None
-    start = next((p for p in reversed(points) if p[0] <= t0), points[0])
-    end = next((p for p in points if p[0] >= t1), points[-1])
+    start = next((p for p in reversed(readings) if p[0] <= t0), readings[0])
+    end = next((p for p in readings if p[0] >= t1), readings[-1])
     return (start, end) if end[0] > start[0] else None
 
 
@@ -105,14 +96,11 @@ def _same_span(a: Delta, b: Delta) -> bool:
     return abs(a.t_start - b.t_start) < 1e-6 and abs(a.t_end - b.t_end) < 1e-6
 
 
-def _r(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None or not math.isfinite(value) else round(value, digits)
-
-
-def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole] | None) -> dict[str, str]:
+def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole]) -> dict[str, str]:
+    """CPU-time domain (``host_busy``, ``child``, ...) or ``run_queue`` -> the metric that counts it."""
     out: dict[str, str] = {}
     for metric in sorted(series):
-        role = (roles or {}).get(metric) or role_of(metric)
+        role = roles.get(metric)
         if role is None:
             continue
         if role.role == "cpu_time" and role.domain:
@@ -122,74 +110,148 @@ def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole]
     return out
 
 
+def _other_cores(
+    entry: dict[str, Any],
+    reasons: list[str],
+    busy: Delta | None,
+    child: Delta | None,
+    own: Delta | None,
+    th: InterferenceThresholds,
+) -> bool:
+    """CPU time of everything but the child and edgeprof, in cores; whether it could be judged."""
+    if busy is None or child is None:
+        return False
+    if not _same_span(busy, child):
+        entry["note"] = "the child's CPU-time readings do not span the machine's"
+        return False
+    span = busy.span_s
+    if span <= 0:
+        return False
+    own_s = own.increase if own is not None and _same_span(busy, own) else 0.0
+    others_s = busy.increase - child.increase - own_s
+    rounding_cores = 3 * th.cpu_time_tick_s / span
+    if rounding_cores > th.max_other_cores:
+        entry["note"] = (
+            f"readings {span:.3f} s apart: CPU-time ticks of {th.cpu_time_tick_s:g} s leave other_cores "
+            f"+-{rounding_cores:.2f}"
+        )
+        return False
+    # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
+    other_cores = max(0.0, others_s) / span
+    entry.update({"other_cpu_s": rounded(max(0.0, others_s)), "other_cores": rounded(other_cores)})
+    entry["child_cores"] = rounded(child.increase / child.span_s) if child.span_s > 0 else None
+    if other_cores > th.max_other_cores:
+        reasons.append(f"other processes used {other_cores:.2f} cores (limit {th.max_other_cores:g})")
+    return True
+
+
+def _steal(
+    entry: dict[str, Any],
+    reasons: list[str],
+    total: Delta | None,
+    steal: Delta | None,
+    th: InterferenceThresholds,
+) -> bool:
+    """The hypervisor's steal as a share of the machine's capacity; whether it could be judged."""
+    if total is None or total.span_s <= 0:
+        return False
+    entry["cpus"] = rounded(total.increase / total.span_s, 2)
+    if steal is None or total.increase < th.cpu_time_tick_s / th.max_steal_fraction:
+        return False
+    fraction = steal.increase / total.increase
+    entry["steal_fraction"] = rounded(fraction, 4)
+    if fraction > th.max_steal_fraction:
+        reasons.append(f"hypervisor steal {100 * fraction:.1f}% (limit {100 * th.max_steal_fraction:g}%)")
+    return True
+
+
+def _run_queue(
+    entry: dict[str, Any],
+    reasons: list[str],
+    inside: list[float] | None,
+    benchmark_threads: int | None,
+    th: InterferenceThresholds,
+) -> bool:
+    """Runnable tasks beyond the benchmark's own (``inside``: the rep's readings); whether judged."""
+    if inside is None:
+        return False
+    runq = median(inside) if inside else None
+    entry["runq_median"] = rounded(runq, 1)
+    if runq is None or benchmark_threads is None:
+        return False
+    own_tasks = benchmark_threads + 1  # the child's compute threads and the sampler reading the file
+    excess = runq - own_tasks
+    entry["runq_excess"] = rounded(excess, 1)
+    if excess >= th.max_runq_excess:
+        reasons.append(f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own")
+    return True
+
+
 def judge_rep(
     rep: Rep,
     series: Mapping[str, SeriesLike],
-    roles: Mapping[str, MetricRole] | None = None,
+    roles: Mapping[str, MetricRole],
     benchmark_threads: int | None = None,
     thresholds: InterferenceThresholds | None = None,
 ) -> dict[str, Any]:
     """Evidence for one rep: ``status`` ``contended``/``quiet``/``unknown`` with the figures behind it."""
     th = thresholds or InterferenceThresholds()
     names = _by_domain(series, roles)
-    entry: dict[str, Any] = {"rep": rep.rep, "duration_s": _r(rep.t_end - rep.t_start)}
-    busy = _delta(series.get(names.get("host_busy", "")), rep.t_start, rep.t_end)
-    total = _delta(series.get(names.get("host_total", "")), rep.t_start, rep.t_end)
-    child = _delta(series.get(names.get("child", "")), rep.t_start, rep.t_end)
-    own = _delta(series.get(names.get("self", "")), rep.t_start, rep.t_end)
-    steal = _delta(series.get(names.get("host_steal", "")), rep.t_start, rep.t_end)
+
+    def delta(domain: str) -> Delta | None:
+        return _delta(series.get(names.get(domain, "")), rep.t_start, rep.t_end)
+
+    entry: dict[str, Any] = {"rep": rep.rep, "duration_s": rounded(rep.t_end - rep.t_start)}
     reasons: list[str] = []
-    judged = False
-    if busy is not None and child is not None and not _same_span(busy, child):
-        entry["note"] = "the child's CPU-time readings do not span the machine's"
-    elif busy is not None and child is not None and busy.span_s > 0:
-        span = busy.span_s
-        own_s = own.increase if own is not None and _same_span(busy, own) else 0.0
-        others_s = busy.increase - child.increase - own_s
-        rounding_cores = 3 * th.cpu_time_tick_s / span
-        if rounding_cores > th.max_other_cores:
-            entry["note"] = (
-                f"readings {span:.3f} s apart: CPU-time ticks of {th.cpu_time_tick_s:g} s leave other_cores "
-                f"+-{rounding_cores:.2f}"
-            )
-        else:
-            # Counters are read a few microseconds apart, so a quiet machine can show a small negative rest.
-            other_cores = max(0.0, others_s) / span
-            entry.update({"other_cpu_s": _r(max(0.0, others_s)), "other_cores": _r(other_cores)})
-            entry["child_cores"] = _r(child.increase / child.span_s) if child.span_s > 0 else None
-            judged = True
-            if other_cores > th.max_other_cores:
-                reasons.append(f"other processes used {other_cores:.2f} cores (limit {th.max_other_cores:g})")
-    if total is not None and total.span_s > 0:
-        entry["cpus"] = _r(total.increase / total.span_s, 2)
-        if steal is not None and total.increase >= th.cpu_time_tick_s / th.max_steal_fraction:
-            fraction = steal.increase / total.increase
-            entry["steal_fraction"] = _r(fraction, 4)
-            judged = True
-            if fraction > th.max_steal_fraction:
-                limit = 100 * th.max_steal_fraction
-                reasons.append(f"hypervisor steal {100 * fraction:.1f}% (limit {limit:g}%)")
     runq_name = names.get("run_queue")
-    if runq_name is not None:
-        inside = [v for t, v in _points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
-        runq = median(inside) if inside else None
-        entry["runq_median"] = _r(runq, 1)
-        if runq is not None and benchmark_threads is not None:
-            own_tasks = benchmark_threads + 1  # the child's compute threads and the sampler reading the file
-            excess = runq - own_tasks
-            entry["runq_excess"] = _r(excess, 1)
-            judged = True
-            if excess >= th.max_runq_excess:
-                reasons.append(f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own")
+    inside = (
+        [v for t, v in points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
+        if runq_name is not None
+        else None
+    )
+    judged = [
+        _other_cores(entry, reasons, delta("host_busy"), delta("child"), delta("self"), th),
+        _steal(entry, reasons, delta("host_total"), delta("host_steal"), th),
+        _run_queue(entry, reasons, inside, benchmark_threads, th),
+    ]
     entry["reasons"] = reasons
-    entry["status"] = "contended" if reasons else "quiet" if judged else "unknown"
+    entry["status"] = "contended" if reasons else "quiet" if any(judged) else "unknown"
     return entry
+
+
+def _conclusion(per_rep: list[dict[str, Any]], window: dict[str, Any] | None, reasons: list[str]) -> str:
+    """The run's value from its reps' (and the steady window's) evidence, with the reason for it."""
+    first = next((e for e in per_rep if e["status"] == "contended"), None)
+    if first is not None:
+        n = sum(1 for e in per_rep if e["status"] == "contended")
+        reasons.append(f"{n} of {len(per_rep)} steady reps contended: {'; '.join(first['reasons'])}")
+    if window is not None and window["status"] == "contended":
+        why = "; ".join(window["reasons"])
+        reasons.append(f"the steady window ({len(per_rep)} reps together) was contended: {why}")
+    if reasons:
+        return "contended"
+    judged = [e for e in per_rep if e["status"] != "unknown"]
+    if window is not None and window["status"] == "quiet":
+        reasons.append(
+            f"no competing CPU work in the steady window ({len(per_rep)} reps, too short one by one)"
+        )
+        return "quiet"
+    if judged:
+        reasons.append(f"{len(judged)} steady reps without competing CPU work")
+        return "quiet"
+    note = (window or {}).get("note")
+    reasons.append(
+        f"steady reps too short to judge: {note}"
+        if note
+        else "no CPU-time counters during the steady reps (proc_stat collector off?)"
+    )
+    return "inconclusive"
 
 
 def interference_verdict(
     reps: Sequence[Rep],
     series: Mapping[str, SeriesLike],
-    roles: Mapping[str, MetricRole] | None = None,
+    roles: Mapping[str, MetricRole],
     benchmark_threads: int | None = None,
     thresholds: InterferenceThresholds | None = None,
 ) -> tuple[str, dict[str, Any]]:
@@ -209,45 +271,13 @@ def interference_verdict(
     other = [e["other_cores"] for e in per_rep if e.get("other_cores") is not None]
     window: dict[str, Any] | None = None
     if other:
-        evidence["other_cores_median"] = _r(median(other))
-        evidence["other_cores_max"] = _r(max(other))
+        evidence["other_cores_median"] = rounded(median(other))
+        evidence["other_cores_max"] = rounded(max(other))
     else:
         # Reps too short for the CPU-time ticks one by one: the steady window as a whole (first rep's start
         # to the last one's end, whatever ran between them) still gives one honest figure.
-        window = judge_rep(
-            Rep(-1, min(r.t_start for r in reps), max(r.t_end for r in reps)),
-            series,
-            roles,
-            benchmark_threads,
-            th,
-        )
-        evidence["steady_window"] = window
+        steady_window = Rep(-1, min(r.t_start for r in reps), max(r.t_end for r in reps))
+        window = evidence["steady_window"] = judge_rep(steady_window, series, roles, benchmark_threads, th)
         if window.get("other_cores") is not None:
             evidence["other_cores_median"] = evidence["other_cores_max"] = window["other_cores"]
-    first = next((e for e in per_rep if e["status"] == "contended"), None)
-    if first is not None:
-        n = len(evidence["contended_reps"])
-        evidence["reasons"].append(
-            f"{n} of {len(per_rep)} steady reps contended: {'; '.join(first['reasons'])}"
-        )
-    if window is not None and window["status"] == "contended":
-        why = "; ".join(window["reasons"])
-        evidence["reasons"].append(f"the steady window ({len(per_rep)} reps together) was contended: {why}")
-    if evidence["reasons"]:
-        return "contended", evidence
-    judged = [e for e in per_rep if e["status"] != "unknown"]
-    if window is not None and window["status"] == "quiet":
-        evidence["reasons"].append(
-            f"no competing CPU work in the steady window ({len(per_rep)} reps, too short one by one)"
-        )
-        return "quiet", evidence
-    if judged:
-        evidence["reasons"].append(f"{len(judged)} steady reps without competing CPU work")
-        return "quiet", evidence
-    note = (window or {}).get("note")
-    evidence["reasons"].append(
-        f"steady reps too short to judge: {note}"
-        if note
-        else "no CPU-time counters during the steady reps (proc_stat collector off?)"
-    )
-    return "inconclusive", evidence
+    return _conclusion(per_rep, window, evidence["reasons"]), evidence

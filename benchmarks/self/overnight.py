@@ -55,7 +55,7 @@ from edgeprof.storage.samples import (
     seal_run,
     write_batch,
 )
-from edgeprof.telemetry.sampler import SampleRow
+from edgeprof.telemetry import SampleRow
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 QUANTS = ("q8_0", "q5_k_m", "q4_k_m")

@@ -186,9 +186,9 @@ def test_quants_of_one_model_form_one_group(tmp_path: Path, tiny_models: dict[st
 
 def test_one_x86_throttle_event_is_enough() -> None:
     """Mutant: the x86 thermal_throttle counter flag needing more than one event during the load."""
-    from test_verdicts import STEADY_TPS, cool_metrics, inputs, series
+    from support.throttle_runs import STEADY_TPS, cool_metrics, inputs, series
 
-    from edgeprof.verdicts.judge import throttle_verdict
+    from edgeprof.verdicts import throttle_verdict
 
     metrics = cool_metrics()
     metrics["throttle.package0.count"] = series(lambda t: 10.0 if t < 40 else 11.0)
@@ -203,7 +203,7 @@ def _db_with_two_sources(tmp_path: Path) -> tuple[Any, int, int]:
 
     from edgeprof.storage.models import Device, Sweep
     from edgeprof.storage.samples import write_batch
-    from edgeprof.telemetry.sampler import SampleRow
+    from edgeprof.telemetry import SampleRow
 
     engine = open_engine(tmp_path / "two.db")
     now = datetime(2026, 1, 1)
@@ -235,11 +235,11 @@ def _db_with_two_sources(tmp_path: Path) -> tuple[Any, int, int]:
 def test_two_collectors_of_one_metric_are_never_interleaved(tmp_path: Path) -> None:
     """Mutant: the one-source-per-metric rule removed, so 40 °C and 90 °C readings alternate in one series."""
     from edgeprof.report.figures import load_samples as _load_samples
-    from edgeprof.verdicts.judge import _series_of
+    from edgeprof.verdicts import series_of
 
     engine, sweep_id, run_id = _db_with_two_sources(tmp_path)
     with new_session(engine) as s:
-        values = {v for _t, v in _series_of(s, [run_id])[run_id]["temp.cpu_c"]}
+        values = {v for _t, v in series_of(s, [run_id])[run_id]["temp.cpu_c"]}
         plotted = {v for _t, v in _load_samples(s, sweep_id)["temp.cpu_c"]}
     assert len(values) == 1 and len(plotted) == 1 and values == plotted
 

@@ -21,7 +21,7 @@ from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 from edgeprof.sweep.loop import run_plan
 from edgeprof.sweep.telemetry import Telemetry
-from edgeprof.verdicts.judge import analyse_run
+from edgeprof.verdicts import analyse_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -300,11 +300,10 @@ def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, 
 def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
     tmp_path: Path, tiny_models
 ) -> None:
-    from test_collector_rapl import SYNTHETIC_RANGE_UJ
+    from support.fakes import SYNTHETIC_RANGE_UJ
     from test_energy_source import _rapl
 
-    from edgeprof.collectors.psutil_host import PsutilHostCollector
-    from edgeprof.collectors.rapl import RaplCollector
+    from edgeprof.collectors import PsutilHostCollector, RaplCollector
     from edgeprof.plan.parse import Collect, Cooldown
     from edgeprof.storage.models import PhaseStat
     from edgeprof.storage.samples import read_samples

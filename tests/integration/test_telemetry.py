@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
-from edgeprof.collectors.registry import build_collectors
+from edgeprof.collectors import Availability, Collector, Metric, SampleValues, build_collectors
 from edgeprof.plan.parse import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV

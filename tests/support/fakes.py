@@ -1,16 +1,166 @@
-"""Fakes of hardware interfaces, shared by the collector and telemetry tests (each says what it mimics).
+"""Fakes of hardware interfaces, shared by the collector, telemetry and verdict tests (each says what it
+mimics).
 
+- ``FakeRoot``: the one factory for fake device roots: the sysfs and procfs files the collectors read
+  (thermal zones, cpufreq policies, RAPL zones, x86 throttle counters, /proc/stat and /proc/<pid>/stat),
+  built under a test's folder. Its trees are synthetic, in the kernel's file names and formats; a capture
+  replayed into a root goes through ``FakeRoot.value``/``FakeRoot.write`` too.
 - ``FakeNvml``: a synthetic nvidia-ml-py module with two GPUs; every energy read adds 1000 mJ.
-- ``synthetic_zone``: a synthetic RAPL powercap zone under a test's root.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from support.captures import write
+THERMAL = Path("sys/class/thermal")
+CPU = Path("sys/devices/system/cpu")
+POWERCAP = Path("sys/class/powercap")
+# Synthetic: a typical max_energy_range_uj (2^32 energy units of 61.035 uJ); not from a capture.
+SYNTHETIC_RANGE_UJ = 262143328850
+
+
+@dataclass(frozen=True)
+class FakeRoot:
+    """A fake device root at ``root``: give ``root`` to a collector as its root."""
+
+    root: Path
+
+    def path(self, rel: str | Path) -> Path:
+        """``rel`` under the root (``/sys/...`` or ``sys/...``); a path already under the root as it is."""
+        rel = Path(rel)
+        if rel.is_absolute() and rel.is_relative_to(self.root):
+            return rel
+        return self.root / str(rel).lstrip("/")
+
+    def write(self, rel: str | Path, text: str) -> Path:
+        """A file holding exactly ``text`` (folders created)."""
+        path = self.path(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def value(self, rel: str | Path, value: object) -> Path:
+        """A one-value sysfs file: the value and a newline, as the kernel prints it."""
+        return self.write(rel, f"{value}\n")
+
+    def replace(self, rel: str | Path, value: object) -> Path:
+        """``value`` written atomically: a sampler reading concurrently never sees a half-written file."""
+        path = self.path(rel)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(f"{value}\n")
+        os.replace(tmp, path)
+        return path
+
+    def thermal_zone(
+        self,
+        index: int,
+        zone_type: str,
+        milli_c: int | None = None,
+        *,
+        mode: str | None = None,
+        trips: Iterable[tuple[str, int]] = (),
+    ) -> Path:
+        """/sys/class/thermal/thermal_zoneN: its type, temperature (m°C), mode and ``(type, m°C)`` trips."""
+        zone = self.root / THERMAL / f"thermal_zone{index}"
+        self.value(zone / "type", zone_type)
+        if milli_c is not None:
+            self.value(zone / "temp", milli_c)
+        if mode is not None:
+            self.value(zone / "mode", mode)
+        for i, (kind, trip_milli_c) in enumerate(trips):
+            self.value(zone / f"trip_point_{i}_type", kind)
+            self.value(zone / f"trip_point_{i}_temp", trip_milli_c)
+        return zone
+
+    def cpufreq_policy(
+        self,
+        first: int,
+        cpus: str,
+        cur_khz: int,
+        cap_khz: int,
+        hw_max_khz: int,
+        governor: str,
+        *,
+        driver: str | None = None,
+    ) -> Path:
+        """/sys/devices/system/cpu/cpufreq/policyN: its CPUs, current clock, cap, hardware maximum (kHz)."""
+        policy = self.root / CPU / "cpufreq" / f"policy{first}"
+        files: dict[str, object] = {
+            "related_cpus": cpus,
+            "affected_cpus": cpus,
+            "scaling_cur_freq": cur_khz,
+            "scaling_max_freq": cap_khz,
+            "cpuinfo_max_freq": hw_max_khz,
+            "scaling_governor": governor,
+        }
+        if driver is not None:
+            files["scaling_driver"] = driver
+        for name, value in files.items():
+            self.value(policy / name, value)
+        return policy
+
+    def rapl_zone(
+        self,
+        zone: str,
+        name: str,
+        energy_uj: int,
+        wrap: int | None = SYNTHETIC_RANGE_UJ,
+        kind: str = "intel-rapl",
+    ) -> Path:
+        """/sys/class/powercap/<kind>:<zone>: its name, energy counter and (unless None) its wrap."""
+        directory = self.root / POWERCAP / f"{kind}:{zone}"
+        self.value(directory / "name", name)
+        self.value(directory / "energy_uj", energy_uj)
+        if wrap is not None:
+            self.value(directory / "max_energy_range_uj", wrap)
+        return directory
+
+    def throttle_counters(
+        self, index: int, package: int | None, core_count: int, package_count: int, with_time: bool = True
+    ) -> Path:
+        """/sys/devices/system/cpu/cpuN/thermal_throttle, named as arch/x86/kernel/cpu/mce/therm_throt.c
+        names them, and the CPU's package."""
+        cpu = self.root / CPU / f"cpu{index}"
+        throttle = cpu / "thermal_throttle"
+        self.value(throttle / "core_throttle_count", core_count)
+        self.value(throttle / "package_throttle_count", package_count)
+        self.value(throttle / "core_throttle_max_time_ms", 7)
+        self.value(throttle / "package_throttle_max_time_ms", 9)
+        if with_time:
+            self.value(throttle / "core_throttle_total_time_ms", core_count * 10)
+            self.value(throttle / "package_throttle_total_time_ms", package_count * 10)
+        if package is not None:
+            self.value(cpu / "topology" / "physical_package_id", package)
+        return cpu
+
+    def proc_stat(self, busy: float, total: float, steal: float, running: int) -> Path:
+        """/proc/stat with one ``cpu`` line (user = ``busy`` jiffies; the rest of ``total`` idle, or stolen)
+        and the run queue."""
+        idle = total - busy - steal
+        return self.write(
+            "proc/stat",
+            f"cpu  {int(busy)} 0 0 {int(idle)} 0 0 0 {int(steal)} 0 0\n"
+            f"procs_running {running}\nprocs_blocked 0\n",
+        )
+
+    def process(
+        self,
+        pid: int,
+        comm: str,
+        utime_ticks: float,
+        *,
+        state: str = "R",
+        ppid: int = 1,
+        folder: str | None = None,
+    ) -> Path:
+        """/proc/<pid>/stat (under /proc/<folder> when given, e.g. ``self``), ``utime_ticks`` in field 14."""
+        line = f"{pid} ({comm}) {state} {ppid} 1 1 0 -1 0 0 0 0 0 {int(utime_ticks)} 0 0 0 20 0 1 0 1\n"
+        return self.write(f"proc/{folder or pid}/stat", line)
 
 
 class NVMLError(Exception):
@@ -121,24 +271,3 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
         self._call("throttle", handle)
         return 0x1
-
-
-POWERCAP = Path("sys/class/powercap")
-# Synthetic: a typical max_energy_range_uj (2^32 energy units of 61.035 uJ); not from a capture.
-SYNTHETIC_RANGE_UJ = 262143328850
-
-
-def synthetic_zone(
-    root: Path,
-    zone: str,
-    name: str,
-    energy_uj: int,
-    wrap: int | None = SYNTHETIC_RANGE_UJ,
-    kind: str = "intel-rapl",
-) -> Path:
-    directory = root / POWERCAP / f"{kind}:{zone}"
-    write(directory / "name", name)
-    write(directory / "energy_uj", str(energy_uj))
-    if wrap is not None:
-        write(directory / "max_energy_range_uj", str(wrap))
-    return directory

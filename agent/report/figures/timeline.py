@@ -36,7 +36,7 @@ from edgeprof.report.figures.canvas import (
 )
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep, Verdict
 from edgeprof.storage.samples import envelope, read_series
-from edgeprof.verdicts.judge import stored_roles
+from edgeprof.verdicts import stored_roles
 
 PHASE_COLORS: dict[str, str] = {
     "load": "#9e9e9e",

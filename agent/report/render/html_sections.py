@@ -15,7 +15,7 @@ from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.html_parts import badge, esc, json_block, kv_table, registry_table, table, td
 from edgeprof.report.serving import versus_rows
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
-from edgeprof.verdicts.judge import verdicts_by_run
+from edgeprof.verdicts import verdicts_by_run
 
 
 def recommendation_section(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -66,7 +66,7 @@ def verdict_section(session: Session, runs: Sequence[Run]) -> str:
     if not found:
         return (
             '<p class="muted">No verdicts stored for this sweep (run analysis with '
-            "<code>edgeprof.verdicts.judge.analyse_sweep</code>).</p>"
+            "<code>edgeprof.verdicts.analyse_sweep</code>).</p>"
         )
     parts = []
     for run in runs:

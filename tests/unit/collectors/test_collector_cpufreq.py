@@ -6,11 +6,10 @@ import errno
 from pathlib import Path
 
 import pytest
-from support.captures import read_capture, write
+from support.captures import read_capture
+from support.fakes import CPU, FakeRoot
 
 from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector, parse_cpu_list
-
-CPU = Path("sys/devices/system/cpu")
 
 
 def tree_from_grep(root: Path, name: str) -> int:
@@ -19,27 +18,10 @@ def tree_from_grep(root: Path, name: str) -> int:
     for line in read_capture(name):
         path, sep, value = line.partition(":")
         if sep and path.startswith("/sys/"):
-            write(root / path.lstrip("/"), value)
+            FakeRoot(root).value(path, value)
             count += 1
     assert count, "capture format changed"
     return count
-
-
-def synthetic_policy(
-    root: Path, first: int, cpus: str, cur: int, cap: int, hw_max: int, governor: str
-) -> Path:
-    policy = root / CPU / "cpufreq" / f"policy{first}"
-    for file_name, value in {
-        "related_cpus": cpus,
-        "affected_cpus": cpus,
-        "scaling_cur_freq": str(cur),
-        "scaling_max_freq": str(cap),
-        "cpuinfo_max_freq": str(hw_max),
-        "scaling_governor": governor,
-        "scaling_driver": "tegra194",
-    }.items():
-        write(policy / file_name, value)
-    return policy
 
 
 def test_x86_capture_per_cpu_fallback(tmp_path: Path) -> None:
@@ -71,9 +53,10 @@ def test_x86_capture_shared_policy_reported_once(tmp_path: Path) -> None:
 
 
 def test_cluster_policies(tmp_path: Path) -> None:
+    fake = FakeRoot(tmp_path)
     # Synthetic Orin-like layout: two 4-core clusters, the second capped below its hardware maximum.
-    synthetic_policy(tmp_path, 0, "0 1 2 3", 1984000, 2201600, 2201600, "schedutil")
-    synthetic_policy(tmp_path, 4, "4 5 6 7", 729600, 1190400, 2201600, "performance")
+    fake.cpufreq_policy(0, "0 1 2 3", 1984000, 2201600, 2201600, "schedutil", driver="tegra194")
+    fake.cpufreq_policy(4, "4 5 6 7", 729600, 1190400, 2201600, "performance", driver="tegra194")
     collector = CpuFreqCollector(tmp_path)
     ok, reason = collector.available()
     assert ok
@@ -93,15 +76,16 @@ def test_cluster_policies(tmp_path: Path) -> None:
 
 
 def test_unreadable_and_vanished_files_read_none(tmp_path: Path) -> None:
-    policy0 = synthetic_policy(tmp_path, 0, "0-1", 1000000, 2000000, 2000000, "schedutil")
-    policy2 = synthetic_policy(tmp_path, 2, "2-3", 1000000, 2000000, 2000000, "schedutil")
+    fake = FakeRoot(tmp_path)
+    policy0 = fake.cpufreq_policy(0, "0-1", 1000000, 2000000, 2000000, "schedutil", driver="tegra194")
+    policy2 = fake.cpufreq_policy(2, "2-3", 1000000, 2000000, 2000000, "schedutil", driver="tegra194")
     collector = CpuFreqCollector(tmp_path)
     assert collector.available().ok
     # chmod 000 does not stop root, so the file becomes a directory: reading it fails like EACCES would.
     (policy0 / "scaling_cur_freq").unlink()
     (policy0 / "scaling_cur_freq").mkdir()
     (policy2 / "scaling_max_freq").unlink()
-    write(policy2 / "cpuinfo_max_freq", "0")
+    fake.value(policy2 / "cpuinfo_max_freq", "0")
     sample = collector.sample()
     assert sample["cpufreq.policy0.cur_mhz"] is None
     assert sample["cpufreq.policy2.max_mhz"] is None
@@ -110,10 +94,11 @@ def test_unreadable_and_vanished_files_read_none(tmp_path: Path) -> None:
 
 
 def test_inactive_policy_ebusy_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRoot(tmp_path)
     # The kernel answers EBUSY for a policy whose CPUs are all offline (a parked Jetson cluster); tmp_path
     # files cannot do that, so the read is patched.
-    synthetic_policy(tmp_path, 0, "0-3", 1000000, 2000000, 2000000, "schedutil")
-    synthetic_policy(tmp_path, 4, "4-7", 1000000, 2000000, 2000000, "schedutil")
+    fake.cpufreq_policy(0, "0-3", 1000000, 2000000, 2000000, "schedutil", driver="tegra194")
+    fake.cpufreq_policy(4, "4-7", 1000000, 2000000, 2000000, "schedutil", driver="tegra194")
     real_read_text = Path.read_text
 
     def read_text(self: Path, *args: object, **kwargs: object) -> str:

@@ -1,18 +1,17 @@
 """PsutilHostCollector: /proc/stat utilisation from this project's real VM capture, per-CPU clock labelling,
-and child-process sampling against a real short-lived subprocess."""
+and the child-process metrics of this test's own process (a real short-lived child is sampled in
+tests/integration/test_psutil_host_child.py)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 from collections import namedtuple
 from pathlib import Path
 
 import psutil
 import pytest
-from support.paths import CAPTURES
+from support.captures import CAPTURES, read_capture
+from support.fakes import FakeRoot
 
 from edgeprof.collectors.psutil_host import CpuTimes, PsutilHostCollector, parse_proc_stat, util_pct
 
@@ -21,17 +20,7 @@ FakeFreq = namedtuple("FakeFreq", "current min max")
 
 
 def vm_proc_stat() -> str:
-    path = VM_CAPTURE / "proc_stat.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    lines = path.read_text().splitlines()
-    assert lines[0].startswith("# source:")
-    return "\n".join(lines[1:]) + "\n"
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    return "\n".join(read_capture("proc_stat.txt", VM_CAPTURE)) + "\n"
 
 
 def advance(stat_text: str, cpu: str, busy: int, idle: int) -> str:
@@ -67,10 +56,11 @@ def test_util_pct() -> None:
 
 
 def test_utilisation_from_captured_stat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRoot(tmp_path)
     monkeypatch.setattr(psutil, "cpu_freq", lambda percpu=False: [])
     stat = vm_proc_stat()
-    write(tmp_path / "proc" / "stat", stat)
-    write(tmp_path / "sys/devices/system/cpu/present", "0-1\n")  # as captured on the VM
+    fake.write("proc/stat", stat)
+    fake.write("sys/devices/system/cpu/present", "0-1\n")  # as captured on the VM
     collector = PsutilHostCollector(tmp_path)
     ok, reason = collector.available()
     assert ok
@@ -81,7 +71,7 @@ def test_utilisation_from_captured_stat(tmp_path: Path, monkeypatch: pytest.Monk
     assert not any(n.endswith("freq_mhz") for n in names)
 
     stat2 = advance(advance(advance(stat, "cpu0", 30, 70), "cpu1", 100, 0), "cpu", 130, 70)
-    write(tmp_path / "proc" / "stat", stat2)
+    fake.write("proc/stat", stat2)
     sample = collector.sample()
     assert set(sample) == set(names)
     assert sample["cpu0.util_pct"] == pytest.approx(30.0)
@@ -89,7 +79,7 @@ def test_utilisation_from_captured_stat(tmp_path: Path, monkeypatch: pytest.Monk
     assert sample["cpu.util_pct"] == pytest.approx(65.0)
 
     # cpu1 parked (Jetson nvpmodel style): its line leaves /proc/stat; cpu0 keeps its own numbers.
-    write(tmp_path / "proc" / "stat", drop_line(advance(stat2, "cpu0", 10, 10), "cpu1"))
+    fake.write("proc/stat", drop_line(advance(stat2, "cpu0", 10, 10), "cpu1"))
     sample = collector.sample()
     assert sample["cpu0.util_pct"] == pytest.approx(50.0)
     assert sample["cpu1.util_pct"] is None
@@ -107,7 +97,7 @@ def test_missing_proc_stat_gives_none(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_per_cpu_clock_only_when_one_to_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    write(tmp_path / "sys/devices/system/cpu/present", "0-3\n")
+    FakeRoot(tmp_path).write("sys/devices/system/cpu/present", "0-3\n")
     freqs = [
         FakeFreq(1200.0, 0.0, 0.0),
         FakeFreq(0.0, 0.0, 0.0),
@@ -139,47 +129,6 @@ def test_live_memory_and_load() -> None:
     units = {m.name: m.unit for m in collector.metrics()}
     assert units["mem.ram_used_mb"] == "MB"
     assert units["proc.cpu_pct"] == "pct"
-
-
-def test_child_process_then_gone() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
-    try:
-        collector = PsutilHostCollector()
-        collector.set_child_pid(child.pid)
-        sample = collector.sample()
-        rss, cpu = sample["proc.rss_mb"], sample["proc.cpu_pct"]
-        assert rss is not None and rss > 0
-        assert cpu is not None and cpu >= 0
-        child.kill()
-        # Dead but not yet reaped (a zombie): psutil would still answer with RSS 0; that must read None.
-        _wait_zombie(child.pid)
-        assert collector.sample()["proc.rss_mb"] is None
-        child.wait(timeout=5)
-        sample = collector.sample()
-        assert sample["proc.rss_mb"] is None and sample["proc.cpu_pct"] is None
-        assert collector.safe_sample().error is None
-        # Setting a pid that is already gone is accepted, and reads None too.
-        collector.set_child_pid(child.pid)
-        assert collector.sample()["proc.rss_mb"] is None
-        collector.set_child_pid(None)
-        assert collector.sample()["proc.cpu_pct"] is None
-        collector.close()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=5)
-
-
-def _wait_zombie(pid: int) -> None:
-    """Until the killed child is a zombie; bounded by iterations, never by a clock assertion."""
-    for _ in range(5_000):
-        time.sleep(0.001)
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.NoSuchProcess:
-            return
-    pytest.fail("child never became a zombie")
 
 
 def test_child_pid_in_constructor() -> None:

@@ -9,8 +9,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from support.captures import read_capture, write
-from support.fakes import POWERCAP, SYNTHETIC_RANGE_UJ, synthetic_zone
+from support.captures import read_capture
+from support.fakes import POWERCAP, SYNTHETIC_RANGE_UJ, FakeRoot
 
 from edgeprof.collectors.base import counter_delta
 from edgeprof.collectors.rapl import ROOT_ONLY_REASON, RaplCollector, energy_j_between
@@ -23,7 +23,7 @@ def tree_from_kernel_doc(root: Path) -> Path:
     match = re.fullmatch(r"cat (\S+)/(intel-rapl:[\d:]+)/name", lines[0].strip())
     assert match, "capture format changed"
     zone = root / POWERCAP / match.group(2)
-    write(zone / "name", lines[1].strip())
+    FakeRoot(root).value(zone / "name", lines[1].strip())
     return zone
 
 
@@ -85,9 +85,10 @@ def as_non_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_kernel_doc_zone_name_gives_package_metric(tmp_path: Path) -> None:
+    fake = FakeRoot(tmp_path)
     zone = tree_from_kernel_doc(tmp_path)
-    write(zone / "energy_uj", "12345678")  # synthetic counter value
-    write(zone / "max_energy_range_uj", str(SYNTHETIC_RANGE_UJ))
+    fake.value(zone / "energy_uj", "12345678")  # synthetic counter value
+    fake.value(zone / "max_energy_range_uj", str(SYNTHETIC_RANGE_UJ))
     collector = RaplCollector(tmp_path)
     ok, reason = collector.available()
     assert ok, reason
@@ -103,9 +104,10 @@ def test_kernel_doc_zone_name_gives_package_metric(tmp_path: Path) -> None:
 
 
 def test_root_only_energy_uj_is_unavailable(tmp_path: Path, as_non_root: None) -> None:
+    fake = FakeRoot(tmp_path)
     zone = tree_from_kernel_doc(tmp_path)
-    write(zone / "energy_uj", "12345678")
-    write(zone / "max_energy_range_uj", str(SYNTHETIC_RANGE_UJ))
+    fake.value(zone / "energy_uj", "12345678")
+    fake.value(zone / "max_energy_range_uj", str(SYNTHETIC_RANGE_UJ))
     energy = apply_permission_capture(tmp_path)
     assert stat.S_IMODE(energy.stat().st_mode) == 0o400
     collector = RaplCollector(tmp_path)
@@ -120,8 +122,9 @@ def test_root_only_energy_uj_is_unavailable(tmp_path: Path, as_non_root: None) -
 
 
 def test_mixed_permissions_stay_available(tmp_path: Path, as_non_root: None) -> None:
-    synthetic_zone(tmp_path, "0", "package-0", 1000)
-    (synthetic_zone(tmp_path, "0:0", "core", 500) / "energy_uj").chmod(0o400)
+    fake = FakeRoot(tmp_path)
+    fake.rapl_zone("0", "package-0", 1000)
+    (fake.rapl_zone("0:0", "core", 500) / "energy_uj").chmod(0o400)
     ok, reason = RaplCollector(tmp_path).available()
     assert ok
     assert reason == "1 RAPL zone: package-0; not readable: core"
@@ -129,20 +132,21 @@ def test_mixed_permissions_stay_available(tmp_path: Path, as_non_root: None) -> 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file modes; covered via as_non_root above")
 def test_root_only_energy_uj_really_denied(tmp_path: Path) -> None:
-    (synthetic_zone(tmp_path, "0", "package-0", 1000) / "energy_uj").chmod(0o400 & ~stat.S_IRUSR)
+    (FakeRoot(tmp_path).rapl_zone("0", "package-0", 1000) / "energy_uj").chmod(0o400 & ~stat.S_IRUSR)
     assert RaplCollector(tmp_path).available().ok is False
 
 
 def test_zone_names_single_and_multi_socket(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, "0", "package-0", 1)
-    synthetic_zone(tmp_path, "0:0", "core", 2)
-    synthetic_zone(tmp_path, "0:1", "uncore", 3)
-    synthetic_zone(tmp_path, "0:2", "dram", 4)
-    synthetic_zone(tmp_path, "1", "package-1", 5)
-    synthetic_zone(tmp_path, "1:0", "dram", 6)
-    synthetic_zone(tmp_path, "2", "psys", 7)
+    fake = FakeRoot(tmp_path)
+    fake.rapl_zone("0", "package-0", 1)
+    fake.rapl_zone("0:0", "core", 2)
+    fake.rapl_zone("0:1", "uncore", 3)
+    fake.rapl_zone("0:2", "dram", 4)
+    fake.rapl_zone("1", "package-1", 5)
+    fake.rapl_zone("1:0", "dram", 6)
+    fake.rapl_zone("2", "psys", 7)
     # Same energy through MMIO; counting it too would double the package.
-    synthetic_zone(tmp_path, "0", "package-0", 8, kind="intel-rapl-mmio")
+    fake.rapl_zone("0", "package-0", 8, kind="intel-rapl-mmio")
     collector = RaplCollector(tmp_path)
     assert collector.available().ok
     assert collector.sample() == {
@@ -158,19 +162,21 @@ def test_zone_names_single_and_multi_socket(tmp_path: Path) -> None:
 
 
 def test_laptop_psys_is_not_a_package(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, "0", "package-0", 1)
-    synthetic_zone(tmp_path, "1", "psys", 2)
-    synthetic_zone(tmp_path, "1:0", "core", 3)  # hypothetical child of psys: keeps the parent prefix
+    fake = FakeRoot(tmp_path)
+    fake.rapl_zone("0", "package-0", 1)
+    fake.rapl_zone("1", "psys", 2)
+    fake.rapl_zone("1:0", "core", 3)  # hypothetical child of psys: keeps the parent prefix
     names = [m.name for m in RaplCollector(tmp_path).metrics()]
     assert names == ["energy.package_uj", "energy.psys_uj", "energy.psys.core_uj"]
 
 
 def test_counter_wraparound_through_collector(tmp_path: Path) -> None:
-    zone = synthetic_zone(tmp_path, "0", "package-0", SYNTHETIC_RANGE_UJ - 2_000_000)
+    fake = FakeRoot(tmp_path)
+    zone = fake.rapl_zone("0", "package-0", SYNTHETIC_RANGE_UJ - 2_000_000)
     collector = RaplCollector(tmp_path)
     [metric] = collector.metrics()
     before = collector.sample()[metric.name]
-    write(zone / "energy_uj", "3000000")  # the counter passed max_energy_range_uj and restarted
+    fake.value(zone / "energy_uj", "3000000")  # the counter passed max_energy_range_uj and restarted
     after = collector.sample()[metric.name]
     assert after is not None and before is not None and after < before
     assert counter_delta(before, after, metric.wrap) == 5_000_000
@@ -191,8 +197,9 @@ def test_energy_j_between() -> None:
 
 
 def test_missing_range_and_unreadable_counter(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, "0", "package-0", 1000, wrap=None)
-    core = synthetic_zone(tmp_path, "0:0", "core", 500)
+    fake = FakeRoot(tmp_path)
+    fake.rapl_zone("0", "package-0", 1000, wrap=None)
+    core = fake.rapl_zone("0:0", "core", 500)
     collector = RaplCollector(tmp_path)
     assert collector.available().ok
     assert collector.wraps() == {"energy.package_uj": None, "energy.core_uj": float(SYNTHETIC_RANGE_UJ)}

@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from support.paths import CAPTURES
+from support.captures import CAPTURES, read_capture
+from support.fakes import FakeRoot
 
 from edgeprof.collectors import registry
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
@@ -25,13 +26,9 @@ UNITS = {"C", "MHz", "pct", "MB", "uJ", "count", "ms", "s"}
 def tree_from_vm_listing(root: Path) -> None:
     """Replay ``sysfs_listing.txt``: an ``ls -A``/``ls -d`` that printed nothing or names means those
     directories exist; ``cat``/``grep .`` output becomes file contents; errors mean absent."""
-    path = VM_CAPTURE / "sysfs_listing.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    lines = path.read_text().splitlines()
-    assert lines[0].startswith("# source:")
+    fake = FakeRoot(root)
     blocks: list[tuple[str, list[str]]] = []
-    for line in lines[1:]:
+    for line in read_capture("sysfs_listing.txt", VM_CAPTURE):
         if line.startswith("$ "):
             blocks.append((line[2:], []))
         elif blocks:
@@ -46,15 +43,11 @@ def tree_from_vm_listing(root: Path) -> None:
             for directory in output:
                 (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
         elif args[0] == "cat":
-            target = root / args[1].lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text("\n".join(output) + "\n")
+            fake.write(args[1], "\n".join(output) + "\n")
         elif args[:2] == ["grep", "."]:
             for row in output:
                 file_path, _, value = row.partition(":")
-                target = root / file_path.lstrip("/")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(value + "\n")
+                fake.value(file_path, value)
 
 
 def test_describe_on_real_vm_tree(tmp_path: Path) -> None:

@@ -8,11 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.captures import read_capture, write
+from support.captures import read_capture
+from support.fakes import THERMAL, FakeRoot
 
 from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector, hottest_c, is_thermometer, sanitize_type
-
-THERMAL = Path("sys/class/thermal")
 
 
 def tree_from_kernel_doc(root: Path) -> None:
@@ -25,7 +24,7 @@ def tree_from_kernel_doc(root: Path) -> None:
             continue
         item = re.fullmatch(r"\|-+([a-z0-9_]+): (.*)", line.strip())
         if item and zone is not None:
-            write(zone / item.group(1), item.group(2))
+            FakeRoot(root).value(zone / item.group(1), item.group(2))
 
 
 def tree_from_nano_types(root: Path) -> dict[int, str]:
@@ -35,21 +34,9 @@ def tree_from_nano_types(root: Path) -> dict[int, str]:
         match = re.fullmatch(r"/sys/class/thermal/thermal_zone(\d+): (.+)", line.strip())
         if match:
             types[int(match.group(1))] = match.group(2)
-            write(root / THERMAL / f"thermal_zone{match.group(1)}" / "type", match.group(2))
+            FakeRoot(root).value(root / THERMAL / f"thermal_zone{match.group(1)}" / "type", match.group(2))
     assert types, "capture format changed"
     return types
-
-
-def synthetic_zone(
-    root: Path, index: int, zone_type: str, milli_c: int | None, mode: str | None = None
-) -> Path:
-    zone = root / THERMAL / f"thermal_zone{index}"
-    write(zone / "type", zone_type)
-    if milli_c is not None:
-        write(zone / "temp", str(milli_c))
-    if mode is not None:
-        write(zone / "mode", mode)
-    return zone
 
 
 def test_kernel_doc_zone_temp_and_trip_points(tmp_path: Path) -> None:
@@ -90,7 +77,7 @@ def test_nano_hottest_skips_pmic_placeholder(tmp_path: Path) -> None:
     # Synthetic temperatures (the capture has none); PMIC-Die at its constant 100 C as tegrastats shows it.
     synthetic_temps = {"CPU-therm": 41500, "GPU-therm": 39000, "PMIC-Die": 100000}
     for index, zone_type in types.items():
-        write(
+        FakeRoot(tmp_path).value(
             tmp_path / THERMAL / f"thermal_zone{index}" / "temp", str(synthetic_temps.get(zone_type, 30000))
         )
     collector = ThermalZonesCollector(tmp_path)
@@ -104,10 +91,11 @@ def test_nano_hottest_skips_pmic_placeholder(tmp_path: Path) -> None:
 
 
 def test_disabled_and_offline_zones_read_none(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, 0, "cpu-thermal", 45250, mode="enabled")
-    synthetic_zone(tmp_path, 1, "gpu-thermal", 40000, mode="disabled")
-    synthetic_zone(tmp_path, 2, "cv0-thermal", -256000)  # Tegra's "sensor off" sentinel
-    synthetic_zone(tmp_path, 3, "tj-thermal", 46000)
+    fake = FakeRoot(tmp_path)
+    fake.thermal_zone(0, "cpu-thermal", 45250, mode="enabled")
+    fake.thermal_zone(1, "gpu-thermal", 40000, mode="disabled")
+    fake.thermal_zone(2, "cv0-thermal", -256000)  # Tegra's "sensor off" sentinel
+    fake.thermal_zone(3, "tj-thermal", 46000)
     collector = ThermalZonesCollector(tmp_path)
     ok, reason = collector.available()
     assert ok
@@ -123,10 +111,11 @@ def test_disabled_and_offline_zones_read_none(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("err", [errno.EIO, errno.ENODATA, errno.EAGAIN])
 def test_temp_read_error_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, err: int) -> None:
+    fake = FakeRoot(tmp_path)
     # A file cannot be made to fail with EIO in tmp_path, so the read itself is patched; the AGX Orin
     # hwmon capture shows sysfs attributes really do answer 'Input/output error'.
-    synthetic_zone(tmp_path, 0, "cpu-thermal", 45000)
-    failing = synthetic_zone(tmp_path, 1, "gpu-thermal", 40000) / "temp"
+    fake.thermal_zone(0, "cpu-thermal", 45000)
+    failing = fake.thermal_zone(1, "gpu-thermal", 40000) / "temp"
     real_read_text = Path.read_text
 
     def read_text(self: Path, *args: object, **kwargs: object) -> str:
@@ -141,19 +130,21 @@ def test_temp_read_error_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_unreadable_temp_file_is_none(tmp_path: Path) -> None:
+    fake = FakeRoot(tmp_path)
     # chmod 000 does not stop root (tests may run as root), so "unreadable" is a directory where the
     # file should be: open() fails with EISDIR, an OSError like EACCES would be.
-    zone = synthetic_zone(tmp_path, 0, "cpu-thermal", None)
+    zone = fake.thermal_zone(0, "cpu-thermal", None)
     (zone / "temp").mkdir()
-    write(zone / "trip_point_0_temp", "garbage")
+    fake.value(zone / "trip_point_0_temp", "garbage")
     collector = ThermalZonesCollector(tmp_path)
     assert collector.sample() == {"temp.cpu_c": None}
     assert collector.trip_points() == {"temp.cpu_c": []}
 
 
 def test_zone_vanishing_after_discovery(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, 0, "cpu-thermal", 45000)
-    zone = synthetic_zone(tmp_path, 1, "gpu-thermal", 40000)
+    fake = FakeRoot(tmp_path)
+    fake.thermal_zone(0, "cpu-thermal", 45000)
+    zone = fake.thermal_zone(1, "gpu-thermal", 40000)
     collector = ThermalZonesCollector(tmp_path)
     assert collector.available().ok
     shutil.rmtree(zone)
@@ -161,11 +152,12 @@ def test_zone_vanishing_after_discovery(tmp_path: Path) -> None:
 
 
 def test_duplicate_types_get_zone_index(tmp_path: Path) -> None:
-    synthetic_zone(tmp_path, 0, "acpitz", 27800)
-    synthetic_zone(tmp_path, 1, "x86_pkg_temp", 52000)
-    synthetic_zone(tmp_path, 2, "acpitz", 29800)
-    synthetic_zone(tmp_path, 10, "CPU-therm", 30000)  # sanitises onto "cpu" ...
-    synthetic_zone(tmp_path, 11, "cpu", 31000)  # ... as does this one
+    fake = FakeRoot(tmp_path)
+    fake.thermal_zone(0, "acpitz", 27800)
+    fake.thermal_zone(1, "x86_pkg_temp", 52000)
+    fake.thermal_zone(2, "acpitz", 29800)
+    fake.thermal_zone(10, "CPU-therm", 30000)  # sanitises onto "cpu" ...
+    fake.thermal_zone(11, "cpu", 31000)  # ... as does this one
     collector = ThermalZonesCollector(tmp_path)
     assert [m.name for m in collector.metrics()] == [
         "temp.acpitz_zone0_c",
@@ -178,10 +170,11 @@ def test_duplicate_types_get_zone_index(tmp_path: Path) -> None:
 
 
 def test_trip_points_ordered_by_index(tmp_path: Path) -> None:
-    zone = synthetic_zone(tmp_path, 0, "cpu-thermal", 45000)
+    fake = FakeRoot(tmp_path)
+    zone = fake.thermal_zone(0, "cpu-thermal", 45000)
     for number, trip_type, milli in [(10, "critical", 105000), (0, "passive", 95500), (2, "hot", 100000)]:
-        write(zone / f"trip_point_{number}_temp", str(milli))
-        write(zone / f"trip_point_{number}_type", trip_type)
+        fake.value(zone / f"trip_point_{number}_temp", str(milli))
+        fake.value(zone / f"trip_point_{number}_type", trip_type)
     collector = ThermalZonesCollector(tmp_path)
     assert collector.trip_points() == {"temp.cpu_c": [("passive", 95.5), ("hot", 100.0), ("critical", 105.0)]}
 

@@ -10,40 +10,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from support.captures import write
+from support.fakes import CPU, FakeRoot
 
 from edgeprof.collectors.x86_throttle import ThrottleCountersCollector
 
-CPU = Path("sys/devices/system/cpu")
-
-
-def synthetic_cpu(
-    root: Path,
-    index: int,
-    package: int | None,
-    core_count: int,
-    package_count: int,
-    with_time: bool = True,
-) -> Path:
-    cpu = root / CPU / f"cpu{index}"
-    throttle = cpu / "thermal_throttle"
-    write(throttle / "core_throttle_count", str(core_count))
-    write(throttle / "package_throttle_count", str(package_count))
-    write(throttle / "core_throttle_max_time_ms", "7")
-    write(throttle / "package_throttle_max_time_ms", "9")
-    if with_time:
-        write(throttle / "core_throttle_total_time_ms", str(core_count * 10))
-        write(throttle / "package_throttle_total_time_ms", str(package_count * 10))
-    if package is not None:
-        write(cpu / "topology" / "physical_package_id", str(package))
-    return cpu
-
 
 def test_two_packages_deduped(tmp_path: Path) -> None:
-    synthetic_cpu(tmp_path, 0, 0, 3, 11)
-    synthetic_cpu(tmp_path, 1, 0, 0, 11)
-    synthetic_cpu(tmp_path, 2, 1, 1, 4)
-    synthetic_cpu(tmp_path, 3, 1, 0, 4)
+    fake = FakeRoot(tmp_path)
+    fake.throttle_counters(0, 0, 3, 11)
+    fake.throttle_counters(1, 0, 0, 11)
+    fake.throttle_counters(2, 1, 1, 4)
+    fake.throttle_counters(3, 1, 0, 4)
     collector = ThrottleCountersCollector(tmp_path)
     ok, reason = collector.available()
     assert ok
@@ -71,14 +48,15 @@ def test_two_packages_deduped(tmp_path: Path) -> None:
 
 def test_without_total_time_files(tmp_path: Path) -> None:
     # Older kernels (before the throttle-time files were added) have only the *_count files.
-    synthetic_cpu(tmp_path, 0, 0, 2, 5, with_time=False)
+    FakeRoot(tmp_path).throttle_counters(0, 0, 2, 5, with_time=False)
     collector = ThrottleCountersCollector(tmp_path)
     assert [m.name for m in collector.metrics()] == ["throttle.cpu0.core_count", "throttle.package0.count"]
 
 
 def test_offline_cpu_reads_none_and_package_uses_sibling(tmp_path: Path) -> None:
-    cpu0 = synthetic_cpu(tmp_path, 0, 0, 3, 11)
-    synthetic_cpu(tmp_path, 1, 0, 1, 11)
+    fake = FakeRoot(tmp_path)
+    cpu0 = fake.throttle_counters(0, 0, 3, 11)
+    fake.throttle_counters(1, 0, 1, 11)
     collector = ThrottleCountersCollector(tmp_path)
     assert collector.available().ok
     shutil.rmtree(cpu0 / "thermal_throttle")  # what CPU hotplug does to the directory
@@ -89,7 +67,7 @@ def test_offline_cpu_reads_none_and_package_uses_sibling(tmp_path: Path) -> None
 
 
 def test_unreadable_counter_is_none(tmp_path: Path) -> None:
-    cpu0 = synthetic_cpu(tmp_path, 0, 0, 3, 11)
+    cpu0 = FakeRoot(tmp_path).throttle_counters(0, 0, 3, 11)
     collector = ThrottleCountersCollector(tmp_path)
     assert collector.available().ok
     # chmod 000 does not stop root, so the counter becomes a directory: the read fails for any user.
@@ -103,7 +81,7 @@ def test_unreadable_counter_is_none(tmp_path: Path) -> None:
 
 
 def test_missing_topology_skips_package_counters(tmp_path: Path) -> None:
-    synthetic_cpu(tmp_path, 0, None, 1, 2)
+    FakeRoot(tmp_path).throttle_counters(0, None, 1, 2)
     collector = ThrottleCountersCollector(tmp_path)
     ok, reason = collector.available()
     assert ok
@@ -114,7 +92,7 @@ def test_missing_topology_skips_package_counters(tmp_path: Path) -> None:
 def test_no_counters_is_unavailable(tmp_path: Path) -> None:
     # This project's VM: cpu0/cpu1 with topology but no thermal_throttle directory.
     for index in (0, 1):
-        write(tmp_path / CPU / f"cpu{index}" / "topology" / "physical_package_id", "0")
+        FakeRoot(tmp_path).value(tmp_path / CPU / f"cpu{index}" / "topology" / "physical_package_id", "0")
     ok, reason = ThrottleCountersCollector(tmp_path).available()
     assert not ok
     assert reason.startswith("no thermal_throttle counters under /sys/devices/system/cpu/cpu*/")

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from support.paths import CAPTURES
 
-from edgeprof.collectors.registry import role_of
+from edgeprof.collectors import role_of
 from edgeprof.collectors.tegrastats_parse import (
     CpuCore,
     EmcInfo,
@@ -21,7 +21,7 @@ from edgeprof.collectors.tegrastats_parse import (
     record_to_json,
     record_to_metrics,
 )
-from edgeprof.telemetry.energy import choose_energy_source, energy_j
+from edgeprof.telemetry import choose_energy_source, energy_j
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,7 +18,7 @@ from edgeprof.report import ReportError, build_rows, render_html, write_html
 from edgeprof.report.figures import comparison_png, timeline_png
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Sample, Sweep, Verdict
-from edgeprof.verdicts.judge import analyse_sweep
+from edgeprof.verdicts import analyse_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2024, 5, 1, 12, 0)

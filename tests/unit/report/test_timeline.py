@@ -19,8 +19,8 @@ from edgeprof.report.figures.canvas import new_figure
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import CollectorStatus, Measurement
 from edgeprof.storage.samples import envelope, write_batch
-from edgeprof.telemetry.sampler import SampleRow
-from edgeprof.verdicts.judge import stored_roles
+from edgeprof.telemetry import SampleRow
+from edgeprof.verdicts import stored_roles
 
 METRIC = "temp.soc_c"
 N = 3 * MAX_PLOT_POINTS

@@ -30,7 +30,7 @@ from edgeprof.storage.samples import (
     write_batch,
     write_ticks,
 )
-from edgeprof.telemetry.sampler import SampleRow
+from edgeprof.telemetry import SampleRow
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from itertools import pairwise
 
 import pytest
+from support.roles import declared_roles, role
 
-from edgeprof.telemetry.analysis import (
+from edgeprof.telemetry import (
     AGGREGATE_STATS,
     CooldownResult,
     PhaseAggregate,
@@ -240,28 +241,38 @@ def test_max_min_ignore_none_and_outside_readings() -> None:
 
 
 def test_stats_for_rules() -> None:
-    assert stats_for("temp.cpu_c") == ("max", "mean")
-    assert stats_for("temp.pmic_die_c") == ()
-    assert stats_for("cpufreq.policy4.cur_mhz") == ("mean", "min")
-    assert stats_for("cpufreq.policy4.max_mhz") == ()
-    assert stats_for("cpu3.freq_mhz") == ("mean", "min")
-    assert stats_for("gpu.util_pct") == ("mean",)
-    assert stats_for("cpu3.util_pct") == ("mean",)
-    assert stats_for("power.vdd_in_mw") == ("mean",)
-    assert stats_for("proc.rss_mb") == ("max",)
-    assert stats_for("mem.ram_used_mb") == ("max",)
-    assert stats_for("energy.package_uj") == ()
-    assert stats_for("temp.cpu_2nd_c") == ()  # JetPack 7's undocumented second value: stored, not judged
-    assert stats_for("not.a_known_metric") == ()
+    # by the roles the built-in collectors declare for these names
+    assert stats_for(role("temp.cpu_c")) == ("max", "mean")
+    assert stats_for(role("temp.pmic_die_c")) == ()
+    assert stats_for(role("cpufreq.policy4.cur_mhz")) == ("mean", "min")
+    assert stats_for(role("cpufreq.policy4.max_mhz")) == ()
+    assert stats_for(role("cpu3.freq_mhz")) == ("mean", "min")
+    assert stats_for(role("gpu.util_pct")) == ("mean",)
+    assert stats_for(role("cpu3.util_pct")) == ("mean",)
+    assert stats_for(role("power.vdd_in_mw")) == ("mean",)
+    assert stats_for(role("proc.rss_mb")) == ("max",)
+    assert stats_for(role("mem.ram_used_mb")) == ("max",)
+    assert stats_for(role("energy.package_uj")) == ()
+    # JetPack 7's undocumented second value: stored, not judged
+    assert stats_for(role("temp.cpu_2nd_c")) == ()
+    assert stats_for(role("not.a_known_metric")) == ()
     assert all(stats for stats in AGGREGATE_STATS.values())
 
 
 def test_stats_follow_the_declared_role_not_the_name() -> None:
-    from edgeprof.collectors.roles import MetricRole
+    from edgeprof.collectors import MetricRole
 
-    # A name no collector claims still aggregates by the role given for it (as stored with a sweep).
-    assert stats_for("amdgpu0.junction_c", MetricRole("temperature", "C", "gpu")) == ("max", "mean")
-    assert stats_for("temp.cpu_c", MetricRole("other", "C")) == ()
+    # A name no collector claims still aggregates by the role given for it (as stored with a sweep) ...
+    junction = {"amdgpu0.junction_c": sampled(lambda _t: 70.0, 0.0, 10.0, 1.0)}
+    roles = {"amdgpu0.junction_c": MetricRole("temperature", "C", "gpu")}
+    assert stats_for(roles["amdgpu0.junction_c"]) == ("max", "mean")
+    assert [r.stat for r in aggregate_phase(junction, 2.0, 8.0, roles=roles)] == ["max", "mean"]
+    # ... a name a collector claims goes by the role given, not by its name ...
+    assert stats_for(MetricRole("other", "C")) == ()
+    cpu = {"temp.cpu_c": sampled(lambda _t: 50.0, 0.0, 10.0, 1.0)}
+    assert aggregate_phase(cpu, 2.0, 8.0, roles={"temp.cpu_c": MetricRole("other", "C")}) == []
+    # ... and a metric without a role is not aggregated.
+    assert aggregate_phase(cpu, 2.0, 8.0, roles={}) == []
 
 
 def test_aggregate_phase_known_values() -> None:
@@ -276,7 +287,9 @@ def test_aggregate_phase_known_values() -> None:
         "energy.package_uj": sampled(rapl_counter(5.0, 0.0), 0.0, 10.0, 1.0),
         "gpu.util_pct": [(t, None) for t in range(11)],
     }
-    rows = aggregate_phase(samples, 2.0, 8.0, phase="decode", kind="steady", rep=3)
+    rows = aggregate_phase(
+        samples, 2.0, 8.0, roles=declared_roles(samples), phase="decode", kind="steady", rep=3
+    )
     got = {(r.metric, r.stat): r.value for r in rows}
     assert got == pytest.approx(
         {

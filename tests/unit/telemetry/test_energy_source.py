@@ -1,22 +1,17 @@
 """Energy source precedence (agent/telemetry/energy.py) with the real collector classes on fakes: a fake NVML
-module (tests/support/fakes.FakeNvml: every energy read adds 1000 mJ) and a synthetic RAPL sysfs tree,
-together and alone; tegrastats rails alone are in test_tegrastats_jp7.py. Then a real sweep with both, whose
-report must name the source on every row that has energy."""
+module (tests/support/fakes.FakeNvml: every energy read adds 1000 mJ) and a synthetic RAPL sysfs tree
+(tests/support/fakes.FakeRoot), together and alone; tegrastats rails alone are in test_tegrastats_jp7.py, a
+real sweep with both in tests/integration/test_energy_source_sweep.py."""
 
 from __future__ import annotations
 
-import io
-import os
 from pathlib import Path
 
 import pytest
-from support.fakes import SYNTHETIC_RANGE_UJ, FakeNvml, synthetic_zone
+from support.fakes import SYNTHETIC_RANGE_UJ, FakeNvml, FakeRoot
 
-from edgeprof.collectors.base import Collector
-from edgeprof.collectors.nvml import NvmlCollector
-from edgeprof.collectors.rapl import RaplCollector
-from edgeprof.collectors.roles import MetricRole
-from edgeprof.telemetry.energy import EnergySource, choose_energy_source, energy_j
+from edgeprof.collectors import Collector, MetricRole, NvmlCollector, RaplCollector
+from edgeprof.telemetry import EnergySource, choose_energy_source, energy_j
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,9 +27,10 @@ def _nvml() -> NvmlCollector:
 
 
 def _rapl(root: Path, psys: bool = False) -> RaplCollector:
-    synthetic_zone(root, "0", "package-0", RAPL_START_UJ)
+    fake = FakeRoot(root)
+    fake.rapl_zone("0", "package-0", RAPL_START_UJ)
     if psys:
-        synthetic_zone(root, "1", "psys", 10_000_000)
+        fake.rapl_zone("1", "psys", 10_000_000)
     collector = RaplCollector(root)
     assert collector.available().ok
     return collector
@@ -97,67 +93,3 @@ def test_a_missing_part_makes_the_energy_unknown_never_an_understated_sum(tmp_pa
     series = {"gpu0.energy_mj": [(0.0, 0.0), (1.0, 1000.0)], "gpu1.energy_mj": [(0.0, 0.0), (1.0, 1000.0)]}
     assert energy_j(source, series, 0.0, 1.0) is None  # no package readings: None, not 2 J
     assert choose_energy_source({}) is None and energy_j(None, series, 0.0, 1.0) is None
-
-
-@pytest.mark.llama
-def test_a_sweep_with_nvml_and_rapl_names_the_source_on_every_row_with_energy(
-    tmp_path: Path, tiny_models: dict[str, Path]
-) -> None:
-    from sqlalchemy import select
-
-    from edgeprof.plan.parse import Collect, Cooldown, parse_plan
-    from edgeprof.report import build_rows
-    from edgeprof.runners.protocol import FAULT_ENV
-    from edgeprof.storage.db import new_session, open_engine
-    from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
-    from edgeprof.sweep.telemetry import Telemetry
-
-    root = tmp_path / "root"
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q8_0"]}"]
-        ctx = [256]
-        threads = [1]
-        [[workload]]
-        name = "w"
-        prompt_tokens = 16
-        n_predict = 24
-        [repeat]
-        warmup = 0
-        steady = 2
-        """,
-        str(tmp_path / "p.toml"),
-        tmp_path,
-    )
-    engine = open_engine(tmp_path / "t.db")
-    rapl = _rapl(root)
-
-    class MovingRapl(RaplCollector):
-        """The synthetic package counter advances 1 mJ per reading (a real one would move with time)."""
-
-        def sample(self) -> dict[str, float | None]:
-            path = root / "sys/class/powercap/intel-rapl:0/energy_uj"
-            value = int(path.read_text()) + 1000
-            path.write_text(f"{value % SYNTHETIC_RANGE_UJ}\n")
-            return super().sample()
-
-    collectors: list[Collector] = [_nvml(), MovingRapl(rapl.root)]
-
-    def factory(sweep_id: int) -> Telemetry:
-        collect, cooldown = Collect(interval_ms=50, idle_s=0.3), Cooldown(delay_s=0.0)
-        return Telemetry(engine, sweep_id, collect, cooldown, collectors=collectors)
-
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
-    assert outcome.counts == {"ok": 1}
-    with new_session(engine) as s:
-        run = s.scalars(select(Run)).one()
-        assert run.energy_basis == "gpu+cpu" and run.energy_whole_board is False
-        rows = build_rows(s)
-    with_energy = [r for r in rows if r["decode_j_per_token_median"] is not None]
-    assert with_energy, "the fake counters moved during decode: energy must be known"
-    for row in with_energy:
-        assert row["power_source"] == "gpu0.energy_mj+gpu1.energy_mj+energy.package_uj"
-        assert row["energy_basis"] == "gpu+cpu" and row["energy_whole_board"] is False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
+from edgeprof.collectors import Availability, Collector, Metric, SampleValues
 from edgeprof.telemetry.sampler import Sampler, SampleRow
 
 

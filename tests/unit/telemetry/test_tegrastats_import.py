@@ -18,7 +18,7 @@ from support.captures import TEGRASTATS_CAPTURES, capture_path
 from typer.testing import CliRunner
 
 from edgeprof.cli.tegrastats import register
-from edgeprof.collectors.tegrastats_parse import parse_line, record_to_json, record_to_metrics
+from edgeprof.collectors import parse_line, record_to_json, record_to_metrics
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Sweep
 from edgeprof.storage.samples import count_samples, read_samples

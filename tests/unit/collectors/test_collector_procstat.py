@@ -1,0 +1,51 @@
+"""The proc_stat collector (collectors/procstat.py): the /proc/stat parser on this project's real VM capture,
+with values worked out by hand, a /proc/<pid>/stat line with an awkward command, and an injected /proc."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.captures import CAPTURES, read_capture
+from support.fakes import FakeRoot
+
+from edgeprof.collectors.procstat import ProcStatCollector, parse_pid_cpu_ticks, parse_stat_totals
+
+VM_CAPTURE = CAPTURES / "vm_docker_amd-epyc_2cpu"
+
+
+def test_parse_stat_totals_on_the_real_vm_capture() -> None:
+    text = "\n".join(read_capture("proc_stat.txt", VM_CAPTURE))
+    totals = parse_stat_totals(text)
+    # cpu  59552 0 6060 24523 273 0 40 94 0 0 (by hand): total = sum of the first 8 = 90542,
+    # idle = 24523 + 273, steal = 94, busy = 90542 - 24796 - 94 = 65652
+    assert totals["total"] == 90542.0
+    assert totals["steal"] == 94.0
+    assert totals["busy"] == 65652.0
+
+
+def test_parse_pid_stat_with_a_command_holding_spaces_and_parentheses() -> None:
+    # synthetic line in the kernel's format; fields 14/15 (utime, stime) = 250, 50
+    line = "4242 (llama (worker) 1) R 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 100 0 0"
+    assert parse_pid_cpu_ticks(line) == 300.0
+    assert parse_pid_cpu_ticks("garbage") is None and parse_pid_cpu_ticks(None) is None
+
+
+def test_collector_reads_an_injected_proc_in_seconds(tmp_path: Path) -> None:
+    # synthetic /proc/stat (only user + idle + steal used) and the child's and our own /proc/<pid>/stat
+    fake = FakeRoot(tmp_path)
+    fake.proc_stat(busy=300, total=1000, steal=20, running=3)
+    fake.process(77, "python3", 250)
+    fake.process(1, "edgeprof", 0, state="S", ppid=0, folder="self")
+    collector = ProcStatCollector(tmp_path, child_pid=77)
+    assert collector.available().ok
+    tck = float(os.sysconf("SC_CLK_TCK"))
+    values = collector.sample()
+    assert values["host.cpu_busy_s"] == pytest.approx(300 / tck)
+    assert values["host.cpu_steal_s"] == pytest.approx(20 / tck)
+    assert values["host.cpu_total_s"] == pytest.approx(1000 / tck)
+    assert values["host.procs_running"] == 3.0
+    assert values["proc.cpu_s"] == pytest.approx(250 / tck)
+    assert values["self.cpu_s"] == 0.0
+    assert ProcStatCollector(tmp_path / "nothing").available().ok is False
