@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgeprof.gguf.demo import build_demo_models  # noqa: E402
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan  # noqa: E402
+from edgeprof.gguf import build_demo_models  # noqa: E402
+from edgeprof.plan import Collect, Cooldown, parse_plan  # noqa: E402
 from edgeprof.report.rows import build_rows  # noqa: E402
 from edgeprof.stats import median  # noqa: E402
 from edgeprof.storage.db import new_session, open_engine  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.plan.budget import budget_from_plan_text
+from edgeprof.plan import budget_from_plan_text
 from edgeprof.report.figures.depth import depth_png
 from edgeprof.report.figures.pareto import has_speed_vs_kld, speed_vs_kld_png
 from edgeprof.report.figures.plots import comparison_png, timeline_png

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.device.jetson import comparable_state
+from edgeprof.device import comparable_state
 from edgeprof.report.fit import FIT_FIELDS, attach_fit, fmt_bandwidth, fmt_memory, recommendation_lines
 from edgeprof.report.fleet import FLEET_FIELDS, attach_fleet
 from edgeprof.report.quality import QUALITY_FIELDS, attach_quality, fmt_quality

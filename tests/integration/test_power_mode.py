@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from edgeprof.plan.parse import PlanError, SystemProbe, expand, parse_plan
+from edgeprof.plan import PlanError, SystemProbe, expand, parse_plan
 
 PLAN = """
 [matrix]

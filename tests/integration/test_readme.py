@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO_ROOT
 
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 
 README = REPO_ROOT / "README.md"
 

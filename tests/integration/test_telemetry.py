@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues
 from edgeprof.collectors.registry import build_collectors
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report.rows import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine

@@ -9,10 +9,11 @@ import pytest
 from sqlalchemy import select
 from support.captures import read_capture
 
-from edgeprof.device.facts import board_model, l4t_release
-from edgeprof.device.jetson import (
+from edgeprof.device import (
+    board_model,
     comparable_state,
     jetson_state,
+    l4t_release,
     parse_jetson_clocks_show,
     parse_nvpmodel_q,
     read_fan,
@@ -123,7 +124,7 @@ def test_not_a_jetson_has_no_state(tmp_path: Path) -> None:
 
 @pytest.mark.llama
 def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.plan.parse import parse_plan
+    from edgeprof.plan import parse_plan
     from edgeprof.report.rows import build_rows, render_table
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run

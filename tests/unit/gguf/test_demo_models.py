@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.gguf.demo import DEMO_QUANTS, build_demo_models, write_f16_gguf
-from edgeprof.gguf.info import read_gguf_info, sha256_file
+from edgeprof.gguf import DEMO_QUANTS, build_demo_models, read_gguf_info, sha256_file, write_f16_gguf
 
 QUANTS = ("F16", "Q8_0", "Q5_K_M", "Q4_K_M")
 

@@ -12,27 +12,25 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from edgeprof.gguf.bandwidth import (
+from edgeprof.gguf import (
+    RUNTIME_BASE_MIB,
+    GGUFError,
+    ModelShape,
     ProbeResult,
+    TensorInfo,
+    build_demo_models,
+    check_fit,
     datasheet_bandwidth,
     decode_mean_depth,
-    kv_read_per_token,
-    probe_bandwidth,
-    weights_read_per_token,
-)
-from edgeprof.gguf.demo import build_demo_models
-from edgeprof.gguf.info import GGUFError
-from edgeprof.gguf.memory import (
-    RUNTIME_BASE_MIB,
-    ModelShape,
-    TensorInfo,
-    check_fit,
     kv_cells,
+    kv_read_per_token,
     mem_available_mb,
     predict_memory,
+    probe_bandwidth,
     read_model_shape,
+    weights_read_per_token,
 )
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 from edgeprof.report.rows import build_rows, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.storage.db import new_session, open_engine
@@ -420,7 +418,7 @@ cold_cache = "keep"
 def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
     decides; on unified memory (a Jetson) the host check alone does."""
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
     from edgeprof.sweep.fit import FitChecker
 
     text = f"""
@@ -470,7 +468,7 @@ def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
 def test_quality_run_prediction_counts_its_scoring_arrays(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
     from edgeprof.sweep.fit import FitChecker
 
     text = f"""

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from edgeprof.gguf.info import sha256_file
-from edgeprof.plan.parse import AXES, Plan, PlanError, RunSpec, default_threads, expand, load_plan, parse_plan
+from edgeprof.gguf import sha256_file
+from edgeprof.plan import AXES, Plan, PlanError, RunSpec, default_threads, expand, load_plan, parse_plan
 
 WORKLOAD = '[[workload]]\nname = "w"\nprompt_tokens = 8\nn_predict = 8\n'
 

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 from support import dbbuild
 
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report.figures.plots import comparison_png, timeline_png
 from edgeprof.report.html import render_html, write_html
 from edgeprof.report.rows import ReportError, build_rows

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from edgeprof.plan.budget import QualityBudget, budget_from_plan_text
-from edgeprof.plan.parse import PlanError, parse_plan
+from edgeprof.plan import PlanError, QualityBudget, budget_from_plan_text, parse_plan
 from edgeprof.report.recommend import recommend, render_recommendations
 from edgeprof.report.rows import FIELD_NAMES, build_rows, render_json, render_markdown, render_table
 from edgeprof.storage.db import new_session, open_engine

@@ -178,7 +178,7 @@ def test_stability_note_says_whether_instability_coincides_with_contention() -> 
 
 
 def _plan(tmp_path: Path, model: Path):
-    from edgeprof.plan.parse import parse_plan
+    from edgeprof.plan import parse_plan
 
     return parse_plan(
         f"""
@@ -202,7 +202,7 @@ def _plan(tmp_path: Path, model: Path):
 def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_ms: int = 50) -> dict:
     from sqlalchemy import select
 
-    from edgeprof.plan.parse import Collect, Cooldown
+    from edgeprof.plan import Collect, Cooldown
     from edgeprof.report.rows import build_rows
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine

@@ -18,7 +18,7 @@ from support import dbbuild
 
 from edgeprof.collectors.registry import build_collectors
 from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
