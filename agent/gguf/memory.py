@@ -14,7 +14,7 @@ The prediction is the memory the llama.cpp child will hold resident, split by wh
 - the runtime: Python, llama.cpp and its libraries before any model (a measured constant, below).
 
 The constants were calibrated on this project's demo models (``edgeprof models demo``) against the child's
-measured ``VmHWM``; ``tests/integration/test_memory_model.py`` holds the prediction to within 5 % + 4 MiB
+measured ``VmHWM``; ``tests/integration/test_memory_fit.py`` holds the prediction to within 5 % + 4 MiB
 of the measured peak at ctx 512, 2048 and 8192.
 
 The GGUF is read with a small parser of our own, not ``gguf.GGUFReader``: the reader builds an object per

@@ -2,6 +2,7 @@
 
 - ``FakeNvml``: a synthetic nvidia-ml-py module with two GPUs; every energy read adds 1000 mJ.
 - ``synthetic_zone``: a synthetic RAPL powercap zone under a test's root.
+- ``SYNTHETIC_PROBE``: a synthetic DRAM bandwidth probe result of 10 GB/s, so a report's BW % is checkable.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+from edgeprof.gguf import ProbeResult
 from support.captures import write
 
 
@@ -142,3 +144,15 @@ def synthetic_zone(
     if wrap is not None:
         write(directory / "max_energy_range_uj", str(wrap))
     return directory
+
+
+SYNTHETIC_PROBE = ProbeResult(  # synthetic: a fixed figure, so the report's BW % is checkable
+    gbps=10.0,
+    read_gbps=10.0,
+    copy_gbps=8.0,
+    method="synthetic probe",
+    threads=1,
+    buffer_mb=1.0,
+    passes=1,
+    duration_s=0.0,
+)
