@@ -97,7 +97,7 @@ fi
 import tempfile, pathlib, subprocess, sys
 code = (
     "import pathlib, sys, llama_cpp as ll\n"
-    "from edgeprof.gguf.demo import write_f16_gguf, quantize\n"
+    "from edgeprof.gguf import write_f16_gguf, quantize\n"
     "d = pathlib.Path(sys.argv[1])\n"
     "f16 = write_f16_gguf(d / 'f16.gguf', 'tiny')\n"
     "quantize(f16, d / 'q4.gguf', 15)\n"

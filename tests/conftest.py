@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.gguf.demo import build_demo_models
+from edgeprof.gguf import build_demo_models
 from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
 _os.environ[FAULT_ARM_ENV] = FAULT_ARM_VALUE

@@ -189,7 +189,7 @@ def run(
     ] = False,
 ) -> None:
     """Run a plan's sweep; run it again to resume (finished configs are skipped)."""
-    from edgeprof.plan.parse import PlanError, load_plan
+    from edgeprof.plan import PlanError, load_plan
 
     try:
         parsed = load_plan(plan)
@@ -214,7 +214,7 @@ def run(
 def _run_plan(
     engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True, wait: bool = False
 ) -> int:
-    from edgeprof.gguf.bandwidth import probe_bandwidth
+    from edgeprof.gguf import probe_bandwidth
     from edgeprof.sweep.lease import LeaseHeld
     from edgeprof.sweep.loop import SweepAborted, run_plan
     from edgeprof.sweep.telemetry import Telemetry
@@ -421,7 +421,7 @@ def models_demo(
 
 
 def _build_demo(out: Path, size: str, force: bool) -> dict[str, Path]:
-    from edgeprof.gguf.demo import build_demo_models
+    from edgeprof.gguf import build_demo_models
 
     try:
         with quiet_native_stderr() as log:
@@ -486,7 +486,7 @@ def demo(
     ] = None,
 ) -> None:
     """Build the demo models if missing, sweep Q8_0/Q5_K_M/Q4_K_M x two ctx sizes, print the report."""
-    from edgeprof.plan.parse import PlanError, default_threads, parse_plan
+    from edgeprof.plan import PlanError, default_threads, parse_plan
     from edgeprof.report import build_rows, render_table
     from edgeprof.storage.db import new_session
 
@@ -516,7 +516,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """What this machine can measure: llama.cpp build and backends, GPU offload, device facts, collectors."""
-    from edgeprof.device.doctor import gather, render
+    from edgeprof.device import gather, render
 
     info = gather()
     typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))

@@ -32,8 +32,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from edgeprof.gguf.bandwidth import probe_bandwidth
-from edgeprof.plan.parse import Plan, PlanError, parse_plan
+from edgeprof.gguf import probe_bandwidth
+from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
 from edgeprof.storage.models import AgentState
 from edgeprof.sweep.loop import run_plan
@@ -371,7 +371,7 @@ class Agent:
     def _read_plan(self, plan_path: Path) -> tuple[bytes, Plan]:
         """The plan's bytes, read once without following a link (a symlinked plan could make the agent,
         often root, quote another file into ``.error.txt``), then validated; raises PlanError."""
-        from edgeprof.plan.bounds import MAX_PLAN_BYTES
+        from edgeprof.plan import MAX_PLAN_BYTES
         from edgeprof.safefs import read_nofollow
 
         source = str(plan_path)

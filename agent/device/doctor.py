@@ -52,7 +52,7 @@ def collectors_info(root: Path) -> list[dict[str, Any]]:
 
 
 def llama_server_info() -> dict[str, Any]:
-    """issue 14: the llama-server the serving runner would use, where it came from, whether it can offload."""
+    """The llama-server the serving runner would use, where it came from, whether it can offload."""
     from edgeprof.runners.llama_server import find_server, probe_server
 
     path, where = find_server()

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING, Any
 
 from edgeprof.device.facts import device_fingerprint
 from edgeprof.run_states import utcnow
-from edgeprof.storage.identity import add_unique
-from edgeprof.storage.models import Device
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from edgeprof.storage.models import Device
 
 
 def get_or_create_device(session: Session, facts: dict[str, Any]) -> Device:
+    # Storage is imported here, not at the top: edgeprof.device is imported for its facts by plan
+    # validation and doctor, which must not pay for SQLAlchemy.
+    from sqlalchemy import select
+
+    from edgeprof.storage.identity import add_unique
+    from edgeprof.storage.models import Device
+
     fp = device_fingerprint(facts)
     device = session.scalar(select(Device).where(Device.fingerprint == fp))
     if device is None:

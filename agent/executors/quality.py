@@ -19,9 +19,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.gguf.info import GGUFInfo, read_gguf_info, sha256_file
-from edgeprof.plan.parse import ModelEntry, Plan, RunSpec
-from edgeprof.plan.quality import MAX_CHUNKS, QualitySpec
+from edgeprof.gguf import GGUFInfo, read_gguf_info, sha256_file
+from edgeprof.plan import MAX_CHUNKS, ModelEntry, Plan, QualitySpec, RunSpec
 from edgeprof.run_states import utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.runners.quality_math import (

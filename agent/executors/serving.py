@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.device.facts import backend_of
-from edgeprof.plan.parse import RunSpec
+from edgeprof.device import backend_of
+from edgeprof.plan import RunSpec
 from edgeprof.run_states import SKIPPED_MEMORY, utcnow
 from edgeprof.runners import loadgen
 from edgeprof.runners.llama_server import ServingResult, run_serving
@@ -37,7 +37,7 @@ def serving_job(spec: RunSpec, vocab_size: int | None) -> dict[str, Any]:
 def kv_budget(spec: RunSpec, gpu_offload: bool, root: str = "/") -> dict[str, Any]:
     """Predicted memory of the server config (weights + slots × per-slot ctx × KV bytes per token + compute
     buffers, agent/memory_model) against MemAvailable; ``fits`` is None when either side is unknown."""
-    from edgeprof.gguf import memory as mm
+    from edgeprof import gguf as mm
 
     slots = int(spec.params.concurrency or 1)
     n_ctx = spec.params.n_ctx
@@ -49,7 +49,7 @@ def kv_budget(spec: RunSpec, gpu_offload: bool, root: str = "/") -> dict[str, An
         out["fits"] = None
         return out
     wl = spec.workload
-    from edgeprof.plan.parse import estimate_prompt_tokens
+    from edgeprof.plan import estimate_prompt_tokens
 
     pred = mm.predict_memory(
         shape,

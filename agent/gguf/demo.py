@@ -13,8 +13,10 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 DEMO_QUANTS: dict[str, int] = {"Q8_0": 7, "Q5_K_M": 17, "Q4_K_M": 15}
 
@@ -51,7 +53,7 @@ DEMO_SIZES: dict[str, DemoSize] = {
 }
 
 
-# ChatML's control tokens, for the test variant with a chat template (issue 10)
+# ChatML's control tokens, for the test variant with a chat template (chat workloads need a model with one)
 CHAT_SPECIALS = ("<|im_start|>", "<|im_end|>")
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -99,11 +101,11 @@ def write_f16_gguf(
 ) -> Path:
     """Write the demo model in F16 (norms in F32, as llama.cpp's converter does).
 
-    Test variants (issue 10; the defaults write the demo model byte for byte as before, and the names say
-    synthetic): ``chat_template`` adds ChatML's control tokens and the template; ``sliding_window`` writes a
-    Gemma-3-style model (gemma3 architecture: every sixth layer global, the others sliding-window) whose KV
-    cache llama.cpp sizes per the window; ``eos_token_id`` makes another token EOS, so a greedy run stops
-    early at a known place.
+    Test variants, for chat, sliding-window and early-EOS tests (the defaults write the demo model byte for
+    byte as before, and the names say synthetic): ``chat_template`` adds ChatML's control tokens and the
+    template; ``sliding_window`` writes a Gemma-3-style model (gemma3 architecture: every sixth layer
+    global, the others sliding-window) whose KV cache llama.cpp sizes per the window; ``eos_token_id``
+    makes another token EOS, so a greedy run stops early at a known place.
     """
     import gguf
 
@@ -112,21 +114,26 @@ def write_f16_gguf(
     cfg = DEMO_SIZES[size]
     if n_layer is not None:
         cfg = DemoSize(**{**cfg.__dict__, "n_layer": n_layer})
-    rng = np.random.default_rng(seed)
     arch = "gemma3" if sliding_window else "llama"
-    head_dim = cfg.n_embd // cfg.n_head
-    n_embd_kv = head_dim * cfg.n_head_kv
-
-    def mat(rows: int, cols: int, std: float) -> np.ndarray:
-        return (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(np.float16)
-
-    def norm() -> np.ndarray:
-        return np.ones(cfg.n_embd, dtype=np.float32)
-
     tmp = path.with_suffix(path.suffix + ".tmp")
     writer = gguf.GGUFWriter(str(tmp), arch=arch)
     variant = ("-chat" if chat_template else "") + (f"-swa{sliding_window}" if sliding_window else "")
     writer.add_name(f"edgeprof-demo-{size}" + (f"{variant}-synthetic" if variant else ""))
+    _add_hyperparameters(writer, cfg, sliding_window)
+    _add_tokenizer(writer, cfg, chat_template, eos_token_id)
+    _add_tensors(writer, cfg, seed, arch)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tmp.replace(path)
+    return path
+
+
+def _add_hyperparameters(writer: Any, cfg: DemoSize, sliding_window: int | None) -> None:
+    import gguf
+
+    head_dim = cfg.n_embd // cfg.n_head
     writer.add_context_length(cfg.n_ctx_train)
     writer.add_embedding_length(cfg.n_embd)
     writer.add_block_count(cfg.n_layer)
@@ -141,6 +148,9 @@ def write_f16_gguf(
         writer.add_sliding_window(sliding_window)
         writer.add_key_length(head_dim)
         writer.add_value_length(head_dim)
+
+
+def _add_tokenizer(writer: Any, cfg: DemoSize, chat_template: str | None, eos_token_id: int) -> None:
     tokens, scores, types = _vocab(cfg.n_vocab, CHAT_SPECIALS if chat_template else ())
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
@@ -153,6 +163,21 @@ def write_f16_gguf(
     writer.add_add_eos_token(False)
     if chat_template:
         writer.add_chat_template(chat_template)
+
+
+def _add_tensors(writer: Any, cfg: DemoSize, seed: int, arch: str) -> None:
+    """Random weights from ``seed``, drawn in a fixed order: the same seed gives the same bytes."""
+    import numpy as np  # here, not at the top: importing edgeprof.gguf must not load numpy (CLI start-up)
+
+    rng = np.random.default_rng(seed)
+    head_dim = cfg.n_embd // cfg.n_head
+    n_embd_kv = head_dim * cfg.n_head_kv
+
+    def mat(rows: int, cols: int, std: float) -> np.ndarray:
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * std).astype(np.float16)
+
+    def norm(n: int = cfg.n_embd) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
 
     std = 1.0 / np.sqrt(cfg.n_embd)
     embd = mat(cfg.n_vocab, cfg.n_embd, 1.0)
@@ -168,8 +193,8 @@ def write_f16_gguf(
         writer.add_tensor(f"blk.{i}.ffn_up.weight", mat(cfg.n_ff, cfg.n_embd, std))
         writer.add_tensor(f"blk.{i}.ffn_down.weight", mat(cfg.n_embd, cfg.n_ff, 2.0 / np.sqrt(cfg.n_ff)))
         if arch == "gemma3":  # Gemma's extra norms: per-head Q/K norms, post-attention and post-FFN norms
-            writer.add_tensor(f"blk.{i}.attn_q_norm.weight", np.ones(head_dim, dtype=np.float32))
-            writer.add_tensor(f"blk.{i}.attn_k_norm.weight", np.ones(head_dim, dtype=np.float32))
+            writer.add_tensor(f"blk.{i}.attn_q_norm.weight", norm(head_dim))
+            writer.add_tensor(f"blk.{i}.attn_k_norm.weight", norm(head_dim))
             writer.add_tensor(f"blk.{i}.post_attention_norm.weight", norm())
             writer.add_tensor(f"blk.{i}.post_ffw_norm.weight", norm())
     writer.add_tensor("output_norm.weight", norm())
@@ -179,12 +204,6 @@ def write_f16_gguf(
     # token, which would make the quality column meaningless for the demo.
     perm = rng.permutation(cfg.n_vocab)
     writer.add_tensor("output.weight", np.ascontiguousarray(embd[perm]))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    tmp.replace(path)
-    return path
 
 
 def quantize(src: Path, dst: Path, ftype: int, n_threads: int = 0) -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edgeprof.gguf.bounded import BoundedGGUFError, GGUFHeader, read_header
+
 GGUF_MAGIC = b"GGUF"
 
 
@@ -79,6 +81,41 @@ def quant_name(file_type: int | None, tensor_types: list[str]) -> str | None:
 def read_gguf_info(path: str | Path) -> GGUFInfo:
     """Parse the header, metadata and tensor table; check that every tensor's data lies inside the file."""
     p = Path(path)
+    st = _stat_gguf(p)
+    header = _read_bounded_header(p)
+    if not header.tensors:
+        raise GGUFError(f"{p}: a GGUF without tensors is no model")
+    tensors = _tensor_table(p, header, st.st_size)
+    fields = header.fields
+    arch = fields.get("general.architecture")
+    arch_s = str(arch) if isinstance(arch, str) else None
+    file_type = fields.get("general.file_type")
+
+    def arch_int(suffix: str) -> int | None:
+        if arch_s is None:
+            return None
+        value = fields.get(f"{arch_s}.{suffix}")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+    name = fields.get("general.name")
+    return GGUFInfo(
+        path=str(p),
+        size_bytes=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        arch=arch_s,
+        name=str(name) if name is not None else None,
+        file_type=int(file_type) if isinstance(file_type, int) else None,
+        quant_type=quant_name(int(file_type) if isinstance(file_type, int) else None, tensors.types),
+        n_params=tensors.n_params,
+        n_layers=arch_int("block_count"),
+        context_length=arch_int("context_length"),
+        vocab_size=header.array_len.get("tokenizer.ggml.tokens"),
+        tensor_bytes=tensors.n_bytes,
+    )
+
+
+def _stat_gguf(p: Path) -> os.stat_result:
+    """The file's stat, once it is known to be a regular file that starts like a GGUF."""
     try:
         st = p.stat()
     except FileNotFoundError:
@@ -97,22 +134,32 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
     if magic != GGUF_MAGIC:
         # The bytes themselves are not echoed: the path may name a file the plan's author cannot read.
         raise GGUFError(f"{p}: not a GGUF file (it does not start with b'GGUF')")
+    return st
 
-    import gguf
 
-    from edgeprof.gguf.bounded import BoundedGGUFError, read_header
-
+def _read_bounded_header(p: Path) -> GGUFHeader:
     try:
-        # Bounded: every count is checked against the file's size before it is read (issue 11); arrays such
-        # as a 262k vocabulary are skipped, never materialised.
-        header = read_header(p)
+        # Bounded: every count is checked against the file's size before it is read, so a corrupt or hostile
+        # file is one error line, not a huge allocation; arrays such as a 262k vocabulary are skipped, never
+        # materialised.
+        return read_header(p)
     except BoundedGGUFError as exc:
         raise GGUFError(f"{p}: truncated or corrupt GGUF ({exc})") from None
     except (OSError, ValueError) as exc:
         raise GGUFError(f"{p}: cannot read: {exc}") from None
 
-    if not header.tensors:
-        raise GGUFError(f"{p}: a GGUF without tensors is no model")
+
+@dataclass(frozen=True)
+class _Tensors:
+    n_params: int
+    n_bytes: int
+    types: list[str]
+
+
+def _tensor_table(p: Path, header: GGUFHeader, file_size: int) -> _Tensors:
+    """Parameter count, data size and types of the tensors; every tensor must be whole inside the file."""
+    import gguf
+
     n_params = 0
     tensor_bytes = 0
     end = 0
@@ -133,36 +180,11 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         tensor_bytes += n_bytes
         end = max(end, header.data_start + offset + n_bytes)
         tensor_types.append(qtype.name)
-    if end > st.st_size:
+    if end > file_size:
         raise GGUFError(
-            f"{p}: truncated GGUF: tensor data ends at byte {end} but the file has {st.st_size} bytes"
+            f"{p}: truncated GGUF: tensor data ends at byte {end} but the file has {file_size} bytes"
         )
-    fields = header.fields
-    arch = fields.get("general.architecture")
-    arch_s = str(arch) if isinstance(arch, str) else None
-    file_type = fields.get("general.file_type")
-
-    def arch_int(suffix: str) -> int | None:
-        if arch_s is None:
-            return None
-        value = fields.get(f"{arch_s}.{suffix}")
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-    name = fields.get("general.name")
-    return GGUFInfo(
-        path=str(p),
-        size_bytes=st.st_size,
-        mtime_ns=st.st_mtime_ns,
-        arch=arch_s,
-        name=str(name) if name is not None else None,
-        file_type=int(file_type) if isinstance(file_type, int) else None,
-        quant_type=quant_name(int(file_type) if isinstance(file_type, int) else None, tensor_types),
-        n_params=n_params,
-        n_layers=arch_int("block_count"),
-        context_length=arch_int("context_length"),
-        vocab_size=header.array_len.get("tokenizer.ggml.tokens"),
-        tensor_bytes=tensor_bytes,
-    )
+    return _Tensors(n_params, tensor_bytes, tensor_types)
 
 
 def sha256_file(

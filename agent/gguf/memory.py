@@ -14,8 +14,8 @@ The prediction is the memory the llama.cpp child will hold resident, split by wh
 - the runtime: Python, llama.cpp and its libraries before any model (a measured constant, below).
 
 The constants were calibrated on this project's demo models (``edgeprof models demo``) against the child's
-measured ``VmHWM``; ``tests/test_memory_model.py`` holds the prediction to within 5 % + 4 MiB of the
-measured peak at ctx 512, 2048 and 8192.
+measured ``VmHWM``; ``tests/integration/test_memory_fit.py`` holds the prediction to within 5 % + 4 MiB
+of the measured peak at ctx 512, 2048 and 8192.
 
 The GGUF is read with a small parser of our own, not ``gguf.GGUFReader``: the reader builds an object per
 vocabulary entry (hundreds of thousands on a real model) that this question does not need.
@@ -403,8 +403,70 @@ def predict_memory(
 ) -> MemoryPrediction:
     """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl);
     ``n_outputs``: positions whose logits a request keeps (1 for generation, every one for scoring)."""
-    notes: list[str] = []
     ngl = max(0, min(n_gpu_layers, shape.n_layer + 1)) if gpu_offload else 0
+    weights = _split_weights(shape, ngl, use_mmap)
+    i_gpu_start = shape.n_layer - min(ngl, shape.n_layer)
+    gpu_layers = range(i_gpu_start, shape.n_layer) if ngl > 0 else range(0)
+    cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
+    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
+    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
+    # "auto" resolves to on wherever the attention runs on the layer's own device (the CPU backend and
+    # CUDA both have the kernel), so the prediction takes it as on; the run records what llama.cpp chose
+    fa = flash_attn in ("on", "auto")
+    n_ub = max(1, min(n_ubatch, n_batch))
+    n_kv_touched, compute_cpu = _cpu_compute(shape, n_ctx, n_ub, fa, prompt_tokens, n_predict, n_outputs)
+    # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).
+    compute_gpu = compute_bytes(shape, n_ctx, n_ub, fa, n_ub) if ngl > 0 else 0.0
+    mb = 1.0 / MIB
+    host = runtime_mb + (weights.cpu + kv_cpu + compute_cpu + scoring_bytes) * mb
+    gpu = (weights.gpu + kv_gpu + compute_gpu) * mb
+    notes = ("CUDA context not included (not measured on this build)",) if gpu_offload and ngl > 0 else ()
+    return MemoryPrediction(
+        total_mb=host + gpu if unified else host,
+        host_mb=host,
+        gpu_mb=gpu,
+        weights_cpu_mb=weights.cpu * mb,
+        weights_gpu_mb=weights.gpu * mb,
+        repack_mb=weights.repack * mb,
+        kv_cpu_mb=kv_cpu * mb,
+        kv_gpu_mb=kv_gpu * mb,
+        compute_cpu_mb=compute_cpu * mb,
+        compute_gpu_mb=compute_gpu * mb,
+        runtime_mb=runtime_mb,
+        unified=unified,
+        n_kv_touched=n_kv_touched,
+        notes=notes,
+        scoring_mb=scoring_bytes * mb,
+    )
+
+
+def _cpu_compute(
+    shape: ModelShape, n_ctx: int, n_ub: int, fa: bool, prompt_tokens: int, n_predict: int, n_outputs: int
+) -> tuple[int, float]:
+    """(KV cells touched, resident CPU compute bytes): on the CPU only the pages a request touches become
+    resident, so the working set follows the depth and batch a request of this workload actually reaches."""
+    depth = min(n_ctx, prompt_tokens + n_predict)
+    n_kv_touched = min(n_ctx, _pad(max(depth, 1)))
+    touched_tokens = max(1, min(n_ub, prompt_tokens))
+    # The graph's logits for one ubatch, plus llama.cpp's output buffer holding every kept position.
+    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, min(n_outputs, touched_tokens))
+    if n_outputs > 1:
+        compute_cpu += n_outputs * shape.n_vocab * 4.0
+    return n_kv_touched, compute_cpu
+
+
+@dataclass(frozen=True)
+class _Weights:
+    """Weight bytes by device; ``cpu`` includes ``repack``, the CPU backend's interleaved copies."""
+
+    cpu: float
+    gpu: float
+    repack: float
+
+
+def _split_weights(shape: ModelShape, ngl: int, use_mmap: bool) -> _Weights:
+    """Split the tensors as llama.cpp does for ``ngl`` offloaded layers: the last ``ngl`` repeating layers on
+    the GPU, the output layer too when ``ngl > n_layer``, the token embedding always on the CPU."""
     i_gpu_start = shape.n_layer - min(ngl, shape.n_layer)
     output_on_gpu = ngl > shape.n_layer
     w_cpu = w_gpu = repack = 0.0
@@ -425,49 +487,7 @@ def predict_memory(
     if not use_mmap:
         # The file is read into a staging buffer and repacked from there: one resident copy, not two.
         repack = 0.0
-    w_cpu += repack
-    gpu_layers = range(i_gpu_start, shape.n_layer) if ngl > 0 else range(0)
-    cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
-    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
-    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
-    # "auto" resolves to on wherever the attention runs on the layer's own device (the CPU backend and
-    # CUDA both have the kernel), so the prediction takes it as on; the run records what llama.cpp chose
-    fa = flash_attn in ("on", "auto")
-    n_ub = max(1, min(n_ubatch, n_batch))
-    # The CPU working set: the depth and batch a request of this workload actually reaches.
-    depth = min(n_ctx, prompt_tokens + n_predict)
-    n_kv_touched = min(n_ctx, _pad(max(depth, 1)))
-    touched_tokens = max(1, min(n_ub, prompt_tokens))
-    # The graph's logits for one ubatch, plus llama.cpp's output buffer holding every kept position.
-    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, min(n_outputs, touched_tokens))
-    if n_outputs > 1:
-        compute_cpu += n_outputs * shape.n_vocab * 4.0
-    compute_gpu = 0.0
-    if ngl > 0:
-        # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).
-        compute_gpu = compute_bytes(shape, n_ctx, n_ub, fa, n_ub)
-    mb = 1.0 / MIB
-    host = runtime_mb + (w_cpu + kv_cpu + compute_cpu + scoring_bytes) * mb
-    gpu = (w_gpu + kv_gpu + compute_gpu) * mb
-    if gpu_offload and ngl > 0:
-        notes.append("CUDA context not included (not measured on this build)")
-    return MemoryPrediction(
-        total_mb=host + gpu if unified else host,
-        host_mb=host,
-        gpu_mb=gpu,
-        weights_cpu_mb=w_cpu * mb,
-        weights_gpu_mb=w_gpu * mb,
-        repack_mb=repack * mb,
-        kv_cpu_mb=kv_cpu * mb,
-        kv_gpu_mb=kv_gpu * mb,
-        compute_cpu_mb=compute_cpu * mb,
-        compute_gpu_mb=compute_gpu * mb,
-        runtime_mb=runtime_mb,
-        unified=unified,
-        n_kv_touched=n_kv_touched,
-        notes=tuple(notes),
-        scoring_mb=scoring_bytes * mb,
-    )
+    return _Weights(cpu=w_cpu + repack, gpu=w_gpu, repack=repack)
 
 
 def mem_available_mb(root: Path | str = "/") -> float | None:

@@ -1,9 +1,9 @@
-"""Upper bounds for every number of a plan, each with its reason (issue 11: bounded plans).
+"""Upper bounds for every number of a plan, each with its reason.
 
 A plan is unattended input: a typo of three zeros must be a validation line, not a 9 GB allocation, a
 hang with a fed watchdog, a uint32 wrap inside llama.cpp (ctx 4294967424 ran as 256) or a crash stored as a
-measurement. Lower bounds and types stay in agent/plan/parse.py; this module adds the ceilings and the
-matrix size.
+measurement. Lower bounds and types stay with each table's parser (agent/plan/parse.py and the modules it
+calls); this module adds the ceilings and the matrix size.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
+
+from edgeprof.plan.checker import Checker
 
 # Above any released model's trained context and far below llama.cpp's uint32 n_ctx.
 MAX_CTX = 1 << 27
@@ -36,10 +38,6 @@ DEFAULT_MAX_CONFIGS = 10_000
 MAX_MAX_CONFIGS = 1_000_000
 # A plan is a page of TOML; a bigger file is refused before it is parsed.
 MAX_PLAN_BYTES = 1 << 20
-
-
-class Checker(Protocol):
-    def add(self, place: str, message: str) -> None: ...
 
 
 def logical_cpus() -> int:
@@ -79,30 +77,50 @@ def check_bounds(
     """Add one problem per value above its ceiling; ``train_ctx``: model label -> GGUF context_length."""
     run_t = doc.get("run") if isinstance(doc.get("run"), dict) else {}
     assert isinstance(run_t, dict)
+    _check_contexts(chk, run_t, axes, train_ctx)
+    _check_axes(chk, axes)
+    _check_values(chk, workloads, repeat, timeout_s, cooldown, collect)
+    _check_matrix_size(chk, run_t, n_configs)
+
+
+def _check_contexts(
+    chk: Checker,
+    run_t: dict[str, Any],
+    axes: Mapping[str, Iterable[Any]],
+    train_ctx: Mapping[str, int | None],
+) -> None:
+    """ctx below llama.cpp's 32-bit limit, and within each model's trained context unless the plan asks."""
     beyond = run_t.get("allow_ctx_beyond_train", False)
     if not isinstance(beyond, bool):
         chk.add("run.allow_ctx_beyond_train", f"expected true or false, got {beyond!r}")
         beyond = False
-
     ctxs = [c for c in axes.get("ctx", ()) if isinstance(c, int)]
     for i, ctx in enumerate(ctxs):
         _too_big(chk, f"matrix.ctx[{i}]", ctx, MAX_CTX, "llama.cpp's n_ctx is 32-bit; no model is that long")
-    if not beyond:
-        for label, trained in train_ctx.items():
-            over = [c for c in ctxs if trained and c > trained and c <= MAX_CTX]
-            if over:
-                chk.add(
-                    "matrix.ctx",
-                    f"{', '.join(map(str, over))} above model {label!r}'s trained context_length {trained} "
-                    "(the KV cache would be allocated for nothing the model can use); set [run] "
-                    "allow_ctx_beyond_train = true to measure it anyway",
-                )
+    if beyond:
+        return
+    for label, trained in train_ctx.items():
+        over = [c for c in ctxs if trained and c > trained and c <= MAX_CTX]
+        if over:
+            chk.add(
+                "matrix.ctx",
+                f"{', '.join(map(str, over))} above model {label!r}'s trained context_length {trained} "
+                "(the KV cache would be allocated for nothing the model can use); set [run] "
+                "allow_ctx_beyond_train = true to measure it anyway",
+            )
+
+
+def _check_axes(chk: Checker, axes: Mapping[str, Iterable[Any]]) -> None:
     _axis(chk, axes, "n_batch", MAX_BATCH, "llama.cpp allocates the batch up front")
     _axis(chk, axes, "n_ubatch", MAX_BATCH, "llama.cpp allocates the batch up front")
     _axis(chk, axes, "ngl", MAX_NGL, 'more than every layer; use "all"')
     cpus = logical_cpus()
     _axis(chk, axes, "threads", cpus, f"this machine has {cpus} logical CPUs; more only oversubscribes")
 
+
+def _check_values(
+    chk: Checker, workloads: Iterable[Any], repeat: Any, timeout_s: float, cooldown: Any, collect: Any
+) -> None:
     for place, value, cap in (
         ("repeat.cold", repeat.cold, MAX_COLD),
         ("repeat.warmup", repeat.warmup, MAX_WARMUP),
@@ -121,6 +139,8 @@ def check_bounds(
     _too_big(chk, "collect.idle_s", collect.idle_s, MAX_IDLE_S, "an idle baseline needs seconds")
     _too_big(chk, "collect.interval_ms", collect.interval_ms, MAX_INTERVAL_MS, "slower sampling sees no run")
 
+
+def _check_matrix_size(chk: Checker, run_t: dict[str, Any], n_configs: int) -> None:
     limit: int = DEFAULT_MAX_CONFIGS
     if "max_configs" in run_t:
         raw = run_t["max_configs"]

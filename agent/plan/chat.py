@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from edgeprof.gguf import read_chat_fields
+
 
 class ChatTemplateError(ValueError):
     """The template cannot be rendered; the message says why in one line."""
@@ -39,8 +41,6 @@ def read_chat_meta(path: str | Path) -> ChatMeta:
     Read with edgeprof.gguf.bounded, not ``gguf.GGUFReader``: the reader would build an object per
     vocabulary entry (seconds and hundreds of MB on a 262k vocabulary) to look up two of them.
     """
-    from edgeprof.gguf.bounded import read_chat_fields
-
     got = read_chat_fields(path)
     template = got.chat_template
     return ChatMeta(

@@ -2,8 +2,8 @@
 
 A quality workload measures how far each variant's next-token distribution is from the reference's over a
 fixed text (KL divergence, same top token, perplexity), as llama-perplexity's ``--kl-divergence`` does. It
-is kept apart from agent/plan/parse.py (which only calls in here) so the generation workloads stay as they
-were.
+is kept apart from the generation workloads (agent/plan/workloads.py only calls in here) so those stay as
+they were.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
+
+from edgeprof.plan.checker import Checker
 
 DEFAULT_CTX = 512
 # "All chunks" is capped: a 100-chunk pass at ctx 512 is ~25 k scored tokens, which puts the standard error
@@ -32,18 +34,6 @@ DEFAULT_TEXT_SOURCE = (
 )
 
 QUALITY_KEYS = {"name", "kind", "text", "text_file", "ctx", "chunks", "reference"}
-
-
-class Checker(Protocol):
-    """The part of plan validation's checker used here (it collects every problem, never raises)."""
-
-    def add(self, place: str, message: str) -> None: ...
-
-    def integer(self, value: Any, place: str, minimum: int | None = None) -> int | None: ...
-
-    def string(self, value: Any, place: str) -> str | None: ...
-
-    def unknown_keys(self, table: dict[str, Any], allowed: set[str], place: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from edgeprof.plan.budget import QualityBudget, budget_from_plan_text
+from edgeprof.plan import QualityBudget, budget_from_plan_text
 from edgeprof.report.recommend import (
     Recommendation,
     mark_rows,

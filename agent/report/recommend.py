@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.plan.budget import QualityBudget
+from edgeprof.plan import QualityBudget
 
 
 @dataclass

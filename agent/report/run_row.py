@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from edgeprof.device.jetson import comparable_state
+from edgeprof.device import comparable_state
 from edgeprof.report.workload import output_until_eos, workload_fields
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run

@@ -12,27 +12,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from edgeprof.device.jetson import comparable_state
-from edgeprof.gguf.bandwidth import (
-    ProbeResult,
-    achieved_gbps,
-    datasheet_bandwidth,
-    decode_mean_depth,
-    kv_read_per_token,
-    weights_read_per_token,
-)
-from edgeprof.gguf.info import GGUFError
-from edgeprof.gguf.memory import (
+from edgeprof.device import comparable_state
+from edgeprof.gguf import (
     RUNTIME_BASE_MIB,
     FitCheck,
+    GGUFError,
     ModelShape,
+    ProbeResult,
+    achieved_gbps,
     check_fit,
+    datasheet_bandwidth,
+    decode_mean_depth,
     is_unified_memory,
+    kv_read_per_token,
     mem_available_mb,
     predict_memory,
     read_model_shape,
+    weights_read_per_token,
 )
-from edgeprof.plan.parse import RunSpec, estimate_prompt_tokens
+from edgeprof.plan import RunSpec, estimate_prompt_tokens
 from edgeprof.storage.models import Run, Sweep
 
 _OFFLOAD_FLAGS = re.compile(r"GGML_(CUDA|VULKAN|METAL|HIP|SYCL|MUSA|OPENCL)=(ON|1|TRUE)", re.IGNORECASE)

@@ -23,12 +23,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof import __version__
-from edgeprof.device.facts import backend_of, collect_device_facts
-from edgeprof.device.jetson import comparable_state, jetson_state, switch_power_mode
-from edgeprof.device.record import get_or_create_device
-from edgeprof.device.syscheck import system_warnings
-from edgeprof.gguf.info import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
-from edgeprof.plan.parse import Plan, RunSpec, expand
+from edgeprof.device import (
+    backend_of,
+    collect_device_facts,
+    comparable_state,
+    get_or_create_device,
+    jetson_state,
+    switch_power_mode,
+    system_warnings,
+)
+from edgeprof.gguf import GGUFInfo, drop_page_cache, read_gguf_info, sha256_file
+from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.run_states import FINISHED_STATUSES, SKIPPED_MEMORY, utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.storage.identity import add_unique

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
 from edgeprof.collectors import Collector, build_collectors, roles_for
-from edgeprof.plan.parse import Collect, Cooldown, RunSpec
+from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
 from edgeprof.storage.samples import read_samples, seal_run, write_batch
 from edgeprof.telemetry import (

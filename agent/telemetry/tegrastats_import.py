@@ -246,7 +246,7 @@ class _DbWriter:
 
     def _begin(self, first: TegrastatsRecord) -> int:
         from edgeprof import __version__
-        from edgeprof.device.record import get_or_create_device
+        from edgeprof.device import get_or_create_device
         from edgeprof.run_states import utcnow
 
         # The log was measured on some Jetson, not necessarily this machine: filing it under this machine's

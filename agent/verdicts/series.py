@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from edgeprof.telemetry.analysis import SeriesLike
+from edgeprof.telemetry import SeriesLike
 
 Point = tuple[float, float]
 

@@ -87,7 +87,7 @@ def _sha256(model: Path) -> str:
 
 def edgeprof_job(model: Path, quant: str, args: argparse.Namespace) -> dict[str, Any]:
     """The worker's job for fidelity.py's plan, from the plan machinery itself, paced between reps."""
-    from edgeprof.plan.parse import expand, parse_plan
+    from edgeprof.plan import expand, parse_plan
 
     text = PLAN_TEMPLATE.format(
         quant=quant, model=str(model), ctx=pad256(args.depth + args.tg), threads=args.threads, batch=args.batch,

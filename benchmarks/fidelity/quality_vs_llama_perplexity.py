@@ -151,7 +151,7 @@ idle_s = 0
 def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, fa: str,
                   work: Path) -> dict[str, Any]:
     os.environ["EDGEPROF_CACHE_DIR"] = str(work / "cache")
-    from edgeprof.plan.parse import parse_plan
+    from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.sweep.loop import run_plan
@@ -180,8 +180,8 @@ def main() -> int:
     ap.add_argument("--fa", default="off", choices=("off", "on"), help="flash attention, both tools")
     args = ap.parse_args()
 
-    from edgeprof.gguf.demo import build_demo_models
-    from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, default_text
+    from edgeprof.gguf import build_demo_models
+    from edgeprof.plan import DEFAULT_TEXT_SHA256, default_text
 
     tool = find_tool(args.llama_perplexity)
     models = build_demo_models(args.models_dir, args.size)

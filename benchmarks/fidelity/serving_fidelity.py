@@ -80,8 +80,8 @@ def main() -> int:
 
     from sqlalchemy import select
 
-    from edgeprof.gguf.demo import build_demo_models
-    from edgeprof.plan.parse import parse_plan
+    from edgeprof.gguf import build_demo_models
+    from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
     from edgeprof.runners.llama_server import find_server, probe_server
     from edgeprof.storage.db import new_session, open_engine

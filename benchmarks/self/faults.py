@@ -192,7 +192,7 @@ def main() -> int:
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="edgeprof-faults-"))
     out.mkdir(parents=True, exist_ok=True)
-    from edgeprof.gguf.demo import build_demo_models
+    from edgeprof.gguf import build_demo_models
 
     models = build_demo_models(out / "models", "tiny")
     plan = out / "plan.toml"

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgeprof.gguf.demo import build_demo_models
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.gguf import build_demo_models
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.stats import median
 from edgeprof.storage.db import new_session, open_engine

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from edgeprof.gguf.demo import build_demo_models
+from edgeprof.gguf import build_demo_models
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 

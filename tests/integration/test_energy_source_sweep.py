@@ -22,7 +22,7 @@ def test_a_sweep_with_nvml_and_rapl_names_the_source_on_every_row_with_energy(
 ) -> None:
     from sqlalchemy import select
 
-    from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+    from edgeprof.plan import Collect, Cooldown, parse_plan
     from edgeprof.report import build_rows
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select, text
 
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Base, Device, Sweep
 from edgeprof.sweep.loop import run_plan
@@ -213,7 +213,7 @@ def test_concurrent_find_or_create_gives_one_row_and_no_error(any_db: str) -> No
     code = (
         "import sys\n"
         "from edgeprof.storage.db import open_engine, new_session\n"
-        "from edgeprof.device.record import get_or_create_device\n"
+        "from edgeprof.device import get_or_create_device\n"
         "e = open_engine(sys.argv[1])\n"
         "facts = {'hostname': 'same', 'machine_id': 'm', 'arch': 'aarch64'}\n"
         "for _ in range(20):\n"

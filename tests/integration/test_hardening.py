@@ -23,7 +23,7 @@ from sqlalchemy import event, select, text
 from support.captures import capture_path, read_capture
 
 from edgeprof.daemon.agent import recover_interrupted
-from edgeprof.plan.parse import PlanError, expand, parse_plan
+from edgeprof.plan import PlanError, expand, parse_plan
 from edgeprof.runners.llama import run_child
 from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ENV
 from edgeprof.safefs import QueueLocked, archive, lock_queue, read_nofollow, replace_report
@@ -392,7 +392,7 @@ def test_the_lease_is_beaten_while_models_are_hashed_and_through_cooldowns(
     # beat the lease, or a second host takes a live sweep over. Every beat is recorded (no rate limit), and
     # each must find the database free to write (the sampler has no collectors, so nothing else writes):
     # a beat that meets the sweep's own open transaction waits out the busy timeout and is lost.
-    from edgeprof.plan.parse import Collect
+    from edgeprof.plan import Collect
     from edgeprof.storage.models import Phase
     from edgeprof.sweep import lease
     from edgeprof.sweep.telemetry import Telemetry
@@ -875,7 +875,7 @@ def _key(name: str) -> bytes:
 def test_a_gguf_array_claiming_2_40_items_is_one_line_and_bounded(tmp_path: Path) -> None:
     import struct
 
-    from edgeprof.gguf.info import GGUFError, read_gguf_info
+    from edgeprof.gguf import GGUFError, read_gguf_info
 
     path = tmp_path / "synthetic-huge-array.gguf"
     # tokenizer.ggml.tokens: array of u32 (type 4) claiming 2^40 items, in a 1 KB file
@@ -894,7 +894,7 @@ def test_a_gguf_array_claiming_2_40_items_is_one_line_and_bounded(tmp_path: Path
 def test_a_gguf_of_a_million_empty_strings_is_refused_without_materialising_them(tmp_path: Path) -> None:
     import struct
 
-    from edgeprof.gguf.info import GGUFError, read_gguf_info
+    from edgeprof.gguf import GGUFError, read_gguf_info
 
     n = 1_000_000
     kv = _key("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, n) + b"\0" * (8 * n)
@@ -907,7 +907,7 @@ def test_a_gguf_of_a_million_empty_strings_is_refused_without_materialising_them
 def test_bounded_reader_agrees_with_the_gguf_package_on_real_files(tiny_models: dict[str, Path]) -> None:
     import gguf
 
-    from edgeprof.gguf.info import read_gguf_info
+    from edgeprof.gguf import read_gguf_info
 
     for path in tiny_models.values():
         info = read_gguf_info(path)

@@ -21,7 +21,7 @@ from support.fakes import FakeRoot
 from support.plans import plan_toml
 
 from edgeprof.collectors import ProcStatCollector, parse_pid_cpu_ticks
-from edgeprof.plan.parse import Plan, parse_plan
+from edgeprof.plan import Plan, parse_plan
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,7 +40,7 @@ def _plan(tmp_path: Path, model: Path) -> Plan:
 def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_ms: int = 50) -> dict:
     from sqlalchemy import select
 
-    from edgeprof.plan.parse import Collect, Cooldown
+    from edgeprof.plan import Collect, Cooldown
     from edgeprof.report import build_rows
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine

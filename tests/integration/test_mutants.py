@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from edgeprof.gguf.info import drop_page_cache, read_gguf_info
-from edgeprof.plan.parse import expand, parse_plan
+from edgeprof.gguf import drop_page_cache, read_gguf_info
+from edgeprof.plan import expand, parse_plan
 from edgeprof.runners.llama import ChildResult
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine

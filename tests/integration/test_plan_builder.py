@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support.plans import plan_toml
 
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from edgeprof.plan.parse import PlanError, expand, parse_plan
-from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, default_text
+from edgeprof.plan import DEFAULT_TEXT_SHA256, PlanError, default_text, expand, parse_plan
 from edgeprof.report import FIELD_NAMES, build_rows
 from edgeprof.runners.quality_math import (
     CacheError,

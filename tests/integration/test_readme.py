@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO_ROOT
 
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 
 README = REPO_ROOT / "README.md"
 
@@ -20,7 +20,8 @@ def test_the_readme_plan_example_validates(
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text(), flags=re.S)
     example = next(b for b in blocks if "[matrix]" in b and "[[workload]]" in b)
     # The stand-in tiny models are trained for 2048 tokens (the example's 4096 is for the real ones), and this
-    # machine may have fewer CPUs than the example's 6 threads: both bounds are issue 11's, tested elsewhere.
+    # machine may have fewer CPUs than the example's 6 threads: both are bounds of a plan
+    # (agent/plan/bounds.py), tested elsewhere.
     assert "[run]\n" in example
     example = example.replace("[run]\n", "[run]\nallow_ctx_beyond_train = true\n", 1)
     monkeypatch.setattr("edgeprof.plan.bounds.logical_cpus", lambda: 64)

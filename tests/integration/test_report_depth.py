@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 from support.plans import plan_toml
 
-from edgeprof.gguf.demo import write_f16_gguf
-from edgeprof.plan.parse import parse_plan
+from edgeprof.gguf import write_f16_gguf
+from edgeprof.plan import parse_plan
 from edgeprof.report import FIELD_NAMES, build_rows, render_html, render_markdown, render_table
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run

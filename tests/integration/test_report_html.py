@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 from support.plans import plan_toml
 
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import render_html
 from edgeprof.report.figures import timeline_png
 from edgeprof.runners.protocol import FAULT_ENV

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from edgeprof.plan.parse import expand, parse_plan
+from edgeprof.plan import expand, parse_plan
 from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV, find_server
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Phase, Run, ServingLevel, ServingRequest
@@ -104,7 +104,7 @@ def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_ser
 
 
 def test_bad_serving_plans_list_every_problem(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.plan.parse import PlanError
+    from edgeprof.plan import PlanError
 
     model = tiny_models["Q4_K_M"]
     text = PLAN.format(model=model, conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
@@ -274,7 +274,7 @@ def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
 
 
 def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, monkeypatch) -> None:
-    from edgeprof.device.doctor import llama_server_info, render
+    from edgeprof.device import llama_server_info, render
 
     fake = tmp_path / "fake-cuda-llama-server"  # synthetic: prints what a CUDA build prints
     fake.write_text(
@@ -304,7 +304,7 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
     from test_energy_source import _rapl
 
     from edgeprof.collectors import PsutilHostCollector, RaplCollector
-    from edgeprof.plan.parse import Collect, Cooldown
+    from edgeprof.plan import Collect, Cooldown
     from edgeprof.storage.models import PhaseStat
     from edgeprof.storage.samples import read_samples
     from edgeprof.sweep.telemetry import Telemetry
@@ -345,8 +345,8 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
 def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_started(
     tmp_path: Path, tiny_models, monkeypatch
 ) -> None:
+    from edgeprof import gguf as memory_model
     from edgeprof.executors.serving import kv_budget
-    from edgeprof.gguf import memory as memory_model
 
     plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]")
     sha = {m.path: "0" * 64 for m in plan.models}

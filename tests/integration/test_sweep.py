@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues, build_collectors
-from edgeprof.plan.parse import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine

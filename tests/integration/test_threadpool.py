@@ -75,7 +75,7 @@ def test_the_worker_reports_its_attached_pool(tmp_path: Path, tiny_models: dict[
 
     from sqlalchemy import select
 
-    from edgeprof.plan.parse import parse_plan
+    from edgeprof.plan import parse_plan
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
     from edgeprof.sweep.loop import run_plan

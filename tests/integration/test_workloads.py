@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from edgeprof.gguf.demo import CHATML_TEMPLATE, write_f16_gguf
-from edgeprof.plan.chat import read_chat_meta, render_chat
-from edgeprof.plan.parse import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, parse_plan
+from edgeprof.gguf import CHATML_TEMPLATE, write_f16_gguf
+from edgeprof.plan import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, parse_plan, read_chat_meta, render_chat
 from edgeprof.report import build_rows, fmt_tokens_out, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
@@ -209,7 +208,7 @@ def test_parity_axes_validate_and_only_move_spec_ids_off_their_defaults(models, 
         "poll = [50]\nn_seq_max = [1]\ndepth = [0]\n" + wl,
         tmp_path,
     )
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
 
     sha = {str(models["plain"]): "x" * 64}
     assert [s.spec_id for s in expand(plain, sha)] == [s.spec_id for s in expand(explicit, sha)]
@@ -414,7 +413,7 @@ def test_workload_applies_only_to_its_models_and_check_counts_per_model(models, 
     )
     plan = _plan(text, tmp_path)
     assert plan.specs_per_model() == {"plain-synth": 2, "chat-synth": 4}
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
 
     specs = expand(plan, {str(models["plain"]): "a" * 64, str(models["chat"]): "b" * 64})
     assert sorted((s.model.label, s.workload.name) for s in specs).count(("plain-synth", "chat")) == 0

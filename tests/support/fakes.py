@@ -6,6 +6,7 @@ mimics).
   built under a test's folder. Its trees are synthetic, in the kernel's file names and formats; a capture
   replayed into a root goes through ``FakeRoot.value``/``FakeRoot.write`` too.
 - ``FakeNvml``: a synthetic nvidia-ml-py module with two GPUs; every energy read adds 1000 mJ.
+- ``SYNTHETIC_PROBE``: a synthetic DRAM bandwidth probe result of 10 GB/s, so a report's BW % is checkable.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+
+from edgeprof.gguf import ProbeResult
 
 THERMAL = Path("sys/class/thermal")
 CPU = Path("sys/devices/system/cpu")
@@ -271,3 +274,15 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: int) -> int:
         self._call("throttle", handle)
         return 0x1
+
+
+SYNTHETIC_PROBE = ProbeResult(  # synthetic: a fixed figure, so the report's BW % is checkable
+    gbps=10.0,
+    read_gbps=10.0,
+    copy_gbps=8.0,
+    method="synthetic probe",
+    threads=1,
+    buffer_mb=1.0,
+    passes=1,
+    duration_s=0.0,
+)

@@ -105,7 +105,7 @@ BAD_PLANS: dict[str, str] = {
 
 
 def _demo_builder() -> Callable[..., dict[str, Path]]:
-    from edgeprof.gguf.demo import build_demo_models
+    from edgeprof.gguf import build_demo_models
 
     return build_demo_models
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeprof.plan.budget import QualityBudget
+from edgeprof.plan import QualityBudget
 from edgeprof.report.figures.canvas import message_png, new_figure, save, series_name
 
 

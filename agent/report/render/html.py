@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.plan.budget import budget_from_plan_text
+from edgeprof.plan import budget_from_plan_text
 from edgeprof.report.render.html_parts import esc, kv_table, png_data_uri, registry_table
 from edgeprof.report.render.html_sections import (
     collectors_section,

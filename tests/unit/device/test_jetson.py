@@ -1,18 +1,18 @@
-"""Jetson metadata from real captures: nvpmodel, jetson_clocks, L4T release, board model; state changes."""
+"""Jetson metadata from real captures: nvpmodel, jetson_clocks, L4T release, board model. A state change
+under a running sweep is tested in tests/integration/test_power_mode.py."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 from support.captures import read_capture
 
-from edgeprof.device.facts import board_model, l4t_release
-from edgeprof.device.jetson import (
+from edgeprof.device import (
+    board_model,
     comparable_state,
     jetson_state,
+    l4t_release,
     parse_jetson_clocks_show,
     parse_nvpmodel_q,
     read_fan,
@@ -119,42 +119,3 @@ def test_jetson_state_reads_commands_and_fan(tmp_path: Path) -> None:
 
 def test_not_a_jetson_has_no_state(tmp_path: Path) -> None:
     assert jetson_state(tmp_path, cmd=lambda argv: "x") is None
-
-
-@pytest.mark.llama
-def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.plan.parse import parse_plan
-    from edgeprof.report import build_rows, render_table
-    from edgeprof.storage.db import new_session, open_engine
-    from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
-
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q4_K_M"]}"]
-        ctx = [128, 256, 512]
-        threads = [1]
-        [[workload]]
-        prompt_tokens = 8
-        n_predict = 4
-        [repeat]
-        warmup = 0
-        steady = 1
-        """,
-        str(tmp_path / "p.toml"),
-        tmp_path,
-    )
-    modes = iter(["MAXN", "MAXN", "MAXN", "15W"])  # sweep start, then before each of the 3 configs
-
-    def reader() -> dict:
-        return {"nvpmodel": {"name": next(modes), "id": None}, "jetson_clocks": None, "fan": None}
-
-    engine = open_engine(tmp_path / "j.db")
-    outcome = run_plan(engine, plan, out=io.StringIO(), state_reader=reader)
-    with new_session(engine) as s:
-        runs = s.scalars(select(Run).order_by(Run.id)).all()
-        assert [r.device_state_changed for r in runs] == [False, False, True]
-        rows = build_rows(s, outcome.sweep_id)
-    assert [r["power_mode"] for r in rows] == ["MAXN", "MAXN", "15W"]
-    assert "device state changed" in render_table(rows)

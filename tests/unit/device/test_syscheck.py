@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeprof.device.doctor import render
-from edgeprof.device.syscheck import busy_processes, system_warnings
+from edgeprof.device import busy_processes, render, system_warnings
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from support.plans import plan_toml
 
-from edgeprof.plan.budget import QualityBudget, budget_from_plan_text
-from edgeprof.plan.parse import PlanError, parse_plan
+from edgeprof.plan import PlanError, QualityBudget, budget_from_plan_text, parse_plan
 from edgeprof.report import (
     FIELD_NAMES,
     build_rows,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues
-from edgeprof.telemetry.sampler import Sampler, SampleRow
+from edgeprof.telemetry import Sampler, SampleRow
 
 
 class FakeClock:

@@ -1,5 +1,6 @@
-"""Plan validation (every problem named with its place, all at once), defaults and aliases, matrix expansion
-order and spec ids."""
+"""Plan validation with real model files (the tiny demo models, quantized by llama.cpp): every problem named
+with its place, defaults and aliases, matrix expansion order and spec ids. Validation that needs no model
+file is in tests/unit/plan/test_parse.py."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from support.plan_problems import only_problem, problems
+from support.plans import DEFAULT_WORKLOAD, plan_toml
 
-from edgeprof.gguf.info import sha256_file
-from edgeprof.plan.parse import AXES, Plan, PlanError, RunSpec, default_threads, expand, load_plan, parse_plan
+from edgeprof.gguf import sha256_file
+from edgeprof.plan import AXES, Plan, PlanError, RunSpec, default_threads, expand, load_plan, parse_plan
 
 WORKLOAD = '[[workload]]\nname = "w"\nprompt_tokens = 8\nn_predict = 8\n'
 
@@ -24,21 +27,9 @@ def q(path: Path | str) -> str:
 
 
 def plan_text(model: Path, matrix: str = "", workloads: str = WORKLOAD, top: str = "") -> str:
+    """Only what the test gives (not tests/support/plans.py's small fast defaults): the parser's own
+    defaults are part of what these tests check."""
     return f"{top}\n[matrix]\nmodels = [{q(model)}]\n{matrix}\n{workloads}"
-
-
-def problems(text: str, base: Path | None = None) -> list[str]:
-    with pytest.raises(PlanError) as info:
-        parse_plan(text, source="p.toml", base=base)
-    assert info.value.problems, "PlanError without problems"
-    assert info.value.lines() == [f"p.toml: {p}" for p in info.value.problems]
-    return info.value.problems
-
-
-def only_problem(text: str, base: Path | None = None) -> str:
-    found = problems(text, base)
-    assert len(found) == 1, found
-    return found[0]
 
 
 @pytest.fixture
@@ -143,42 +134,12 @@ def test_duplicate_labels_same_stem_in_two_folders(tmp_path: Path, q4: Path) -> 
     parse_plan(f'[matrix]\nmodels = [{q(a)}, {{ path = {q(b)}, label = "model-b" }}]\n{WORKLOAD}')
 
 
-def test_missing_model_file(tmp_path: Path) -> None:
-    missing = tmp_path / "nowhere.gguf"
-    msg = only_problem(plan_text(missing))
-    assert msg == f"matrix.models[0]: {missing}: no such file"
-
-
-def test_glob_matching_nothing(tmp_path: Path) -> None:
-    msg = only_problem(f'[matrix]\nmodels = ["*.nomatch.gguf"]\n{WORKLOAD}', base=tmp_path)
-    assert msg == "matrix.models[0]: no file matches '*.nomatch.gguf'"
-
-
-def test_text_file_is_not_gguf(tmp_path: Path) -> None:
-    text = tmp_path / "notes.gguf"
-    text.write_text("hello, this is not a model\n")
-    msg = only_problem(plan_text(text))
-    assert msg.startswith(f"matrix.models[0]: {text}: not a GGUF file")
-
-
 def test_truncated_gguf(tmp_path: Path, q4: Path) -> None:
     data = q4.read_bytes()
     cut = tmp_path / "half.gguf"
     cut.write_bytes(data[: len(data) // 2])
     msg = only_problem(plan_text(cut))
     assert msg.startswith(f"matrix.models[0]: {cut}: truncated")
-
-
-def test_empty_file(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.gguf"
-    empty.write_bytes(b"")
-    msg = only_problem(plan_text(empty))
-    assert msg == f"matrix.models[0]: {empty}: not a GGUF file (only 0 bytes)"
-
-
-def test_malformed_toml() -> None:
-    msg = only_problem('name = "x"\n[matrix\nctx = 1\n')
-    assert msg.startswith("malformed TOML: ")
 
 
 def test_missing_workload(q4: Path) -> None:
@@ -224,30 +185,6 @@ def test_quantized_type_v_needs_flash_attn(q4: Path) -> None:
 def test_unknown_kv_type(q4: Path, axis: str) -> None:
     msg = only_problem(plan_text(q4, f'{axis} = "q9_9"\nflash_attn = "on"'))
     assert msg.startswith(f"matrix.{axis}: unknown KV cache type 'q9_9'")
-
-
-def test_several_errors_are_all_reported_at_once(tmp_path: Path) -> None:
-    text = """\
-nmae = "typo"
-
-[matrix]
-models = ["missing.gguf"]
-ctx = "big"
-ngl = -1
-
-[[workload]]
-name = "w"
-prompt_tokens = 8
-
-[repeat]
-steady = 0
-"""
-    found = problems(text, base=tmp_path)
-    assert len(found) == 6, found
-    places = [p.split(": ", 1)[0] for p in found]
-    assert sorted(places) == sorted(
-        ["nmae", "matrix.ctx", "matrix.ngl", "matrix.models[0]", "workload[0]", "repeat.steady"]
-    )
 
 
 # --- a valid plan: defaults, aliases, shorthand ---------------------------------------------------------
@@ -400,7 +337,8 @@ def _one_spec(
 def test_spec_id_changes_with_params_workload_repeat(
     q4: Path, sha_of: dict[str, str], matrix: str, wl: str, top: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # threads are bounded by this machine's logical CPUs (issue 11); the spec id is what is tested here
+    # threads are bounded by this machine's logical CPUs (more only oversubscribes); the spec id is what
+    # is tested here
     monkeypatch.setattr("edgeprof.plan.bounds.logical_cpus", lambda: 64)
     base = _one_spec(q4, sha_of, "threads = 2")
     changed = _one_spec(q4, sha_of, matrix if "threads" in matrix else "threads = 2\n" + matrix, wl, top)
@@ -444,6 +382,13 @@ def test_spec_id_same_when_only_name_or_timeout_changes(q4: Path, sha_of: dict[s
     assert timeout.timeout_s == 30.0
 
 
+def test_a_workload_naming_its_models_keeps_the_plan_name(q4: Path) -> None:
+    # The check of a workload's models list runs beside the plan's name: it must not rename the plan, nor
+    # the sweep stored under that name.
+    text = plan_toml({"a": q4}, name="mine", workloads=[{**DEFAULT_WORKLOAD, "models": ["a"]}])
+    assert parse_plan(text).name == "mine"
+
+
 def test_glob_expands_sorted(tmp_path: Path, q4: Path, write_plan: Callable[..., Path]) -> None:
     models = tmp_path / "models"
     models.mkdir()
@@ -473,11 +418,3 @@ def test_relative_model_paths_resolve_against_plan_folder(
     again = load_plan(Path("plans/p.toml"))
     assert Path(again.models[0].path).resolve() == Path(plan.models[0].path).resolve()
 
-
-def test_load_plan_missing_and_directory(tmp_path: Path) -> None:
-    with pytest.raises(PlanError) as info:
-        load_plan(tmp_path / "absent.toml")
-    assert info.value.lines() == [f"{tmp_path / 'absent.toml'}: no such plan file"]
-    with pytest.raises(PlanError) as info:
-        load_plan(tmp_path)
-    assert info.value.problems == ["is a directory, not a plan file"]

@@ -1,5 +1,7 @@
-"""Will it fit, and the bandwidth limit (issue 9 part B): memory prediction vs measured peaks on the demo
-models, skipped_memory with a fake MemAvailable, bytes per token, the bandwidth probe, the datasheet table."""
+"""Will it fit, on real models: memory predictions against the measured peaks of the demo models (run by
+llama.cpp), configs skipped as skipped_memory under a fake MemAvailable, the runtime calibrated from a
+sweep's own runs, bandwidth per token in stored runs. The hand-computed parts are in
+tests/unit/gguf/test_memory.py."""
 
 from __future__ import annotations
 
@@ -11,28 +13,20 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.fakes import SYNTHETIC_PROBE
+from support.plans import plan_toml
 
-from edgeprof.gguf.bandwidth import (
-    ProbeResult,
-    datasheet_bandwidth,
+from edgeprof.gguf import (
+    RUNTIME_BASE_MIB,
+    GGUFError,
+    build_demo_models,
     decode_mean_depth,
     kv_read_per_token,
-    probe_bandwidth,
-    weights_read_per_token,
-)
-from edgeprof.gguf.demo import build_demo_models
-from edgeprof.gguf.info import GGUFError
-from edgeprof.gguf.memory import (
-    RUNTIME_BASE_MIB,
-    ModelShape,
-    TensorInfo,
-    check_fit,
-    kv_cells,
-    mem_available_mb,
     predict_memory,
     read_model_shape,
+    weights_read_per_token,
 )
-from edgeprof.plan.parse import parse_plan
+from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.storage.db import new_session, open_engine
@@ -162,132 +156,7 @@ def test_truncated_gguf_is_one_clear_error(tmp_path: Path, tiny_models: dict[str
         read_model_shape(junk)
 
 
-def _synthetic_shape(n_swa: int = 0, swa: tuple[bool, ...] = (False, False, False, False)) -> ModelShape:
-    """Synthetic: 4 layers, 2 KV heads of 64, a 1000-entry vocabulary, one 1 MB matrix per layer."""
-    tensors = [TensorInfo("token_embd.weight", 1000 * 128, 256_000, "F16", None)]
-    tensors += [TensorInfo(f"blk.{i}.ffn_up.weight", 500_000, 1_000_000, "F16", i) for i in range(4)]
-    tensors += [TensorInfo("output.weight", 1000 * 128, 256_000, "F16", None)]
-    return ModelShape(
-        arch="synthetic",
-        n_layer=4,
-        n_embd=128,
-        n_head=4,
-        n_head_kv=(2, 2, 2, 2),
-        head_dim_k=64,
-        head_dim_v=64,
-        n_vocab=1000,
-        n_ff=512,
-        n_swa=n_swa,
-        swa_layers=swa,
-        n_expert=0,
-        n_expert_used=0,
-        tensors=tuple(tensors),
-    )
-
-
-def test_kv_and_weight_split_by_ngl_hand_computed() -> None:
-    shape = _synthetic_shape()
-    common: dict[str, Any] = dict(
-        n_ctx=1024,
-        n_batch=512,
-        n_ubatch=512,
-        type_k="f16",
-        type_v="q8_0",
-        flash_attn="on",
-        use_mmap=True,
-        prompt_tokens=16,
-        n_predict=16,
-    )
-    cpu = predict_memory(shape, n_gpu_layers=0, **common)
-    # KV per layer and cell: 2 heads x 64 x (2 B for f16 K + 34/32 B for q8_0 V); 4 layers x 1024 cells
-    assert cpu.kv_cpu_mb * 2**20 == pytest.approx(4 * 1024 * 2 * 64 * (2 + 34 / 32))
-    assert cpu.weights_cpu_mb * 2**20 == 4_512_000 and cpu.gpu_mb == 0.0
-    # A CPU build ignores -ngl
-    assert predict_memory(shape, n_gpu_layers=99, **common).gpu_mb == 0.0
-    two = predict_memory(shape, n_gpu_layers=2, gpu_offload=True, **common)
-    assert two.weights_gpu_mb * 2**20 == 2_000_000  # the last two layers
-    assert two.weights_cpu_mb * 2**20 == 2_512_000  # embedding, two layers, output
-    assert two.kv_gpu_mb == pytest.approx(cpu.kv_cpu_mb / 2)
-    full = predict_memory(shape, n_gpu_layers=5, gpu_offload=True, unified=True, **common)
-    assert full.weights_gpu_mb * 2**20 == 4_256_000  # all layers + output; the embedding stays
-    assert full.total_mb == pytest.approx(full.host_mb + full.gpu_mb)  # unified memory: both count
-
-
-def test_sliding_window_layers_hold_the_window() -> None:
-    shape = _synthetic_shape(n_swa=256, swa=(True, False, True, False))
-    assert kv_cells(shape, 0, 8192, 512) == 768  # window + ubatch, padded to 256
-    assert kv_cells(shape, 1, 8192, 512) == 8192
-    assert kv_cells(shape, 0, 8192, 512, swa_full=True) == 8192
-    assert kv_cells(shape, 0, 512, 512) == 512  # never more than the context
-
-
-def test_bytes_per_token_hand_computed() -> None:
-    shape = _synthetic_shape()
-    # everything but the embedding (one row of 256 bytes) is read
-    assert weights_read_per_token(shape) == 4_000_000 + 256_000 + 256
-    per_pos = 4 * 2 * 64 * (2 + 2)
-    assert kv_read_per_token(shape, 100, 1024, 512, "f16", "f16") == 100 * per_pos
-    swa = _synthetic_shape(n_swa=64, swa=(True, True, False, False))
-    assert kv_read_per_token(swa, 100, 1024, 512, "f16", "f16") == (2 * 64 + 2 * 100) * per_pos / 4
-    assert decode_mean_depth(128, 63) == 128 + 32
-
-
-def test_meminfo_and_fit_check(tmp_path: Path) -> None:
-    (tmp_path / "proc").mkdir()
-    (tmp_path / "proc/meminfo").write_text("MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
-    assert mem_available_mb(tmp_path) == 3200.0
-    assert mem_available_mb(tmp_path / "nowhere") is None
-    pred = predict_memory(
-        _synthetic_shape(),
-        n_ctx=512,
-        n_gpu_layers=0,
-        n_batch=512,
-        n_ubatch=512,
-        type_k="f16",
-        type_v="f16",
-        flash_attn="off",
-        use_mmap=True,
-        prompt_tokens=16,
-        n_predict=16,
-    )
-    assert check_fit(pred, 3200.0).fits is True
-    fit = check_fit(pred, 60.0, reserve_mb=10.0)
-    assert fit.fits is False and fit.message() == (
-        f"needs ≈ {pred.total_mb:.0f} MB, 50 MB available after the plan's reserve of 10 MB"
-    )
-    assert check_fit(pred, None).fits is None
-
-
-def test_datasheet_table() -> None:
-    agx = datasheet_bandwidth("NVIDIA Jetson AGX Orin Developer Kit", 62000)
-    assert agx is not None and agx.gbps == 204.8 and "DS-10662-001" in agx.source
-    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600).gbps == 68.0
-    super_ = datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600, "MAXN_SUPER")
-    assert super_ is not None and super_.gbps == 102.0
-    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano 4GB", 3500).gbps == 34.0
-    assert datasheet_bandwidth("Raspberry Pi 5 Model B", 8000) is None
-    assert datasheet_bandwidth(None) is None
-
-
 @pytest.mark.timeout(60)
-def test_probe_measures_something_and_says_how() -> None:
-    r = probe_bandwidth(buffer_mb=32, budget_s=0.2, threads=1)
-    assert r.gbps > 0 and r.read_gbps > 0 and r.copy_gbps > 0 and r.passes >= 2
-    assert "numpy" in r.method and r.to_json()["threads"] == 1
-
-
-SYNTHETIC_PROBE = ProbeResult(  # synthetic: a fixed figure, so the report's BW % is checkable
-    gbps=10.0,
-    read_gbps=10.0,
-    copy_gbps=8.0,
-    method="synthetic probe",
-    threads=1,
-    buffer_mb=1.0,
-    passes=1,
-    duration_s=0.0,
-)
-
-
 @pytest.mark.timeout(300)
 def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
     tmp_path: Path, tiny_models: dict[str, Path]
@@ -316,29 +185,15 @@ def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
     root = tmp_path / "root"
     (root / "proc").mkdir(parents=True)
     (root / "proc/meminfo").write_text(f"MemTotal: 99999999 kB\nMemAvailable: {int(available * 1024)} kB\n")
-    text = f"""
-name = "fit"
-[matrix]
-models = ["{model}"]
-ctx = [2048, 256]
-ngl = [0]
-n_batch = [512]
-flash_attn = ["off"]
-type_k = ["f32"]
-type_v = ["f32"]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 8
-[repeat]
-cold = 1
-warmup = 0
-steady = 2
-[run]
-timeout_s = 120
-cold_cache = "keep"
-"""
+    text = plan_toml(
+        [model],
+        name="fit",
+        ctx=[2048, 256],
+        matrix={"ngl": [0], "n_batch": [512], "flash_attn": ["off"], "type_k": ["f32"], "type_v": ["f32"]},
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 8}],
+        repeat={"warmup": 0},
+        run={"timeout_s": 120, "cold_cache": "keep"},
+    )
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
     engine = open_engine(tmp_path / "e.db")
     outcome = run_plan(
@@ -384,22 +239,13 @@ def test_the_sweep_calibrates_the_runtime_from_its_runs(tmp_path: Path, tiny_mod
     predicted model parts), not the constant."""
     model = tmp_path / "tiny-q8.gguf"
     shutil.copy(tiny_models["Q8_0"], model)
-    text = f"""
-[matrix]
-models = ["{model}"]
-ctx = [256, 512]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 4
-[repeat]
-cold = 1
-warmup = 0
-steady = 1
-[run]
-cold_cache = "keep"
-"""
+    text = plan_toml(
+        [model],
+        ctx=[256, 512],
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+        repeat={"warmup": 0, "steady": 1},
+        run={"timeout_s": 600, "cold_cache": "keep"},
+    )
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
     engine = open_engine(tmp_path / "c.db")
     outcome = run_plan(engine, plan, out=io.StringIO(), device_root=tmp_path)
@@ -420,20 +266,14 @@ cold_cache = "keep"
 def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
     decides; on unified memory (a Jetson) the host check alone does."""
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
     from edgeprof.sweep.fit import FitChecker
 
-    text = f"""
-[matrix]
-models = ["{tiny_models["Q8_0"]}"]
-ctx = [256]
-ngl = [99]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 4
-"""
+    text = plan_toml(
+        [tiny_models["Q8_0"]],
+        matrix={"ngl": [99]},
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+    )
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
     (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
     (tmp_path / "proc").mkdir()
@@ -450,40 +290,15 @@ n_predict = 4
     assert jetson is not None and jetson.fits is True
 
 
-def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
-    from edgeprof.sweep.fit import record_sweep_bandwidth
-
-    sweep = Sweep()
-    facts = {
-        "board_model": "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
-        "ram_total_mb": 7620,
-    }
-    state = {"nvpmodel": {"name": "MAXN_SUPER", "id": 2}, "jetson_clocks": None, "fan": None}
-    record_sweep_bandwidth(sweep, facts, state, lambda: SYNTHETIC_PROBE)
-    assert sweep.bw_datasheet_gbps == 102.0 and "Super" in (sweep.bw_datasheet_source or "")
-    assert sweep.bw_probe_gbps == 10.0
-    plain = Sweep()
-    record_sweep_bandwidth(plain, facts, {"nvpmodel": {"name": "15W", "id": 0}}, None)
-    assert plain.bw_datasheet_gbps == 68.0 and plain.bw_probe_gbps is None  # no probe: NULL, never 0
-
-
 def test_quality_run_prediction_counts_its_scoring_arrays(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
-    from edgeprof.plan.parse import expand
+    from edgeprof.plan import expand
     from edgeprof.sweep.fit import FitChecker
 
-    text = f"""
-[matrix]
-models = ["{tiny_models["Q8_0"]}"]
-ctx = [256]
-threads = [1]
-[[workload]]
-name = "kld"
-kind = "quality"
-ctx = 128
-chunks = 2
-"""
+    text = plan_toml(
+        [tiny_models["Q8_0"]], workloads=[{"name": "kld", "kind": "quality", "ctx": 128, "chunks": 2}]
+    )
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
     (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
     run = Run()

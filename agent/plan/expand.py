@@ -1,0 +1,93 @@
+"""A validated plan's matrix as the ordered list of run specs a sweep measures.
+
+Order: power mode > model (plan order) > ngl > mmap > ctx > … > threads > runner load > workload, then the
+model's quality workloads. The outer levels are the expensive changes: a power-mode switch takes seconds and
+changes the thermal state, a model reload reads the file again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from edgeprof.plan.matrix import AXES
+from edgeprof.plan.model import ModelEntry, Params, Plan, Repeat, RunSpec, workload_applies, workload_for
+from edgeprof.plan.quality import quality_params
+
+
+def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
+    """The run specs of a plan, ordered: power mode > model (plan order) > ngl > mmap > ctx > … > threads >
+    workload."""
+    specs: list[RunSpec] = []
+    # Power mode outermost: a switch takes seconds and changes the thermal state, so it happens once per mode.
+    for power_mode in plan.power_modes or (None,):
+        for model in plan.models:
+            specs += _speed_specs(plan, model, sha256_of[model.path], power_mode)
+            # after the model's speed configs, while the model file is still in the page cache
+            specs += _quality_specs(plan, model, sha256_of[model.path], power_mode)
+    return specs
+
+
+def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    axis_names = list(AXES)
+    for combo in _product([plan.axes[a] for a in axis_names]):
+        values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
+        if values["n_ubatch"] is None:
+            values["n_ubatch"] = min(512, values["n_batch"])
+        base = Params(**values, power_mode=power_mode)
+        for params in _runner_params(plan, base):
+            for wl in plan.workloads:
+                if wl.quality is not None:
+                    continue  # once per model, in _quality_specs
+                if not workload_applies(wl, model):
+                    continue  # a per-model workload crosses only its models
+                yield RunSpec(
+                    model=model,
+                    model_sha256=sha256,
+                    params=params,
+                    workload=workload_for(wl, model),
+                    repeat=plan.repeat,
+                    timeout_s=plan.timeout_s,
+                    cold_cache=plan.cold_cache,
+                    cooldown_per_rep=plan.cooldown.per_rep,
+                    rendered_prompt=plan.rendered.get((model.label, wl.name)),
+                    serving=plan.serving if params.runner != "llama-cpp" else None,
+                )
+
+
+def _quality_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    """A quality workload runs once per model: its numbers do not depend on the speed axes."""
+    for wl in plan.workloads:
+        if wl.quality is None:
+            continue
+        yield RunSpec(
+            model=model,
+            model_sha256=sha256,
+            params=Params(**quality_params(plan.axes, wl.quality), power_mode=power_mode),
+            workload=wl,
+            repeat=Repeat(cold=1, warmup=0, steady=1),
+            timeout_s=plan.timeout_s,
+            cold_cache=plan.cold_cache,
+        )
+
+
+def _runner_params(plan: Plan, base: Params) -> Iterator[Params]:
+    """The in-process runner once; a serving runner once per concurrency x request rate (the levels of one
+    server config run back to back, lowest load first)."""
+    for runner in plan.runners:
+        if runner == "llama-cpp":
+            yield base
+            continue
+        for rate in plan.request_rates:
+            for conc in plan.concurrency:
+                yield replace(base, runner=runner, concurrency=conc, request_rate=rate)
+
+
+def _product(lists: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    if not lists:
+        yield ()
+        return
+    for head in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (head, *rest)

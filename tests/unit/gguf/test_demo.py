@@ -1,0 +1,33 @@
+"""The demo models' F16 file, written with the ``gguf`` package alone: deterministic for a size and seed.
+Their llama.cpp quantizations are tested in tests/integration/test_demo_quantized.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgeprof.gguf import build_demo_models, sha256_file, write_f16_gguf
+
+
+def test_f16_is_byte_for_byte_deterministic(tmp_path: Path) -> None:
+    a = write_f16_gguf(tmp_path / "a.gguf", "tiny")
+    b = write_f16_gguf(tmp_path / "b.gguf", "tiny")
+    assert a.stat().st_size == b.stat().st_size > 0
+    assert sha256_file(a) == sha256_file(b)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gguf", "b.gguf"]  # no .tmp left behind
+
+
+def test_other_seed_gives_other_bytes(tmp_path: Path) -> None:
+    a = write_f16_gguf(tmp_path / "a.gguf", "tiny")
+    b = write_f16_gguf(tmp_path / "b.gguf", "tiny", seed=1)
+    assert sha256_file(a) != sha256_file(b)
+
+
+def test_unknown_size_raises(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown demo size 'huge'"):
+        write_f16_gguf(tmp_path / "x.gguf", "huge")
+    with pytest.raises(ValueError, match="unknown demo size"):
+        build_demo_models(tmp_path / "out", "huge")
+    assert not (tmp_path / "x.gguf").exists()
+    assert not (tmp_path / "x.gguf.tmp").exists()

@@ -1,0 +1,184 @@
+"""Will it fit, and the bandwidth limit, without a model file: the memory prediction hand-computed on a
+synthetic shape, the fit check and its boundary, bytes per token, the bandwidth probe, the datasheet table.
+Predictions against measured peaks and sweeps that skip what cannot fit are in
+tests/integration/test_memory_fit.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.fakes import SYNTHETIC_PROBE
+
+from edgeprof.gguf import (
+    ModelShape,
+    TensorInfo,
+    check_fit,
+    datasheet_bandwidth,
+    decode_mean_depth,
+    kv_cells,
+    kv_read_per_token,
+    mem_available_mb,
+    predict_memory,
+    probe_bandwidth,
+    weights_read_per_token,
+)
+from edgeprof.storage.models import Sweep
+
+
+def _synthetic_shape(n_swa: int = 0, swa: tuple[bool, ...] = (False, False, False, False)) -> ModelShape:
+    """Synthetic: 4 layers, 2 KV heads of 64, a 1000-entry vocabulary, one 1 MB matrix per layer."""
+    tensors = [TensorInfo("token_embd.weight", 1000 * 128, 256_000, "F16", None)]
+    tensors += [TensorInfo(f"blk.{i}.ffn_up.weight", 500_000, 1_000_000, "F16", i) for i in range(4)]
+    tensors += [TensorInfo("output.weight", 1000 * 128, 256_000, "F16", None)]
+    return ModelShape(
+        arch="synthetic",
+        n_layer=4,
+        n_embd=128,
+        n_head=4,
+        n_head_kv=(2, 2, 2, 2),
+        head_dim_k=64,
+        head_dim_v=64,
+        n_vocab=1000,
+        n_ff=512,
+        n_swa=n_swa,
+        swa_layers=swa,
+        n_expert=0,
+        n_expert_used=0,
+        tensors=tuple(tensors),
+    )
+
+
+def test_kv_and_weight_split_by_ngl_hand_computed() -> None:
+    shape = _synthetic_shape()
+    common: dict[str, Any] = dict(
+        n_ctx=1024,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="q8_0",
+        flash_attn="on",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
+    )
+    cpu = predict_memory(shape, n_gpu_layers=0, **common)
+    # KV per layer and cell: 2 heads x 64 x (2 B for f16 K + 34/32 B for q8_0 V); 4 layers x 1024 cells
+    assert cpu.kv_cpu_mb * 2**20 == pytest.approx(4 * 1024 * 2 * 64 * (2 + 34 / 32))
+    assert cpu.weights_cpu_mb * 2**20 == 4_512_000 and cpu.gpu_mb == 0.0
+    # A CPU build ignores -ngl
+    assert predict_memory(shape, n_gpu_layers=99, **common).gpu_mb == 0.0
+    two = predict_memory(shape, n_gpu_layers=2, gpu_offload=True, **common)
+    assert two.weights_gpu_mb * 2**20 == 2_000_000  # the last two layers
+    assert two.weights_cpu_mb * 2**20 == 2_512_000  # embedding, two layers, output
+    assert two.kv_gpu_mb == pytest.approx(cpu.kv_cpu_mb / 2)
+    full = predict_memory(shape, n_gpu_layers=5, gpu_offload=True, unified=True, **common)
+    assert full.weights_gpu_mb * 2**20 == 4_256_000  # all layers + output; the embedding stays
+    assert full.total_mb == pytest.approx(full.host_mb + full.gpu_mb)  # unified memory: both count
+
+
+def test_sliding_window_layers_hold_the_window() -> None:
+    shape = _synthetic_shape(n_swa=256, swa=(True, False, True, False))
+    assert kv_cells(shape, 0, 8192, 512) == 768  # window + ubatch, padded to 256
+    assert kv_cells(shape, 1, 8192, 512) == 8192
+    assert kv_cells(shape, 0, 8192, 512, swa_full=True) == 8192
+    assert kv_cells(shape, 0, 512, 512) == 512  # never more than the context
+
+
+def test_bytes_per_token_hand_computed() -> None:
+    shape = _synthetic_shape()
+    # everything but the embedding (one row of 256 bytes) is read
+    assert weights_read_per_token(shape) == 4_000_000 + 256_000 + 256
+    per_pos = 4 * 2 * 64 * (2 + 2)
+    assert kv_read_per_token(shape, 100, 1024, 512, "f16", "f16") == 100 * per_pos
+    swa = _synthetic_shape(n_swa=64, swa=(True, True, False, False))
+    assert kv_read_per_token(swa, 100, 1024, 512, "f16", "f16") == (2 * 64 + 2 * 100) * per_pos / 4
+    assert decode_mean_depth(128, 63) == 128 + 32
+
+
+def test_meminfo_and_fit_check(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/meminfo").write_text("MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
+    assert mem_available_mb(tmp_path) == 3200.0
+    assert mem_available_mb(tmp_path / "nowhere") is None
+    pred = predict_memory(
+        _synthetic_shape(),
+        n_ctx=512,
+        n_gpu_layers=0,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="f16",
+        flash_attn="off",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
+    )
+    assert check_fit(pred, 3200.0).fits is True
+    fit = check_fit(pred, 60.0, reserve_mb=10.0)
+    assert fit.fits is False and fit.message() == (
+        f"needs ≈ {pred.total_mb:.0f} MB, 50 MB available after the plan's reserve of 10 MB"
+    )
+    assert check_fit(pred, None).fits is None
+
+
+def test_a_config_needing_exactly_what_is_available_fits() -> None:
+    # The check is "needs <= available": a config that needs every MiB there is still fits (nothing says
+    # the last MiB is not usable); one that needs a fraction more does not.
+    pred = dataclasses.replace(_small_prediction(), total_mb=100.0)
+    assert check_fit(pred, 100.0).fits is True
+    assert check_fit(pred, 110.0, reserve_mb=10.0).fits is True  # what is left after the reserve, exactly
+    assert check_fit(pred, 99.9).fits is False
+    assert check_fit(pred, 110.0, reserve_mb=10.1).fits is False
+
+
+def _small_prediction() -> Any:
+    return predict_memory(
+        _synthetic_shape(),
+        n_ctx=512,
+        n_gpu_layers=0,
+        n_batch=512,
+        n_ubatch=512,
+        type_k="f16",
+        type_v="f16",
+        flash_attn="off",
+        use_mmap=True,
+        prompt_tokens=16,
+        n_predict=16,
+    )
+
+
+def test_datasheet_table() -> None:
+    agx = datasheet_bandwidth("NVIDIA Jetson AGX Orin Developer Kit", 62000)
+    assert agx is not None and agx.gbps == 204.8 and "DS-10662-001" in agx.source
+    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600).gbps == 68.0
+    super_ = datasheet_bandwidth("NVIDIA Jetson Orin Nano Developer Kit", 7600, "MAXN_SUPER")
+    assert super_ is not None and super_.gbps == 102.0
+    assert datasheet_bandwidth("NVIDIA Jetson Orin Nano 4GB", 3500).gbps == 34.0
+    assert datasheet_bandwidth("Raspberry Pi 5 Model B", 8000) is None
+    assert datasheet_bandwidth(None) is None
+
+
+def test_probe_measures_something_and_says_how() -> None:
+    r = probe_bandwidth(buffer_mb=32, budget_s=0.2, threads=1)
+    assert r.gbps > 0 and r.read_gbps > 0 and r.copy_gbps > 0 and r.passes >= 2
+    assert "numpy" in r.method and r.to_json()["threads"] == 1
+
+
+def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
+    from edgeprof.sweep.fit import record_sweep_bandwidth
+
+    sweep = Sweep()
+    facts = {
+        "board_model": "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+        "ram_total_mb": 7620,
+    }
+    state = {"nvpmodel": {"name": "MAXN_SUPER", "id": 2}, "jetson_clocks": None, "fan": None}
+    record_sweep_bandwidth(sweep, facts, state, lambda: SYNTHETIC_PROBE)
+    assert sweep.bw_datasheet_gbps == 102.0 and "Super" in (sweep.bw_datasheet_source or "")
+    assert sweep.bw_probe_gbps == 10.0
+    plain = Sweep()
+    record_sweep_bandwidth(plain, facts, {"nvpmodel": {"name": "15W", "id": 0}}, None)
+    assert plain.bw_datasheet_gbps == 68.0 and plain.bw_probe_gbps is None  # no probe: NULL, never 0
