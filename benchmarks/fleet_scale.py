@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url
 ROOT = Path(__file__).resolve().parents[1]
 
 from edgeprof.storage.migrations import upgrade  # noqa: E402
-from edgeprof.storage.samples import CODEC, encode_arrays  # noqa: E402
+from edgeprof.storage.sample_codec import CODEC, encode_arrays  # noqa: E402
 
 RUN_COLS = (
     "uid, sweep_id, spec_id, seq, model_file_id, build_id, model_label, model_group, model_path, "

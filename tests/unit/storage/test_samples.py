@@ -19,11 +19,9 @@ from sqlalchemy.orm import Session
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.migrations import upgrade
 from edgeprof.storage.models import Sample, SampleBlock
+from edgeprof.storage.sample_codec import Tick, decode_block, encode_block
 from edgeprof.storage.samples import (
-    Tick,
     count_samples,
-    decode_block,
-    encode_block,
     read_samples,
     sample_metrics,
     seal_run,
