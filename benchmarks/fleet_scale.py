@@ -246,8 +246,8 @@ def cli_time(args: list[str], repeat: int) -> dict[str, Any]:
 
 def in_process(url: str, a: int, b: int, dev: str, repeat: int) -> dict[str, Any]:
     """The same questions answered by the library inside one process (no Python start, engine reused)."""
-    from edgeprof.daemon.status import gather_status
-    from edgeprof.fleet.sweeps import list_sweeps
+    from edgeprof.daemon import gather_status
+    from edgeprof.fleet import list_sweeps
     from edgeprof.report.compare import compare_sweeps
     from edgeprof.report.rows import build_rows
     from edgeprof.storage.db import new_session, open_engine

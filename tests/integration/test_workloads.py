@@ -443,7 +443,7 @@ def test_report_and_html_plot_tg_and_ttft_against_depth(models, tmp_path: Path) 
 def test_workload_applies_only_to_its_models_and_check_counts_per_model(models, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from edgeprof.cli.app import app
+    from edgeprof.cli import app
 
     text = (
         f'[matrix]\nmodels = [{{ path = "{models["plain"]}", label = "plain-synth" }}, '
