@@ -1,4 +1,4 @@
-"""Files the agent and the CLI create, in folders other people can write to (issue 11: safe writes).
+"""Safe writes: files the agent and the CLI create, in folders other people can write to.
 
 The queue folder is group-writable by design (people drop plans there). Anything created in it, or next to a
 database, is therefore created exclusively and without following links: a symlink planted at

@@ -134,8 +134,8 @@ done
 # --- state directory and queue ------------------------------------------------------------------------
 # setgid directories so that plans dropped by members of the edgeprof group stay in that group.
 for dir in "$STATE_DIR" "$STATE_DIR/queue" "$STATE_DIR/queue/done" "$STATE_DIR/queue/failed"; do
-  # Not world-readable (issue 11): results and plans are for the edgeprof group only. 0750 matches the units'
-  # StateDirectoryMode=, which systemd re-applies at every start.
+  # Not world-readable: results and plans (which may name private paths) are for the edgeprof group only.
+  # 0750 matches the units' StateDirectoryMode=, which systemd re-applies at every start.
   mode=2770
   [[ "$dir" == "$STATE_DIR" ]] && mode=0750
   if [[ -d "$dir" && "$(stat -c '%U:%G %a' "$dir")" == "$SERVICE_USER:$SERVICE_USER ${mode#0}" ]]; then

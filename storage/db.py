@@ -14,10 +14,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
 from edgeprof.storage.migrations import check_current, upgrade
-
-# Long enough that a reader (``edgeprof status``/``report``) never sees "database is locked" while the agent
-# commits a batch of samples, short enough that a stuck writer is noticed.
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
 
 def default_db_path() -> Path:

@@ -1,4 +1,4 @@
-"""Checks before anything writes to a SQLite database, and one-line descriptions of storage errors (issue 11).
+"""Checks before anything writes to a SQLite database, and one-line descriptions of storage errors.
 
 A sweep must not start writing into a file that is not an edgeprof database (``status`` once added 13 tables
 to someone's SQLite file and switched it to WAL), into a damaged one (``run`` once wrote into a DB failing

@@ -1,4 +1,4 @@
-"""Global identity of rows (issue 13): what lets rows from many devices merge into one central database.
+"""Global identity of rows: what lets rows from many devices merge into one central database.
 
 Every table whose rows leave the device has a ``uid`` column (unique, VARCHAR(36)). Rows with a natural
 content identity (a device, a build, a model file) get a name-based UUID of that content, so the same device

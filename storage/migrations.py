@@ -23,6 +23,9 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
+from edgeprof.storage.identity import content_uid
+from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -324,7 +327,7 @@ _V6_MEMORY_PEAKS = (
     "ALTER TABLE run ADD COLUMN peak_ram_used_mb FLOAT",
 )
 
-# Issue 13: a global identity on every table whose rows leave the device (push/export/import), so rows from
+# A global identity on every table whose rows leave the device (push/export/import), so rows from
 # many devices merge into one central DB without colliding. Local-only tables (agent_state, sweep_lease)
 # have none. NOT NULL with '' as the ALTER's default (SQLite needs one), backfilled by the data step below,
 # then unique. 64-bit on PostgreSQL comes from render().
@@ -356,8 +359,6 @@ _V7_INDEXES = (
 def _backfill_v7(conn: Connection) -> None:
     # Content identity where the row has one (the same device/build/model file gets the same uid on every
     # device's DB, so they merge into one row centrally); a random UUID for everything else.
-    from edgeprof.storage.identity import content_uid
-
     for table in _V7_UID_TABLES:
         if table == "device" or table == "build":
             rows = conn.execute(text(f"SELECT id, fingerprint FROM {table}")).all()
@@ -373,7 +374,8 @@ def _backfill_v7(conn: Connection) -> None:
     for statement in _V7_INDEXES:
         conn.execute(text(render(statement, conn.dialect.name)))
 
-# Issue 11: the sweep lease (one writer per sweep). Portable DDL (SQLite and PostgreSQL).
+# The sweep lease: one writer per sweep, so two processes never measure the same configs at once.
+# Portable DDL (SQLite and PostgreSQL).
 _V10_SWEEP_LEASE = (
     """
     CREATE TABLE sweep_lease (
@@ -392,8 +394,8 @@ _V10_SWEEP_LEASE = (
     "CREATE INDEX ix_sweep_lease_sweep_id ON sweep_lease (sweep_id)",
 )
 
-# Issue 12: telemetry as compressed blocks of ticks (storage/samples.py). BLOB is SQLite's spelling;
-# render() turns it into BYTEA on PostgreSQL.
+# Telemetry as compressed blocks of ticks (storage/samples.py): a row per reading made a night ~1 GB.
+# BLOB is SQLite's spelling; render() turns it into BYTEA on PostgreSQL.
 _V11_SAMPLE_BLOCKS = (
     """
     CREATE TABLE sample_block (
@@ -420,13 +422,14 @@ _V11_SAMPLE_BLOCKS = (
 
 def _convert_v11(conn: Connection) -> None:
     # The data step: every legacy one-row-per-reading sample becomes part of a block (codec 1), in the
-    # migration's transaction, so a kill leaves the old rows in place and the step is redone.
+    # migration's transaction, so a kill leaves the old rows in place and the step is redone. Imported here,
+    # not at the top: the codec needs numpy, which every reader (`status`, `--help` paths) would pay for.
     from edgeprof.storage.samples import convert_legacy
 
     convert_legacy(conn)
 
 
-# Issue 14: the serving path (llama-server runner): runner per run and build, one level row per serving run,
+# The serving path (llama-server runner): runner per run and build, one level row per serving run,
 # one row per request. Portable DDL (SQLite and PostgreSQL).
 _V12_SERVING = (
     "ALTER TABLE run ADD COLUMN runner VARCHAR(32)",
@@ -510,8 +513,9 @@ _V12_SERVING = (
     "CREATE INDEX ix_serving_request_run_id ON serving_request (run_id)",
 )
 
-# Issue 9 (part B): memory predicted before a config runs (and what the device had), the bytes a decode step
-# reads, achieved bandwidth per decode rep, and the sweep's bandwidth probe / datasheet figure.
+# Will it fit, and the bandwidth limit: memory predicted before a config runs (and what the device had),
+# the bytes a decode step reads, achieved bandwidth per decode rep, and the sweep's bandwidth probe /
+# datasheet figure.
 # Which metrics a run's energy came from (agent/telemetry/energy.py precedence), whether they cover
 # the whole board, and the full list where it outgrows run.power_source.
 _V13_ENERGY_SOURCE = (
@@ -574,7 +578,7 @@ _V8_QUALITY = (
     "CREATE INDEX ix_quality_result_run_id ON quality_result (run_id)",
 )
 
-# Issue 10: workloads as users run them: llama.cpp parity knobs and context depth per run; per request the
+# Workloads as users run them: llama.cpp parity knobs and context depth per run; per request the
 # first EOS, the depth and its fill, KV occupancy, and the prompt as tokenized (hash, size, specials parsed).
 _V9_WORKLOADS = (
     "ALTER TABLE run ADD COLUMN depth INTEGER",
@@ -605,8 +609,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         7, "global identity (uid) on every pushed table; fleet indexes", _V7_GLOBAL_IDENTITY, _backfill_v7
     ),
-    Migration(8, "quality: KL divergence and perplexity per run vs the reference (issue 9)", _V8_QUALITY),
-    Migration(9, "workloads: parity knobs, depth, first EOS, KV occupancy, prompt (issue 10)", _V9_WORKLOADS),
+    Migration(8, "quality: KL divergence and perplexity per run vs the reference", _V8_QUALITY),
+    Migration(9, "workloads: parity knobs, depth, first EOS, KV occupancy, prompt", _V9_WORKLOADS),
     Migration(10, "sweep lease: one writer per sweep (owner, heartbeat)", _V10_SWEEP_LEASE),
     Migration(
         11, "compact telemetry: sample blocks, old sample rows re-encoded", _V11_SAMPLE_BLOCKS, _convert_v11
@@ -736,8 +740,6 @@ def _sqlite_migration_engine(engine: Engine) -> Engine:
     SQLAlchemy's documented pysqlite recipe: the driver's transaction handling off (isolation_level=None) and
     our own BEGIN; IMMEDIATE takes the write lock at once, so two upgraders queue instead of deadlocking.
     """
-    from edgeprof.storage.db import SQLITE_BUSY_TIMEOUT_MS
-
     migrator = create_engine(
         engine.url, poolclass=NullPool, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
     )

@@ -35,7 +35,7 @@ class Device(Base):
     __tablename__ = "device"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(
         String(36), unique=True, index=True, default=content_default("device", "fingerprint")
     )
@@ -59,7 +59,7 @@ class Build(Base):
     __tablename__ = "build"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(
         String(36), unique=True, index=True, default=content_default("build", "fingerprint")
     )
@@ -69,7 +69,8 @@ class Build(Base):
     gpu_offload: Mapped[bool] = mapped_column(Boolean)
     system_info: Mapped[str] = mapped_column(Text)
     build_flags: Mapped[str | None] = mapped_column(Text)
-    # issue 14: which runtime this build is (NULL before v12 = llama-cpp-python) and its own version text
+    # Which runtime this build is (NULL before v12 = llama-cpp-python) and its own version text: a sweep may
+    # run llama-server as well as the in-process runtime, and their numbers differ
     runtime: Mapped[str | None] = mapped_column(String(32))
     runtime_version: Mapped[str | None] = mapped_column(Text)
     first_seen: Mapped[datetime]
@@ -80,7 +81,7 @@ class ModelFile(Base):
     __table_args__ = (UniqueConstraint("path", "sha256", name="uq_model_file_path_sha"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(
         String(36), unique=True, index=True, default=content_default("model_file", "path", "sha256")
     )
@@ -102,7 +103,7 @@ class Sweep(Base):
     __tablename__ = "sweep"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     name: Mapped[str] = mapped_column(String(255))
     plan_path: Mapped[str | None] = mapped_column(Text)
@@ -116,7 +117,8 @@ class Sweep(Base):
     n_specs: Mapped[int] = mapped_column(Integer)
     sampler_json: Mapped[str | None] = mapped_column(Text)
     device_state_json: Mapped[str | None] = mapped_column(Text)
-    # issue 9: memory bandwidth measured once per sweep (method in the JSON) and the board's datasheet figure
+    # Memory bandwidth measured once per sweep (method in the JSON) and the board's datasheet figure: decode
+    # is bandwidth-bound, so the report says how close a config came to the limit
     bw_probe_gbps: Mapped[float | None] = mapped_column(Double)
     bw_probe_json: Mapped[str | None] = mapped_column(Text)
     bw_datasheet_gbps: Mapped[float | None] = mapped_column(Double)
@@ -133,7 +135,7 @@ class Run(Base):
     __table_args__ = (Index("ix_run_sweep_spec", "sweep_id", "spec_id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"))
     spec_id: Mapped[str] = mapped_column(String(64))
@@ -183,19 +185,21 @@ class Run(Base):
     peak_shared_mb: Mapped[float | None] = mapped_column(Float)
     peak_gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
     peak_ram_used_mb: Mapped[float | None] = mapped_column(Float)
-    # issue 14: the runner (NULL before v12 = llama-cpp) and the serving load of this config
+    # The runner (NULL before v12 = llama-cpp) and the serving load of this config: serving configs are the
+    # same model at several load levels
     runner: Mapped[str | None] = mapped_column(String(32))
     concurrency: Mapped[int | None] = mapped_column(Integer)
     request_rate: Mapped[float | None] = mapped_column(Double)
-    # issue 9: predicted resident memory before the run (agent/gguf/memory.py), MemAvailable at that
+    # Predicted resident memory before the run (agent/gguf/memory.py), to refuse a config that would not fit,
+    # MemAvailable at that
     # moment, the prediction's parts; bytes one decode step reads (weights, and KV per cached position)
     mem_predicted_mb: Mapped[float | None] = mapped_column(Double)
     mem_available_mb: Mapped[float | None] = mapped_column(Double)
     mem_prediction_json: Mapped[str | None] = mapped_column(Text)
     weights_read_bytes_per_token: Mapped[int | None] = mapped_column(BigInteger)
     kv_read_bytes_per_position: Mapped[float | None] = mapped_column(Double)
-    # issue 10: llama.cpp parity knobs in effect (llama-bench's values unless the plan moved them), the
-    # context depth of every request, whether EOS was ignored, and the KV cache size llama.cpp reported
+    # llama.cpp parity knobs in effect (llama-bench's values unless the plan moved them, so numbers compare),
+    # the context depth of every request, whether EOS was ignored, and the KV cache size llama.cpp reported
     depth: Mapped[int | None] = mapped_column(Integer)
     swa_full: Mapped[bool | None] = mapped_column(Boolean)
     kv_unified: Mapped[bool | None] = mapped_column(Boolean)
@@ -221,7 +225,7 @@ class Measurement(Base):
     __tablename__ = "measurement"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     kind: Mapped[str] = mapped_column(String(8))
@@ -252,9 +256,11 @@ class Measurement(Base):
     decode_j_per_token_net: Mapped[float | None] = mapped_column(Float)
     decode_power_mw: Mapped[float | None] = mapped_column(Float)
     temp_max_c: Mapped[float | None] = mapped_column(Float)
-    # issue 9: bytes read per decode token x tg_tps (agent/gguf/bandwidth.py); NULL when not computable
+    # Bytes read per decode token x tg_tps (agent/gguf/bandwidth.py), to set against the bandwidth limit;
+    # NULL when not computable
     bw_gbps: Mapped[float | None] = mapped_column(Double)
-    # issue 10: index of the first EOS in the output (even when ignored), the depth the request ran at and
+    # Index of the first EOS in the output (even when ignored: a short answer is a faster one), the depth the
+    # request ran at and
     # the untimed fill that reached it (NULL when restored from the saved state), KV cells in use after the
     # request, and the prompt as tokenized: hash of the (rendered) text, token count, specials parsed
     first_eos_index: Mapped[int | None] = mapped_column(Integer)
@@ -274,7 +280,7 @@ class Phase(Base):
     __tablename__ = "phase"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     name: Mapped[str] = mapped_column(String(32))
@@ -291,7 +297,7 @@ class Sample(Base):
     __table_args__ = (Index("ix_sample_sweep_t", "sweep_id", "t_mono"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int | None] = mapped_column(ForeignKey("sweep.id"))
     run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), index=True)
@@ -328,7 +334,7 @@ class Verdict(Base):
     __tablename__ = "verdict"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     kind: Mapped[str] = mapped_column(String(32))
@@ -342,7 +348,7 @@ class CollectorStatus(Base):
     __tablename__ = "collector_status"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"), index=True)
     name: Mapped[str] = mapped_column(String(32))
@@ -359,7 +365,7 @@ class PhaseStat(Base):
     __tablename__ = "phase_stat"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    # Global identity (issue 13): unique across devices, what push/export/import match rows by.
+    # Global identity: unique across devices, what push/export/import match rows by.
     uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     phase: Mapped[str] = mapped_column(String(32))
@@ -388,7 +394,8 @@ class AgentState(Base):
 
 
 class SweepLease(Base):
-    """Who may write a sweep: one row per plan-on-device (``lease_key``), owner and heartbeat (issue 11).
+    """Who may write a sweep: one row per plan-on-device (``lease_key``), owner and heartbeat, so that two
+    processes never write one sweep at once.
 
     A row, not a file lock, so that it works on any database (PostgreSQL for a fleet as well as SQLite); the
     owner is host + pid + process start time, so a reused pid or a live owner on another host is never
@@ -409,7 +416,7 @@ class SweepLease(Base):
 
 
 class ServingLevel(Base):
-    """issue 14: one serving config's load level (llama-server runner): the server's lifecycle, the per-level
+    """One serving config's load level (llama-server runner): the server's lifecycle, the per-level
     figures of README "Serving metrics" (distributions in ``stats_json``, nearest rank with n), the KV budget
     and the /metrics counters before and after. One row per run."""
 
@@ -455,7 +462,7 @@ class ServingLevel(Base):
 
 
 class ServingRequest(Base):
-    """issue 14: one request of a serving run as the client timed it, beside the server's own timings."""
+    """One request of a serving run as the client timed it, beside the server's own timings."""
 
     __tablename__ = "serving_request"
 
@@ -485,7 +492,7 @@ class ServingRequest(Base):
 
 
 class QualityResult(Base):
-    """issue 9: a variant's next-token distributions vs its reference's over a fixed text (a quality run).
+    """A variant's next-token distributions vs its reference's over a fixed text (a quality run).
 
     KLD(ref || variant) per scored token, summarized (mean ± standard error, median, nearest-rank p90/p95/p99,
     max); the share of tokens whose top token matches the reference's; |Δp| of the reference's top token;

@@ -22,18 +22,20 @@ import datetime as dt
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import Engine, delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from edgeprof.storage.db import new_session
 from edgeprof.storage.models import CollectorStatus, Phase, PhaseStat, SampleBlock, Sweep
-from edgeprof.storage.samples import (
-    _ST_ABSENT,
-    _ST_NULL,
-    _ST_VALUE,
+from edgeprof.storage.sample_codec import (
     CODEC,
     MAX_TICKS_PER_BLOCK,
+    ST_ABSENT,
+    ST_NULL,
+    ST_VALUE,
     decode_block,
     encode_arrays,
 )
@@ -142,8 +144,8 @@ def _downsample(
             sums = np.bincount(b[ok], weights=vals[ok], minlength=n_b)
             with np.errstate(invalid="ignore", divide="ignore"):
                 value = sums / n_ok
-        states = np.where(~present, _ST_ABSENT, np.where(n_ok > 0, _ST_VALUE, _ST_NULL)).astype(np.uint8)
-        out_cols.append((name, states, value[states == _ST_VALUE]))
+        states = np.where(~present, ST_ABSENT, np.where(n_ok > 0, ST_VALUE, ST_NULL)).astype(np.uint8)
+        out_cols.append((name, states, value[states == ST_VALUE]))
     return t_sorted[last], t_wall_all[order][last], out_cols
 
 
@@ -187,9 +189,9 @@ def compact(session: Session, keep_raw_s: float, now: dt.datetime | None = None)
                 sl = slice(start, start + MAX_TICKS_PER_BLOCK)
                 chunk = []
                 for name, states, values in out_cols:
-                    n_before = int(np.count_nonzero(states[: sl.start] == _ST_VALUE))
+                    n_before = int(np.count_nonzero(states[: sl.start] == ST_VALUE))
                     st = states[sl]
-                    n_here = int(np.count_nonzero(st == _ST_VALUE))
+                    n_here = int(np.count_nonzero(st == ST_VALUE))
                     chunk.append((name, st, values[n_before : n_before + n_here]))
                 payload, n_values = encode_arrays(tb[sl], twb[sl], chunk)
                 session.execute(
@@ -227,3 +229,32 @@ def _phase_aggregates(
     if rows:
         session.execute(insert(PhaseStat), rows)
     return len(rows)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def run_compact(engine: Engine, keep_raw_s: float, vacuum: bool) -> str:
+    """Compact, commit, optionally VACUUM (SQLite); returns the one-paragraph summary of what it freed
+    (``db compact`` prints it, the agent logs it after each sweep)."""
+    with new_session(engine) as session:
+        res = compact(session, keep_raw_s)
+        session.commit()
+    lines = [
+        f"compacted {res.sweeps} sweep(s), {res.runs} run(s): {res.readings_before:,} raw readings in "
+        f"{res.blocks_before} blocks -> {res.readings_after:,} 1 Hz readings in {res.blocks_after} blocks, "
+        f"{res.phase_stats} per-phase aggregates; sample data {_mb(res.bytes_before)} -> "
+        f"{_mb(res.bytes_after)} (freed {_mb(res.freed_bytes)})"
+    ]
+    url = engine.url
+    if vacuum and url.get_backend_name() == "sqlite" and url.database and res.blocks_before:
+        path = Path(url.database)
+        before = path.stat().st_size
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.exec_driver_sql("VACUUM")
+        after = path.stat().st_size
+        freed = _mb(before - after)
+        lines.append(f"database file {_mb(before)} -> {_mb(after)} after VACUUM (freed {freed})")
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Copy sweeps between databases by global identity (issue 13): ``push``, ``export`` and ``import``.
+"""Copy sweeps between databases by global identity: ``push``, ``export`` and ``import``.
 
 Written over the mapped tables generically, so a table someone adds later is carried without code here:
 

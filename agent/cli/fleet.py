@@ -1,40 +1,23 @@
-"""Fleet commands (issue 13): ``db upgrade`` / ``db version``, ``sweeps``, ``push``, ``export``, ``import``.
+"""Fleet commands: ``db upgrade`` / ``db version``, ``sweeps``, ``push``, ``export``, ``import``.
 
 Registered onto the main Typer app by ``edgeprof.cli.app``. Reading commands open the DB read-only (never
-migrate, never write); ``db upgrade``, ``push`` and ``import`` are the writers.
+migrate, never write): a central database is never changed by a look at it; ``db upgrade``, ``push`` and
+``import`` are the writers.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", help="SQLite path or SQLAlchemy URL (default: $EDGEPROF_DB or the user data dir)."),
-]
+from edgeprof.cli.common import DbOption, JsonOption, fail, guard_write, open_db
 
 
-def _fail(message: str) -> Any:
-    from edgeprof.cli.app import fail
-
-    fail(message)
-
-
-def _engine(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
-    """``open_engine`` with every expected failure as one line (password masked), exit 2."""
-    from edgeprof.cli.app import _open_engine
-
-    return _open_engine(db, read_only=read_only, migrate=migrate)
-
-
-def db_version(
-    db: DbOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-) -> None:
+def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
     """The schema version of the database and what this edgeprof would apply (changes nothing)."""
     from edgeprof.storage.db import mask_url
     from edgeprof.storage.migrations import (
@@ -45,14 +28,14 @@ def db_version(
     )
 
     if not _exists(db):
-        _fail(f"no edgeprof database at {mask_url(db)}")
-    engine = _engine(db, migrate=False)
+        fail(f"no edgeprof database at {mask_url(db)}")
+    engine = open_db(db, migrate=False)
     with engine.connect() as conn:
         applied = sorted(applied_versions(conn))
         try:
             missing = missing_versions(conn)
         except SchemaTooNewError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     info = {
         "database": mask_url(db),
         "version": max(applied) if applied else 0,
@@ -79,51 +62,52 @@ def _exists(db: str | None) -> bool:
 
 def db_upgrade(db: DbOption = None) -> None:
     """Apply the schema steps this database lacks (each in one transaction; safe to interrupt and rerun)."""
-    from edgeprof.cli.app import _guard_write
     from edgeprof.storage.db import mask_url
     from edgeprof.storage.migrations import SchemaTooNewError, current_version, upgrade
 
-    _guard_write(db)  # issue 11's checks: never add our tables to someone else's SQLite file
-    engine = _engine(db, migrate=False)
+    guard_write(db)  # never add our tables to someone else's SQLite file
+    engine = open_db(db, migrate=False)
     try:
         applied = upgrade(engine)
     except SchemaTooNewError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     with engine.connect() as conn:
         version = current_version(conn)
     what = f"applied {', '.join(map(str, applied))}" if applied else "already up to date"
     typer.echo(f"{mask_url(db)}: schema version {version} ({what})")
 
 
+SweepsDeviceOption = Annotated[
+    str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
+]
+LimitOption = Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")]
+
+
 def sweeps(
     db: DbOption = None,
-    device: Annotated[
-        str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    limit: Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")] = None,
+    device: SweepsDeviceOption = None,
+    as_json: JsonOption = False,
+    limit: LimitOption = None,
 ) -> None:
     """List sweeps with their device (hostname, board, L4T), build, plan, time and status."""
-    from edgeprof.fleet.sweeps import list_sweeps, render_sweeps
+    from edgeprof.fleet import list_sweeps, render_sweeps
     from edgeprof.storage.db import new_session
 
-    engine = _engine(db, read_only=True)
+    engine = open_db(db, read_only=True)
     with new_session(engine) as session:
         rows = list_sweeps(session, device=device, limit=limit)
     if device and not rows:
-        _fail(f"no sweeps of a device called {device!r} in this database")
+        fail(f"no sweeps of a device called {device!r} in this database")
     typer.echo(json.dumps(rows, indent=2) if as_json else render_sweeps(rows))
 
 
-def _parse_since(since: str | None) -> Any:
+def _parse_since(since: str | None) -> datetime | None:
     if since is None:
         return None
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(since)
     except ValueError:
-        _fail(f"--since {since!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
+        fail(f"--since {since!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
 
 
 SweepIds = Annotated[list[int] | None, typer.Option("--sweep", help="Sweep id (repeatable).")]
@@ -131,15 +115,19 @@ Since = Annotated[str | None, typer.Option("--since", help="Sweeps started on or
 All = Annotated[bool, typer.Option("--all", help="Every sweep in the database.")]
 
 
+ToOption = Annotated[str, typer.Option("--to", help="The central database URL (or path).")]
+RecheckOption = Annotated[
+    bool, typer.Option("--recheck", help="Compare every row even of sweeps already there and finished.")
+]
+
+
 def push(
-    to: Annotated[str, typer.Option("--to", help="The central database URL (or path).")],
+    to: ToOption,
     db: DbOption = None,
     sweep: SweepIds = None,
     since: Since = None,
     everything: All = False,
-    recheck: Annotated[
-        bool, typer.Option("--recheck", help="Compare every row even of sweeps already there and finished.")
-    ] = False,
+    recheck: RecheckOption = False,
 ) -> None:
     """Copy this device's sweeps (runs, measurements, telemetry, verdicts) into a central database.
 
@@ -148,19 +136,17 @@ def push(
     """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from edgeprof.fleet.sweeps import FleetError, push_sweeps, select_sweeps
+    from edgeprof.fleet import FleetError, push_sweeps, select_sweeps
     from edgeprof.storage.db import mask_url, new_session, scrub
 
-    source = _engine(db, read_only=True)
+    source = open_db(db, read_only=True)
     with new_session(source) as session:
         try:
             ids = select_sweeps(session, sweep, _parse_since(since), everything)
         except FleetError as exc:
-            _fail(str(exc))
-    from edgeprof.cli.app import _guard_write
-
-    _guard_write(to)  # a SQLite target: never write into someone else's file (issue 11's checks)
-    target = _engine(to)
+            fail(str(exc))
+    guard_write(to)  # a SQLite target: never write into someone else's file
+    target = open_db(to)
     sent: list[int] = []
 
     def report(sweep_id: int, counts: Any) -> None:
@@ -174,7 +160,7 @@ def push(
         result = push_sweeps(source, target, ids, recheck=recheck, on_sweep=report)
     except (SQLAlchemyError, OSError, LookupError) as exc:
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-        _fail(
+        fail(
             f"push to {mask_url(to)} stopped after {len(sent)} sweep(s): {scrub(first[0], to)}; "
             "push again to resume (nothing is sent twice)"
         )
@@ -184,28 +170,31 @@ def push(
     )
 
 
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write here (gzip if it ends .gz); default stdout.")
+]
+
+
 def export(
     db: DbOption = None,
     sweep: SweepIds = None,
     since: Since = None,
     everything: All = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here (gzip if it ends .gz); default stdout.")
-    ] = None,
+    output: OutputOption = None,
 ) -> None:
     """Write sweeps as JSON lines, for a device with no network to the central DB (then `edgeprof import`)."""
     import gzip
     import sys
 
-    from edgeprof.fleet.sweeps import FleetError, export_sweeps, select_sweeps
+    from edgeprof.fleet import FleetError, export_sweeps, select_sweeps
     from edgeprof.storage.db import new_session
 
-    source = _engine(db, read_only=True)
+    source = open_db(db, read_only=True)
     with new_session(source) as session:
         try:
             ids = select_sweeps(session, sweep, _parse_since(since), everything)
         except FleetError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     try:
         if output is None:
             n = export_sweeps(source, ids, sys.stdout)
@@ -216,28 +205,28 @@ def export(
             with output.open("w", encoding="utf-8") as out:
                 n = export_sweeps(source, ids, out)
     except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror}")
+        fail(f"cannot write {output}: {exc.strerror}")
     typer.echo(f"exported {len(ids)} sweep(s), {n} lines", err=True)
 
 
-def import_(
-    path: Annotated[str, typer.Argument(help="An `edgeprof export` file (.jsonl, .jsonl.gz, - = stdin).")],
-    db: DbOption = None,
-) -> None:
+ExportFileArgument = Annotated[
+    str, typer.Argument(help="An `edgeprof export` file (.jsonl, .jsonl.gz, - = stdin).")
+]
+
+
+def import_(path: ExportFileArgument, db: DbOption = None) -> None:
     """Add the sweeps of an export file to a database (same identity rules as push: nothing twice)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from edgeprof.fleet.sweeps import FleetError, import_export, open_export
+    from edgeprof.fleet import FleetError, import_export, open_export
     from edgeprof.storage.db import mask_url, scrub
 
     try:
         stream = open_export(path)
     except OSError as exc:
-        _fail(f"cannot read {path}: {exc.strerror}")
-    from edgeprof.cli.app import _guard_write
-
-    _guard_write(db)
-    target = _engine(db)
+        fail(f"cannot read {path}: {exc.strerror}")
+    guard_write(db)
+    target = open_db(db)
 
     def report(uid: str, counts: Any) -> None:
         typer.echo(f"sweep {uid}: {counts.summary()}")
@@ -246,10 +235,10 @@ def import_(
         with stream:
             total = import_export(stream, path, target, on_sweep=report)
     except FleetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except (SQLAlchemyError, OSError, EOFError) as exc:
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-        _fail(f"import into {mask_url(db)} stopped: {scrub(first[0], db)}; import again to resume")
+        fail(f"import into {mask_url(db)} stopped: {scrub(first[0], db)}; import again to resume")
     typer.echo(f"imported into {mask_url(db)}: {total.n_added} rows added")
 
 

@@ -27,16 +27,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from edgeprof.fleet import BackgroundPusher, start_pusher
 from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
+from edgeprof.safefs import archive, lock_queue, read_nofollow, remove_entry
+from edgeprof.storage.db import db_url
+from edgeprof.storage.guard import StorageGuardError, check_open_engine
 from edgeprof.storage.models import AgentState
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep.lease import LeaseHeld, pid_alive, reconcile_dead_owners
+
+# The plan parser and the sweep loop are imported where a plan is read or run: `edgeprof status` imports
+# this package and only reads the database, and a status that `watch` runs every few seconds should not
+# load the whole sweep machinery each time.
+if TYPE_CHECKING:
+    from edgeprof.plan import Plan
+    from edgeprof.sweep.loop import SweepOutcome
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -106,8 +117,6 @@ def recover_interrupted(session: Session) -> int:
     agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
     Sweeps without a lease (written by an older edgeprof) are reconciled when their plan runs again.
     """
-    from edgeprof.sweep.lease import pid_alive, reconcile_dead_owners
-
     n = sum(reconcile_dead_owners(session).values())
     here = socket.gethostname()
     for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
@@ -130,9 +139,10 @@ class AgentConfig:
     wait: bool = False  # another agent holds the queue / another process runs the plan: wait, not exit 2
     # Power-mode switching is the machine owner's decision: the agent's own flag, never a dropped plan's.
     allow_power_mode_change: bool = False
-    # Issue 13: push each finished sweep to this central DB, in the background (agent/fleet/push.py).
+    # Push each finished sweep to this central DB, in the background (agent/fleet/push.py).
     push_to: str | None = None
-    # Issue 12: after each finished sweep, downsample raw telemetry older than this (``db compact``).
+    # After each finished sweep, downsample raw telemetry older than this (``db compact``), so that a device
+    # that sweeps every night does not fill its disk.
     compact_keep_raw_s: float | None = None
 
 
@@ -161,7 +171,7 @@ class Agent:
         self.exit_code = 0
         self._last_state: tuple[str, str | None] | None = None
         self._queue_lock: Any = None
-        self._pusher: Any = None  # issue 13: edgeprof.fleet.push.BackgroundPusher when push_to is set
+        self._pusher: BackgroundPusher | None = None  # when push_to is set
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -261,8 +271,6 @@ class Agent:
         not change what is archived) and remove the queue entry; nothing here follows a symlink."""
         if self.config.queue is None or plan.parent != self.config.queue:
             return
-        from edgeprof.safefs import archive, remove_entry
-
         stamp = self.now().strftime("%Y%m%d-%H%M%S")
         try:
             target = archive(
@@ -288,8 +296,6 @@ class Agent:
     def run(self) -> int:
         """Serve the queue; raises QueueLocked when another agent serves it (``wait``: wait for it)."""
         if self.config.queue is not None and self._queue_lock is None:
-            from edgeprof.safefs import lock_queue
-
             self._queue_lock = lock_queue(
                 self.config.queue,
                 wait=self.config.wait,
@@ -312,8 +318,6 @@ class Agent:
             threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
         self.set_state("ready", "waiting for plans")
         self.notifier.send(ready="1")
-        from edgeprof.fleet.push import start_pusher
-
         self._pusher = start_pusher(self.engine, self.config.push_to)
         try:
             return self._loop()
@@ -371,8 +375,7 @@ class Agent:
     def _read_plan(self, plan_path: Path) -> tuple[bytes, Plan]:
         """The plan's bytes, read once without following a link (a symlinked plan could make the agent,
         often root, quote another file into ``.error.txt``), then validated; raises PlanError."""
-        from edgeprof.plan import MAX_PLAN_BYTES
-        from edgeprof.safefs import read_nofollow
+        from edgeprof.plan import MAX_PLAN_BYTES, PlanError
 
         source = str(plan_path)
         try:
@@ -399,13 +402,26 @@ class Agent:
         return data, plan
 
     def _run_one(self, plan_path: Path) -> None:
+        """One plan: read and check it, check the database, run its sweep, then archive it."""
         self._current_plan = str(plan_path)
+        read = self._read_or_reject(plan_path)
+        if read is None or not self._database_ok():
+            return
+        data, plan = read
+        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
+        outcome = self._sweep(plan_path, plan, data)
+        if outcome is not None:
+            self._finish(plan_path, data, outcome)
+
+    def _read_or_reject(self, plan_path: Path) -> tuple[bytes, Plan] | None:
+        """The plan, or None after a plan that vanished (skipped) or is bad (archived in failed/)."""
+
         data = b""
         try:
-            data, plan = self._read_plan(plan_path)
+            return self._read_plan(plan_path)
         except FileNotFoundError:
             log.warning("plan %s was removed before it could be read; skipped", plan_path.name)
-            return
+            return None
         except PlanError as exc:
             message = "\n".join(exc.lines())
             log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
@@ -413,33 +429,39 @@ class Agent:
             self._move(plan_path, "failed", message, data)
             if self.config.plan is not None:
                 self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
-            return
-        from edgeprof.storage.guard import StorageGuardError, check_open_engine
-        from edgeprof.sweep.lease import LeaseHeld
-        from edgeprof.sweep.loop import SweepAborted
+            return None
 
-        if self.db_path is not None:
-            try:
-                # Before every sweep, not only at start: the DB may have been damaged or made read-only
-                # since (a long-running agent, a full SD card, someone's chattr).
-                check_open_engine(self.engine, self.db_path)
-            except StorageGuardError as exc:
-                log.error("%s", exc)
-                self.set_state("error", str(exc)[:300])
-                self.exit_code = 2
-                self.stop_requested.set()
-                return
-        self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
+    def _database_ok(self) -> bool:
+        """Before every sweep, not only at start: the DB may have been damaged or made read-only since (a
+        long-running agent, a full SD card, someone's chattr). A bad one stops the agent (exit 2)."""
+        if self.db_path is None:
+            return True
+        try:
+            check_open_engine(self.engine, self.db_path)
+        except StorageGuardError as exc:
+            self._stop_on_storage_error(str(exc))
+            return False
+        return True
+
+    def _stop_on_storage_error(self, message: str) -> None:
+        log.error("%s", message)
+        self.set_state("error", message[:300])
+        self.exit_code = 2
+        self.stop_requested.set()
+
+    def _sweep(self, plan_path: Path, plan: Plan, data: bytes) -> SweepOutcome | None:
+        """Run the plan's sweep; None when it did not finish in a way that archives the plan."""
+        from edgeprof.sweep.loop import SweepAborted, run_plan
 
         try:
-            outcome = run_plan(
+            return run_plan(
                 self.engine,
                 plan,
                 telemetry=self._telemetry_factory(plan),
                 heartbeat=self.beat,
                 should_start=self.should_start,
                 wait=self.config.wait,
-                bandwidth_probe=probe_bandwidth,  # issue 9: once per sweep, for the report's BW %
+                bandwidth_probe=probe_bandwidth,  # once per sweep: the report's share of the bandwidth limit
             )
         except KeyboardInterrupt:
             raise
@@ -450,19 +472,17 @@ class Agent:
                 self.exit_code = 2
             else:
                 self._idle()
-            return
         except SweepAborted as exc:
             # Storage failed (disk full, damaged or read-only DB): the plan is fine and stays queued.
-            log.error("%s", exc)
-            self.set_state("error", str(exc)[:300])
-            self.exit_code = 2
-            self.stop_requested.set()
-            return
+            self._stop_on_storage_error(str(exc))
         except Exception as exc:
             log.exception("sweep of %s failed unexpectedly", plan_path.name)
             self.set_state("error", f"plan {plan_path.name}: {type(exc).__name__}: {exc}")
             self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}", data)
-            return
+        return None
+
+    def _finish(self, plan_path: Path, data: bytes, outcome: SweepOutcome) -> None:
+        """After the sweep: stop (a signal), stay queued (paused), or push, archive and compact."""
         self._current_sweep = outcome.sweep_id
         summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
         if outcome.interrupted:
@@ -472,17 +492,39 @@ class Agent:
             return
         log.info("sweep %d of %s finished: %s", outcome.sweep_id, plan_path.name, summary)
         if self._pusher is not None:
-            self._pusher.request(outcome.sweep_id)  # issue 13: in the background; never holds the queue
+            self._pusher.request(outcome.sweep_id)  # in the background: a slow central DB never holds a sweep
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
         self._move(plan_path, "done", None, data)
         if self.config.compact_keep_raw_s is not None:
             self._compact(self.config.compact_keep_raw_s)
 
     def _compact(self, keep_raw_s: float) -> None:
-        from edgeprof.cli.retention import run_compact
+        # Imported here: compaction needs numpy, which `edgeprof status` (it imports this package) must not
+        # load.
+        from edgeprof.storage.retention import run_compact
 
         try:  # retention is housekeeping: a failure is logged, never a failed sweep or a stopped agent
-            with open(os.devnull, "w") as sink:
-                log.info("db compact: %s", run_compact(self.engine, keep_raw_s, vacuum=False, out=sink))
+            log.info("db compact: %s", run_compact(self.engine, keep_raw_s, vacuum=False))
         except Exception:
             log.exception("db compact after the sweep failed")
+
+
+def configure_logging() -> None:
+    """One line per event on stderr (the journal under systemd), each marked as the agent's."""
+    logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
+
+
+def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
+    """Run the agent in the foreground until its queue or plan is done or a signal stops it; returns the
+    exit code. SIGTERM (systemd's stop) stops the current run as Ctrl-C would: marked interrupted, exit 0.
+    Raises QueueLocked when another agent serves the queue (and ``config.wait`` is off)."""
+    url = db_url(db)
+    db_path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    agent = Agent(engine, db_path, config)
+    agent.install_signals()
+    return agent.run()

@@ -1,4 +1,5 @@
-"""``edgeprof service install``: the systemd units shipped inside the package, pointed at this installation.
+"""What ``edgeprof service install`` runs: the systemd units shipped inside the package, pointed at this
+installation.
 
 The units and the install script travel as package data (``edgeprof/systemd``, ``edgeprof/scripts``), so a
 wheel installed anywhere (a venv under /opt, ``pip install --user``, a container) can install its service
@@ -8,15 +9,9 @@ without a checkout; the units get the path of the ``edgeprof`` executable that i
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
-
-import typer
-
-service_app = typer.Typer(help="Run edgeprof as a systemd service (always-on agent or nightly timer).")
 
 
 def packaged_file(folder: str, name: str) -> Path:
@@ -41,6 +36,7 @@ def installed_executable() -> Path | None:
 
 
 def install_command(*, timer: bool, start: bool, dry_run: bool) -> list[str]:
+    """The install script's command line for this installation; FileNotFoundError when a piece is missing."""
     script = packaged_file("scripts", "install-service.sh")
     exe = installed_executable()
     if exe is None:
@@ -52,32 +48,3 @@ def install_command(*, timer: bool, start: bool, dry_run: bool) -> list[str]:
     cmd += ["--start"] if start else []
     cmd += ["--dry-run"] if dry_run else []
     return cmd
-
-
-@service_app.command(
-    "install",
-    epilog=(
-        "Example: sudo edgeprof service install --start  ·  edgeprof service install --timer --dry-run"
-    ),
-)
-def install(
-    timer: Annotated[
-        bool,
-        typer.Option("--timer", help="Nightly timer (01:00, stops by 07:00) instead of the always-on agent."),
-    ] = False,
-    start: Annotated[bool, typer.Option("--start", help="Also start it now.")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print every step instead of doing it (no root needed).")
-    ] = False,
-) -> None:
-    """Install the systemd units for this installation: a service user, the queue folder, the units."""
-    try:
-        cmd = install_command(timer=timer, start=start, dry_run=dry_run)
-    except FileNotFoundError as exc:
-        typer.echo(f"edgeprof: error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    raise typer.Exit(subprocess.call(cmd))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(service_app, name="service")

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 from edgeprof.sweep.lease import owner_gone
@@ -29,88 +30,103 @@ def _pid_alive(pid: int) -> bool:
 
 
 def gather_status(session: Session, device: str | None = None) -> dict[str, Any]:
-    """``device`` (issue 13): only that device's sweeps (a central DB holds many devices' sweeps)."""
-    from edgeprof.fleet.sweeps import sweep_scope
+    """The agent's heartbeat, the current (else latest) sweep, its collectors and the last failed run.
+    ``device``: only that device's sweeps (a central DB holds many devices' sweeps)."""
+    sweep = _current_sweep(session, sweep_scope(device))
+    return {
+        "agent": _agent_info(session, device),
+        "sweep": _sweep_info(session, sweep) if sweep is not None else None,
+        "last_error": _last_error(session),
+        "collectors": _collectors(session, sweep.id) if sweep is not None else [],
+    }
 
-    scope = sweep_scope(device)
-    out: dict[str, Any] = {"agent": None, "sweep": None, "last_error": None, "collectors": []}
+
+def _agent_info(session: Session, device: str | None) -> dict[str, Any] | None:
     state = session.scalars(select(AgentState).order_by(AgentState.id.desc())).first()
-    if state is not None and device is not None and state.hostname.lower() != device.lower():
-        state = None  # the heartbeat in this DB is another machine's agent
-    if state is not None:
-        age = (utcnow() - state.heartbeat_at).total_seconds()
-        alive = state.stopped_at is None and age < STALE_AFTER_S
-        if alive and state.hostname == socket.gethostname():
-            alive = _pid_alive(state.pid)
-        out["agent"] = {
-            "pid": state.pid,
-            "state": state.state if alive or state.stopped_at else "not responding",
-            "message": state.message,
-            "alive": alive,
-            "heartbeat_age_s": round(age, 1),
-            "started_at": state.started_at.isoformat(),
-            "plan": state.plan_path,
-        }
-    sweep = session.scalars(
-        select(Sweep).where(Sweep.status == "running", *scope).order_by(Sweep.id.desc())
-    ).first()
-    sweep = sweep or session.scalars(select(Sweep).where(*scope).order_by(Sweep.id.desc())).first()
-    if sweep is not None:
-        runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep.id).order_by(Run.id)))
-        finished = {r.spec_id for r in runs if r.status in FINISHED_STATUSES}
-        # A sweep whose lease owner is gone is shown as what it is (read-only: the next run/agent writes it).
-        gone = owner_gone(session, sweep.id) if sweep.status == "running" else None
-        shown_status = "interrupted" if gone else sweep.status
-        current = None if gone else next((r for r in reversed(runs) if r.status == "running"), None)
-        durations = [
-            (r.ended_at - r.started_at).total_seconds()
-            for r in runs
-            if r.status in FINISHED_STATUSES and r.ended_at is not None
-        ]
-        remaining = max(0, sweep.n_specs - len(finished))
-        eta_s = (
-            sum(durations) / len(durations) * remaining if durations and shown_status == "running" else None
-        )
-        out["sweep"] = {
-            "id": sweep.id,
-            "name": sweep.name,
-            "status": shown_status,
-            "owner_gone": gone,
-            "configs_total": sweep.n_specs,
-            "configs_done": len(finished),
-            "config_index": len(finished) + (1 if current else 0),
-            "eta_s": round(eta_s, 1) if eta_s is not None else None,
-            "current": (
-                {
-                    "run_id": current.id,
-                    "model": current.model_label,
-                    "ctx": current.n_ctx,
-                    "ngl": current.n_gpu_layers,
-                    "workload": current.workload_name,
-                    "started_at": current.started_at.isoformat(),
-                }
-                if current
-                else None
-            ),
-            "counts": {s: sum(1 for r in runs if r.status == s) for s in sorted({r.status for r in runs})},
-        }
-        out["collectors"] = [
-            {"name": c.name, "ok": c.ok and not c.disabled_reason, "reason": c.disabled_reason or c.reason}
-            for c in session.scalars(select(CollectorStatus).where(CollectorStatus.sweep_id == sweep.id))
-        ]
+    if state is None or (device is not None and state.hostname.lower() != device.lower()):
+        return None  # no agent ever ran here, or the heartbeat in this DB is another machine's agent
+    age = (utcnow() - state.heartbeat_at).total_seconds()
+    alive = state.stopped_at is None and age < STALE_AFTER_S
+    if alive and state.hostname == socket.gethostname():
+        alive = _pid_alive(state.pid)
+    return {
+        "pid": state.pid,
+        "state": state.state if alive or state.stopped_at else "not responding",
+        "message": state.message,
+        "alive": alive,
+        "heartbeat_age_s": round(age, 1),
+        "started_at": state.started_at.isoformat(),
+        "plan": state.plan_path,
+    }
+
+
+def _current_sweep(session: Session, scope: list[Any]) -> Sweep | None:
+    """The newest running sweep, else the newest sweep."""
+    running = select(Sweep).where(Sweep.status == "running", *scope).order_by(Sweep.id.desc())
+    latest = select(Sweep).where(*scope).order_by(Sweep.id.desc())
+    return session.scalars(running).first() or session.scalars(latest).first()
+
+
+def _sweep_info(session: Session, sweep: Sweep) -> dict[str, Any]:
+    runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep.id).order_by(Run.id)))
+    finished = {r.spec_id for r in runs if r.status in FINISHED_STATUSES}
+    # A sweep whose lease owner is gone is shown as what it is (read-only: the next run/agent writes it).
+    gone = owner_gone(session, sweep.id) if sweep.status == "running" else None
+    shown_status = "interrupted" if gone else sweep.status
+    current = None if gone else next((r for r in reversed(runs) if r.status == "running"), None)
+    durations = [
+        (r.ended_at - r.started_at).total_seconds()
+        for r in runs
+        if r.status in FINISHED_STATUSES and r.ended_at is not None
+    ]
+    remaining = max(0, sweep.n_specs - len(finished))
+    eta_s = sum(durations) / len(durations) * remaining if durations and shown_status == "running" else None
+    return {
+        "id": sweep.id,
+        "name": sweep.name,
+        "status": shown_status,
+        "owner_gone": gone,
+        "configs_total": sweep.n_specs,
+        "configs_done": len(finished),
+        "config_index": len(finished) + (1 if current else 0),
+        "eta_s": round(eta_s, 1) if eta_s is not None else None,
+        "current": _run_info(current) if current else None,
+        "counts": {s: sum(1 for r in runs if r.status == s) for s in sorted({r.status for r in runs})},
+    }
+
+
+def _run_info(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "model": run.model_label,
+        "ctx": run.n_ctx,
+        "ngl": run.n_gpu_layers,
+        "workload": run.workload_name,
+        "started_at": run.started_at.isoformat(),
+    }
+
+
+def _collectors(session: Session, sweep_id: int) -> list[dict[str, Any]]:
+    return [
+        {"name": c.name, "ok": c.ok and not c.disabled_reason, "reason": c.disabled_reason or c.reason}
+        for c in session.scalars(select(CollectorStatus).where(CollectorStatus.sweep_id == sweep_id))
+    ]
+
+
+def _last_error(session: Session) -> dict[str, Any] | None:
     failed = session.scalars(
         select(Run).where(Run.status.notin_(("ok", "running"))).order_by(Run.id.desc())
     ).first()
-    if failed is not None:
-        out["last_error"] = {
-            "run_id": failed.id,
-            "sweep_id": failed.sweep_id,
-            "model": failed.model_label,
-            "status": failed.status,
-            "reason": failed.reason,
-            "at": (failed.ended_at or failed.started_at).isoformat(),
-        }
-    return out
+    if failed is None:
+        return None
+    return {
+        "run_id": failed.id,
+        "sweep_id": failed.sweep_id,
+        "model": failed.model_label,
+        "status": failed.status,
+        "reason": failed.reason,
+        "at": (failed.ended_at or failed.started_at).isoformat(),
+    }
 
 
 def render_status(status: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The agent's push to a central database (issue 13): in a background thread, retried with backoff.
+"""The agent's push to a central database: in a background thread, retried with backoff.
 
 A central DB that is down or slow never stops or slows a sweep: the sweep writes to the local DB as always,
 and finished sweeps are queued here; a failed push is logged as one warning line and retried later (and
@@ -12,6 +12,11 @@ import threading
 from typing import Any
 
 from sqlalchemy import Engine, select
+from sqlalchemy.engine import make_url
+
+from edgeprof.fleet.sweeps import push_sweeps
+from edgeprof.storage.db import db_url, mask_url, open_engine, scrub
+from edgeprof.storage.models import Sweep
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -24,10 +29,6 @@ CONNECT_TIMEOUT_S = 10
 
 def with_connect_timeout(url: str) -> str:
     """``url`` with a connect timeout for PostgreSQL (unless the user gave one)."""
-    from sqlalchemy.engine import make_url
-
-    from edgeprof.storage.db import db_url
-
     full = db_url(url, create_dir=False)
     parsed = make_url(full)
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
@@ -55,8 +56,6 @@ class BackgroundPusher:
 
     def start(self, queue_existing: bool = True) -> BackgroundPusher:
         if queue_existing:
-            from edgeprof.storage.models import Sweep
-
             with self.source.connect() as conn:
                 ids = [i for (i,) in conn.execute(select(Sweep.id).where(Sweep.status != "running"))]
             self.request(*ids)
@@ -102,9 +101,6 @@ class BackgroundPusher:
             delay = min(delay * 2, RETRY_MAX_S)
 
     def _push(self, batch: list[int]) -> bool:
-        from edgeprof.fleet.sweeps import push_sweeps
-        from edgeprof.storage.db import mask_url, open_engine, scrub
-
         try:
             if self._target is None:
                 self._target = open_engine(self.target_url)

@@ -1,4 +1,4 @@
-"""A fleet of devices and one central database (issue 13): list sweeps by device, push, export, import.
+"""A fleet of devices and one central database: list sweeps by device, push, export, import.
 
 The copying itself is ``edgeprof.storage.transfer`` (generic over the tables, matched by global identity);
 this module chooses the sweeps, runs one target transaction per sweep and turns files into records.

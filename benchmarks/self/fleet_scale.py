@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url
 ROOT = Path(__file__).resolve().parents[2]
 
 from edgeprof.storage.migrations import upgrade  # noqa: E402
-from edgeprof.storage.samples import CODEC, encode_arrays  # noqa: E402
+from edgeprof.storage.sample_codec import CODEC, encode_arrays  # noqa: E402
 
 RUN_COLS = (
     "uid, sweep_id, spec_id, seq, model_file_id, build_id, model_label, model_group, model_path, "
@@ -246,8 +246,8 @@ def cli_time(args: list[str], repeat: int) -> dict[str, Any]:
 
 def in_process(url: str, a: int, b: int, dev: str, repeat: int) -> dict[str, Any]:
     """The same questions answered by the library inside one process (no Python start, engine reused)."""
-    from edgeprof.daemon.status import gather_status
-    from edgeprof.fleet.sweeps import list_sweeps
+    from edgeprof.daemon import gather_status
+    from edgeprof.fleet import list_sweeps
     from edgeprof.report import build_rows, compare_sweeps
     from edgeprof.storage.db import new_session, open_engine
 

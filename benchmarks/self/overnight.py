@@ -47,14 +47,8 @@ from edgeprof.storage.models import (
     SampleBlock,
     Sweep,
 )
-from edgeprof.storage.samples import (
-    _ST_NULL,
-    _ST_VALUE,
-    CODEC,
-    encode_arrays,
-    seal_run,
-    write_batch,
-)
+from edgeprof.storage.sample_codec import CODEC, ST_NULL, ST_VALUE, encode_arrays
+from edgeprof.storage.samples import seal_run, write_batch
 from edgeprof.telemetry import SampleRow
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
@@ -210,10 +204,10 @@ def build_db(path: Path, n_samples: int, n_configs: int, seed: int) -> dict[str,
                     n = sl.stop - sl.start
                     enc = []
                     for j, name in enumerate(names):
-                        states = np.full(n, _ST_VALUE, dtype=np.uint8)
+                        states = np.full(n, ST_VALUE, dtype=np.uint8)
                         idx = np.arange(sl.start, sl.stop)
-                        states[(idx + j) % null_every == 0] = _ST_NULL
-                        enc.append((name, states, cols[j][sl][states == _ST_VALUE]))
+                        states[(idx + j) % null_every == 0] = ST_NULL
+                        enc.append((name, states, cols[j][sl][states == ST_VALUE]))
                     payload, n_values = encode_arrays(t_mono[sl], t_wall[sl], enc)
                     s.execute(
                         SampleBlock.__table__.insert(),

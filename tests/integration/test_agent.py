@@ -1,10 +1,11 @@
-"""Fault injection for the unattended agent, bounded in time: kill -9 and restart, SIGTERM, SIGHUP,
-a concurrent reader, bad plans, corrupt models, the disk guard, the time window and sd_notify."""
+"""Fault injection for the unattended agent (agent/daemon/agent.py), bounded in time: kill -9 and restart,
+SIGTERM, SIGHUP, a concurrent reader, bad plans, corrupt models, the disk guard, sd_notify; a dead owner's
+runs reconciled (never a live one's), a symlinked plan, a second agent on a queue, a plan removed while it
+runs, and a database damaged after the agent started. Real processes, real tiny models, real SQLite."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
 import signal
@@ -13,33 +14,37 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import select
+from support.plans import plan_toml
+from support.runs import edgeprof, one_line_error, two_quant_plan
 
-from edgeprof.daemon.agent import Notifier, window_closed
+from edgeprof.daemon import Agent, AgentConfig, recover_interrupted
 from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.safefs import QueueLocked, lock_queue
+from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.models import Device, Run, Sweep, SweepLease
+from edgeprof.sweep.lease import Owner, reconcile_dead_owners
 
-pytestmark = pytest.mark.llama
+llama = pytest.mark.llama
 
-PLAN = """
-name = "agent-test"
-[matrix]
-models = ["{model}"]
-ctx = [512, 576, 640, 704]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = {n_predict}
-[repeat]
-warmup = 0
-steady = 2
-[collect]
-interval_ms = 50
-idle_s = 0.3
-"""
+
+def agent_plan(model: Path, n_predict: int) -> str:
+    """Four ctx sizes of one model (four configs), two steady reps, telemetry every 50 ms."""
+    return plan_toml(
+        [model],
+        name="agent-test",
+        ctx=[512, 576, 640, 704],
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": n_predict}],
+        repeat={"warmup": 0, "steady": 2},
+        run={"timeout_s": 600},  # the parser's default: this plan once had no [run] table
+        tables={"collect": {"interval_ms": 50, "idle_s": 0.3}},
+    )
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -80,12 +85,13 @@ def wait_for(cond: Callable[[], bool], timeout_s: float = 60.0) -> None:
     raise AssertionError("condition not met in time")
 
 
+@llama
 def test_kill_9_mid_sweep_then_restart_loses_nothing_and_duplicates_nothing(
     tmp_path: Path, tiny_models
 ) -> None:
     db = tmp_path / "k.db"
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=400))
+    plan.write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=400))
     proc = start_agent(["--plan", str(plan)], db)
     try:
         wait_for(lambda: query(db, "SELECT count(*) FROM run WHERE status = 'ok'")[0][0] >= 1)
@@ -120,10 +126,11 @@ def test_kill_9_mid_sweep_then_restart_loses_nothing_and_duplicates_nothing(
     assert query(db, "PRAGMA integrity_check") == [("ok",)]
 
 
+@llama
 def test_sigterm_marks_the_run_interrupted_and_exits_0(tmp_path: Path, tiny_models) -> None:
     db = tmp_path / "t.db"
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q8_0"], n_predict=60))
+    plan.write_text(agent_plan(tiny_models["Q8_0"], n_predict=60))
     proc = start_agent(["--plan", str(plan)], db, env(**{FAULT_ENV: "hang@decode"}))
     try:
         wait_for(lambda: query(db, "SELECT count(*) FROM run WHERE status = 'running'")[0][0] == 1)
@@ -140,6 +147,7 @@ def test_sigterm_marks_the_run_interrupted_and_exits_0(tmp_path: Path, tiny_mode
     assert query(db, "SELECT stopped_at IS NOT NULL FROM agent_state") == [(1,)]
 
 
+@llama
 def test_queue_bad_plans_corrupt_models_and_a_concurrent_reader(tmp_path: Path, tiny_models) -> None:
     queue = tmp_path / "queue"
     queue.mkdir()
@@ -151,9 +159,9 @@ def test_queue_bad_plans_corrupt_models_and_a_concurrent_reader(tmp_path: Path, 
         '[[workload]]\nprompt_tokens = 64\nn_predict = "many"\n'
         '[[workload]]\nname = "ok"\nprompt_tokens = 64\nn_predict = 10\n'
     )
-    (queue / "2-corrupt-model.toml").write_text(PLAN.format(model=corrupt, n_predict=4))
+    (queue / "2-corrupt-model.toml").write_text(agent_plan(corrupt, n_predict=4))
     (queue / "3-malformed.toml").write_text("[matrix\n")
-    (queue / "4-good.toml").write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=40))
+    (queue / "4-good.toml").write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=40))
     for i, p in enumerate(sorted(queue.glob("*.toml"))):
         os.utime(p, (1_000_000 + i, 1_000_000 + i))
 
@@ -202,12 +210,14 @@ def test_queue_bad_plans_corrupt_models_and_a_concurrent_reader(tmp_path: Path, 
     assert any(s["agent"] and s["agent"]["alive"] for s in status_runs)
 
 
+@llama
 def test_the_agent_runs_a_plan_into_either_backend(tmp_path: Path, tiny_models, any_db: str) -> None:
-    """SQLite and PostgreSQL (issue 13): the agent writes a sweep, `status` and `report` read it back."""
+    """SQLite and PostgreSQL (a fleet's central DB): the agent writes a sweep, `status` and `report` read it
+    back."""
     from sqlalchemy import create_engine, text
 
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=4))
+    plan.write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=4))
     proc = start_agent(["--plan", str(plan), "--once", "--no-telemetry"], any_db)
     try:
         _out, err = proc.communicate(timeout=240)
@@ -233,10 +243,11 @@ def test_the_agent_runs_a_plan_into_either_backend(tmp_path: Path, tiny_models, 
         assert json.loads(done.stdout)
 
 
+@llama
 def test_disk_guard_pauses_and_says_why(tmp_path: Path, tiny_models) -> None:
     db = tmp_path / "d.db"
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=4))
+    plan.write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=4))
     proc = start_agent(["--plan", str(plan), "--min-free-mb", str(10**9), "--poll-s", "0.5"], db)
     try:
         wait_for(lambda: query(db, "SELECT state, message FROM agent_state")[0][0] == "paused")
@@ -258,6 +269,7 @@ def test_disk_guard_pauses_and_says_why(tmp_path: Path, tiny_models) -> None:
     assert query(db, "SELECT count(*) FROM run") == [(0,)]
 
 
+@llama
 def test_sighup_rereads_the_queue_now(tmp_path: Path, tiny_models) -> None:
     queue = tmp_path / "queue"
     queue.mkdir()
@@ -265,7 +277,7 @@ def test_sighup_rereads_the_queue_now(tmp_path: Path, tiny_models) -> None:
     proc = start_agent(["--queue", str(queue), "--poll-s", "600", "--no-telemetry"], db)
     try:
         wait_for(lambda: query(db, "SELECT state FROM agent_state")[0][0] == "idle")
-        (queue / "late.toml").write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=4))
+        (queue / "late.toml").write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=4))
         proc.send_signal(signal.SIGHUP)
         wait_for(
             lambda: any((queue / "done").glob("late-*.toml")) if (queue / "done").exists() else False, 60
@@ -278,13 +290,14 @@ def test_sighup_rereads_the_queue_now(tmp_path: Path, tiny_models) -> None:
     assert proc.returncode == 0
 
 
+@llama
 def test_sd_notify_ready_status_and_watchdog(tmp_path: Path, tiny_models) -> None:
     sock_path = tmp_path / "notify.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(str(sock_path))
     server.settimeout(0.2)
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"], n_predict=400))
+    plan.write_text(agent_plan(tiny_models["Q4_K_M"], n_predict=400))
     proc = start_agent(
         ["--plan", str(plan), "--no-telemetry"],
         tmp_path / "n.db",
@@ -306,25 +319,170 @@ def test_sd_notify_ready_status_and_watchdog(tmp_path: Path, tiny_models) -> Non
     assert "WATCHDOG=1" in messages  # fed while the run's loop made progress
 
 
-def test_notifier_is_a_no_op_without_systemd() -> None:
-    assert Notifier(address="").send(ready="1") is False
+# -- a dead owner's runs are reconciled at start, never a live one's ------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("start", "now", "closed"),
-    [
-        ("23:00", "23:30", False),
-        ("23:00", "06:59", False),  # the next morning, before the window closes
-        ("23:00", "07:00", True),
-        ("05:00", "06:00", False),
-        ("05:00", "07:01", True),
-    ],
-)
-def test_time_window(start: str, now: str, closed: bool) -> None:
-    day = dt.datetime(2026, 11, 29)
-    s = dt.datetime.combine(day, dt.time.fromisoformat(start))
-    n = dt.datetime.combine(day, dt.time.fromisoformat(now))
-    if n < s:
-        n += dt.timedelta(days=1)
-    assert window_closed(dt.time(7, 0), s, n) is closed
-    assert window_closed(None, s, n) is False
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Any]:
+    eng = open_engine(tmp_path / "lease.db")
+    yield eng
+    eng.dispose()
+
+
+def _sweep_with_lease(session: Any, pid: int, proc_start: str | None, host: str) -> Sweep:
+    device = session.scalars(select(Device)).first() or Device(
+        fingerprint="f" * 64, hostname="h", arch="x86_64", facts_json="{}", first_seen=utcnow()
+    )
+    session.add(device)
+    session.flush()
+    sweep = Sweep(
+        name="s",
+        plan_text="",
+        plan_hash=str(pid),
+        device_id=device.id,
+        edgeprof_version="t",
+        started_at=utcnow(),
+        status="running",
+        n_specs=1,
+    )
+    session.add(sweep)
+    session.flush()
+    session.add(
+        Run(
+            sweep_id=sweep.id,
+            spec_id="a",
+            seq=1,
+            model_label="m",
+            model_group="g",
+            model_path="/m",
+            workload_name="w",
+            workload_hash="h",
+            workload_json="{}",
+            params_json="{}",
+            repeat_json="{}",
+            n_ctx=1,
+            n_gpu_layers=0,
+            n_threads=1,
+            n_batch=1,
+            n_ubatch=1,
+            flash_attn="off",
+            type_k="f16",
+            type_v="f16",
+            use_mmap=True,
+            status="running",
+            started_at=utcnow(),
+        )
+    )
+    session.add(
+        SweepLease(
+            lease_key=f"plan:{pid}",
+            sweep_id=sweep.id,
+            token="t",
+            host=host,
+            pid=pid,
+            proc_start=proc_start,
+            acquired_at=utcnow(),
+            heartbeat_at=utcnow(),
+            released_at=None,
+        )
+    )
+    session.commit()
+    return sweep
+
+
+def test_agent_start_reconciles_only_dead_owners_never_a_live_one(engine: Any) -> None:
+    me = Owner.me()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with new_session(engine) as session:
+        live = _sweep_with_lease(session, me.pid, me.proc_start, me.host)
+        gone = _sweep_with_lease(session, dead.pid, None, me.host)
+        assert recover_interrupted(session) == 1
+    with new_session(engine) as session:
+        assert session.get(Sweep, live.id).status == "running"  # a live owner keeps its sweep and run
+        assert session.get(Sweep, gone.id).status == "interrupted"
+        statuses = dict(session.execute(select(Run.sweep_id, Run.status)).all())
+        assert statuses == {live.id: "running", gone.id: "interrupted"}
+        assert reconcile_dead_owners(session) == {}
+
+
+# -- the queue: symlinked plans, one agent per queue, plans removed while they run ------------------------
+
+
+def test_agent_rejects_a_symlinked_plan_without_revealing_its_target(tmp_path: Path) -> None:
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("[[[ root:$6$supersecret")
+    (queue / "evil.toml").symlink_to(secret)
+    db = str(tmp_path / "a.db")
+    proc = edgeprof("agent", "--queue", str(queue), "--db", db, "--once", "--no-telemetry")
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    failed = list((queue / "failed").iterdir())
+    assert secret.read_text() == "[[[ root:$6$supersecret" and not (queue / "evil.toml").exists()
+    text_all = "".join(p.read_text() for p in failed)
+    assert "supersecret" not in text_all and "symbolic link" in text_all
+
+
+def test_a_second_agent_on_a_queue_exits_2_naming_the_first(tmp_path: Path) -> None:
+    queue = tmp_path / "q"
+    queue.mkdir()
+    held = lock_queue(queue)
+    try:
+        with pytest.raises(QueueLocked, match=rf"pid {os.getpid()}"):
+            lock_queue(queue)
+        proc = edgeprof("agent", "--queue", str(queue), "--db", str(tmp_path / "a.db"), "--once")
+        assert f"pid {os.getpid()}" in one_line_error(proc)
+    finally:
+        held.release()
+    lock_queue(queue).release()  # free again once released (the kernel also frees it when a holder dies)
+
+
+def test_a_plan_removed_while_it_runs_is_archived_as_it_ran(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    queue = tmp_path / "q"
+    queue.mkdir()
+    plan = queue / "p.toml"
+    original = two_quant_plan(tiny_models)
+    plan.write_text(original)
+
+    class RemovingAgent(Agent):
+        calls = 0
+
+        def should_start(self) -> str | None:
+            self.calls += 1
+            if self.calls == 2 and plan.exists():  # 1: the agent's loop; 2: before the sweep's first config
+                plan.unlink()  # the user removes (or edits) the plan mid-sweep
+            return super().should_start()
+
+    engine = open_engine(tmp_path / "a.db")
+    agent = RemovingAgent(engine, None, AgentConfig(queue=queue, plan=None, once=True, telemetry=False))
+    assert agent.run() == 0
+    done = list((queue / "done").iterdir())
+    assert [p.read_text() for p in done] == [original]
+
+
+def test_the_agent_checks_the_database_before_every_sweep(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    """Damaged after the agent started: the next plan is not run, the agent stops (exit 2), the plan stays."""
+    db = tmp_path / "a.db"
+    engine = open_engine(db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        (pageno,) = conn.execute("SELECT pageno FROM dbstat WHERE name = 'verdict'").fetchone()
+    with db.open("r+b") as fh:
+        fh.seek((pageno - 1) * page)
+        fh.write(b"\xff" * 16)
+    queue = tmp_path / "q"
+    queue.mkdir()
+    (queue / "p.toml").write_text(two_quant_plan(tiny_models))
+    agent = Agent(engine, db, AgentConfig(queue=queue, plan=None, once=True, telemetry=False))
+    assert agent.run() == 2
+    assert (queue / "p.toml").exists() and not (queue / "done").exists()

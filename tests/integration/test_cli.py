@@ -98,7 +98,8 @@ def test_run_check_valid_plan(
 
 
 def test_report_on_empty_db(tmp_path: Path) -> None:
-    # A reader never creates the DB (issue 13): first the missing file, then an empty upgraded one.
+    # A reader never creates the DB (a mistyped --db must not leave a file behind): first the missing file,
+    # then an empty upgraded one.
     missing = edgeprof(tmp_path, "report")
     assert "no edgeprof database" in assert_bad_input(missing)
     assert not (tmp_path / "cli.db").exists()

@@ -1,7 +1,7 @@
-"""The fleet (issue 13): three simulated devices (distinct device identities, each its own SQLite file) run a
-real sweep, push concurrently into one PostgreSQL database, then push again; the central DB lists exactly
-their sweeps, report and compare work across devices, and nothing is added twice. Export/import follow the
-same identity rules, and so does a concurrent find-or-create."""
+"""The fleet (agent/fleet/, storage/transfer.py): three simulated devices (distinct device identities, each
+its own SQLite file) run a real sweep, push concurrently into one PostgreSQL database, then push again; the
+central DB lists exactly their sweeps, report and compare work across devices, and nothing is added twice.
+Export/import follow the same identity rules, and so does a concurrent find-or-create."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
+from support.plans import plan_toml
 
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import new_session, open_engine
@@ -24,23 +25,16 @@ from edgeprof.sweep.telemetry import Telemetry
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(600)]
 
-PLAN = """
-name = "fleet"
-[matrix]
-models = ["{model}"]
-ctx = [256]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 6
-[repeat]
-warmup = 0
-steady = 2
-[collect]
-interval_ms = 50
-idle_s = 0.2
-"""
+def fleet_plan(model: Path, name: str = "fleet") -> str:
+    """One config of one model, two steady reps, telemetry every 50 ms (so samples travel too)."""
+    return plan_toml(
+        [model],
+        name=name,
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 6}],
+        repeat={"warmup": 0, "steady": 2},
+        run={"timeout_s": 600},  # the parser's default: this plan once had no [run] table
+        tables={"collect": {"interval_ms": 50, "idle_s": 0.2}},
+    )
 
 # Synthetic device identities: a fake root per device (hostname, machine id, board model).
 DEVICES = {
@@ -91,7 +85,7 @@ def devices(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
         root = fake_root(base, hostname, board, n)
         db = base / f"{hostname}.db"
         engine = open_engine(db)
-        plan = parse_plan(PLAN.format(model=tiny_models["Q4_K_M"]), source="fleet.toml", base=base)
+        plan = parse_plan(fleet_plan(tiny_models["Q4_K_M"]), source="fleet.toml", base=base)
 
         def telemetry(sweep_id: int, _engine: Any = engine, _plan: Any = plan) -> Telemetry:
             return Telemetry(_engine, sweep_id, _plan.collect, _plan.cooldown)
@@ -235,7 +229,7 @@ def test_concurrent_find_or_create_gives_one_row_and_no_error(any_db: str) -> No
 def test_a_missing_driver_and_a_password_are_one_masked_line(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None\n"  # as if edgeprof[postgres] were not installed
-        "from edgeprof.cli.app import main; sys.argv = ['edgeprof', 'report', '--db', sys.argv[1]]; main()\n"
+        "from edgeprof.cli import main; sys.argv = ['edgeprof', 'report', '--db', sys.argv[1]]; main()\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, "postgresql://fleet:s3cret@127.0.0.1:1/central"],
@@ -280,7 +274,7 @@ def test_the_agent_pushes_finished_sweeps_and_a_dead_central_db_stops_nothing(
     tmp_path: Path, tiny_models: dict[str, Path], pg_db_url: str
 ) -> None:
     plan = tmp_path / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"]))
+    plan.write_text(fleet_plan(tiny_models["Q4_K_M"]))
     dead = "postgresql://fleet:s3cret@127.0.0.1:1/central"  # nothing listens on port 1
     for target, db in ((dead, tmp_path / "dead.db"), (pg_db_url, tmp_path / "live.db")):
         done = edgeprof(
@@ -335,7 +329,7 @@ def test_three_writers_at_once_into_one_postgresql_db(
     procs = []
     for i in range(3):
         plan = tmp_path / f"plan{i}.toml"
-        plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"]).replace('name = "fleet"', f'name = "w{i}"'))
+        plan.write_text(fleet_plan(tiny_models["Q4_K_M"], name=f"w{i}"))
         procs.append(
             subprocess.Popen(
                 [sys.executable, "-m", "edgeprof", "run", str(plan), "--db", pg_db_url, "--no-telemetry"],

@@ -13,29 +13,12 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO_ROOT
+from support.plans import plan_toml
 
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = REPO_ROOT
 PIP_INSTALL = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
-
-PLAN = """
-name = "clash"
-[matrix]
-models = [{{ path = "{model}", label = "q4" }}]
-ctx = [256]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 4
-[repeat]
-cold = 1
-warmup = 0
-steady = 1
-[run]
-timeout_s = 120
-"""
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +124,15 @@ def test_a_sweep_runs_beside_a_distribution_with_a_top_level_storage_package(
     for name in ("storage", "agent"):
         (work / f"{name}.py").write_text(f"raise SystemExit('{name}.py from the working folder ran')\n")
     plan = work / "plan.toml"
-    plan.write_text(PLAN.format(model=tiny_models["Q4_K_M"]))
+    plan.write_text(
+        plan_toml(
+            {"q4": tiny_models["Q4_K_M"]},
+            name="clash",
+            workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+            repeat={"warmup": 0, "steady": 1},
+            run={"timeout_s": 120},
+        )
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(dummy), str(site)])}
     where = subprocess.run(
         [sys.executable, "-c", "import edgeprof, storage; print(edgeprof.__file__); print(storage.CLASH)"],

@@ -403,7 +403,7 @@ def test_depth_validation_needs_room_for_depth_prompt_and_output(models, tmp_pat
 def test_workload_applies_only_to_its_models_and_check_counts_per_model(models, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from edgeprof.cli.app import app
+    from edgeprof.cli import app
 
     text = (
         f'[matrix]\nmodels = [{{ path = "{models["plain"]}", label = "plain-synth" }}, '

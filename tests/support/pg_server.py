@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pg_test_server.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pg_test_server.sh"
 
 
 def _require_or_skip(why: str) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from edgeprof.cli.app import app
+from edgeprof.cli import app
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.models import Device, Measurement, Phase, PhaseStat, Run, SampleBlock, Sweep, Verdict
 from edgeprof.storage.retention import compact, parse_duration

@@ -1,0 +1,122 @@
+"""``edgeprof agent``: the long-running daemon (systemd) that takes plans from a queue, one sweep at a time
+(the daemon itself: edgeprof.daemon)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from edgeprof.cli.common import DbOption, fail, guard_write, open_db
+
+QueueOption = Annotated[
+    Path | None, typer.Option("--queue", help="Spool directory of plans (*.toml); done/ and failed/ inside.")
+]
+PlanOption = Annotated[Path | None, typer.Option("--plan", help="Run this one plan instead of a queue.")]
+UntilOption = Annotated[str | None, typer.Option("--until", help="HH:MM after which no new config starts.")]
+MinFreeOption = Annotated[
+    int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB.")
+]
+OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
+PollOption = Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")]
+NoTelemetryOption = Annotated[bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")]
+WaitOption = Annotated[
+    bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")
+]
+PowerModeOption = Annotated[
+    bool,
+    typer.Option("--allow-power-mode-change", help="Let queued plans switch nvpmodel modes (plans cannot)."),
+]
+PushToOption = Annotated[
+    str | None,
+    typer.Option(
+        "--push-to",
+        envvar="EDGEPROF_PUSH_TO",
+        help="Push each finished sweep to this central DB (background, retried; never blocks a sweep).",
+    ),
+]
+CompactOption = Annotated[
+    str | None,
+    typer.Option("--compact-keep-raw", help="After each sweep, `db compact --keep-raw` this (e.g. 7d)."),
+]
+
+EPILOG = (
+    "Example: edgeprof agent --queue /var/lib/edgeprof/queue --until 06:30  ·  "
+    "edgeprof agent --plan plan.toml --once"
+)
+
+
+def agent(
+    queue: QueueOption = None,
+    plan: PlanOption = None,
+    db: DbOption = None,
+    until: UntilOption = None,
+    min_free_mb: MinFreeOption = 500,
+    once: OnceOption = False,
+    poll_s: PollOption = 10.0,
+    no_telemetry: NoTelemetryOption = False,
+    wait: WaitOption = False,
+    allow_power_mode_change: PowerModeOption = False,
+    push_to: PushToOption = None,
+    compact_keep_raw: CompactOption = None,
+) -> None:
+    """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
+    from edgeprof.daemon import AgentConfig, configure_logging, serve
+    from edgeprof.safefs import QueueLocked
+
+    config = AgentConfig(
+        queue=_queue(queue, plan),
+        plan=plan,
+        until=_until(until),
+        min_free_mb=min_free_mb,
+        once=once,
+        poll_s=poll_s,
+        telemetry=not no_telemetry,
+        wait=wait,
+        allow_power_mode_change=allow_power_mode_change,
+        push_to=push_to,
+        compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
+    )
+    configure_logging()
+    guard_write(db)
+    engine = open_db(db)
+    try:
+        code = serve(engine, db, config)
+    except QueueLocked as exc:
+        fail(f"{exc}; wait for it with --wait, or stop it")
+    raise typer.Exit(code)
+
+
+def _queue(queue: Path | None, plan: Path | None) -> Path | None:
+    """``--queue``, checked together with ``--plan``: exactly one of them, and each must exist."""
+    if (queue is None) == (plan is None):
+        fail("give exactly one of --queue DIR or --plan PLAN.toml")
+    if queue is not None and not queue.is_dir():
+        fail(f"queue {queue}: not a directory")
+    if plan is not None and not plan.is_file():
+        fail(f"plan {plan}: no such file")
+    return queue
+
+
+def _until(text: str | None) -> dt.time | None:
+    from edgeprof.daemon import parse_until
+
+    try:
+        return parse_until(text)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _keep_raw_s(text: str | None) -> float | None:
+    from edgeprof.storage.retention import parse_duration
+
+    try:
+        return parse_duration(text) if text is not None else None
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(agent)

@@ -1,0 +1,121 @@
+"""What every command module shares: the ``--db``/``--device`` options, the one-line failure, the database
+opener and the write guard, the user's data folder.
+
+Every expected failure (bad plan, missing file, unknown sweep, a database that cannot be opened) is one line
+``edgeprof: error: ...`` on stderr and exit code 2. Only typer and the standard library are imported here:
+every command module imports this one, and ``edgeprof --help`` must not pay for SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", help="SQLite path or SQLAlchemy URL (default: $EDGEPROF_DB or the user data dir)."),
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option("--device", help="Only this device's sweeps: hostname, board model or uid prefix."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+SweepOption = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    typer.echo(f"edgeprof: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "edgeprof"
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[Path]:
+    """Send what native code (llama.cpp) prints on fd 2 to a file, so the terminal shows our lines only."""
+    log = tempfile.NamedTemporaryFile(prefix="edgeprof-native-", suffix=".log", delete=False)  # noqa: SIM115
+    saved = os.dup(2)
+    try:
+        sys.stderr.flush()
+        os.dup2(log.fileno(), 2)
+        yield Path(log.name)
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+
+
+def guard_write(db: str | None) -> None:
+    """Before a command writes: refuse a non-edgeprof, damaged or unwritable SQLite file, so that nothing
+    is ever added to someone else's file or written into a database that would then fail its checks."""
+    from edgeprof.storage.db import default_db_path
+    from edgeprof.storage.guard import StorageGuardError, check_before_write, sqlite_path_of
+
+    path = sqlite_path_of(db, default_db_path())
+    if path is None:
+        return
+    try:
+        check_before_write(path)
+    except StorageGuardError as exc:
+        fail(str(exc))
+
+
+def open_db(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
+    """The engine of ``db``. Writers migrate to the head; readers (read_only) never migrate or write, so a
+    mistyped ``--db`` creates nothing and a central database is never changed by a look at it. Every
+    expected failure is one line (password masked), exit 2."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
+    from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
+
+    try:
+        return open_engine(db, read_only=read_only, migrate=migrate)
+    except DatabaseError as exc:
+        fail(scrub(str(exc), db))
+    except (SchemaTooNewError, SchemaOutdatedError) as exc:
+        fail(f"{mask_url(db)}: {scrub(str(exc), db)}")
+    except (SQLAlchemyError, OSError) as exc:
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        if "malformed" in first[0] or "not a database" in first[0]:  # a damaged file: say how to recover
+            from edgeprof.storage.guard import describe_sqlite_error
+
+            fail(describe_sqlite_error(scrub(first[0], db), mask_url(db)))
+        fail(f"cannot open database {mask_url(db)}: {scrub(first[0], db)}")
+
+
+def sqlite_file(db: str | None) -> Path | None:
+    """The SQLite file ``db`` names (the default database when None); None for a server URL."""
+    from edgeprof.storage.db import default_db_path
+    from edgeprof.storage.guard import sqlite_path_of
+
+    return sqlite_path_of(db, default_db_path())
+
+
+def sweep_of_device(session: Any, sweep: int | None, device: str) -> int:
+    """``--device``: the device's latest sweep, or check that the given one is that device's (a central
+    database holds the sweeps of many devices)."""
+    from edgeprof.fleet import check_sweep_device, latest_sweep_of
+
+    if sweep is None:
+        found = latest_sweep_of(session, device)
+        if found is None:
+            fail(f"no sweeps of a device called {device!r} in this database (see `edgeprof sweeps`)")
+        return found
+    if not check_sweep_device(session, sweep, device):
+        fail(f"sweep {sweep} is not a sweep of device {device!r} (see `edgeprof sweeps --device`)")
+    return sweep

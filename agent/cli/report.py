@@ -1,0 +1,192 @@
+"""``edgeprof report`` (one row per config), ``compare`` (two sweeps, config by config) and ``analyse``
+(the verdicts of a stored sweep, computed again). Readers open the database read-only: they never migrate
+or write it, and a mistyped ``--db`` creates nothing (``analyse`` writes verdicts, into an existing DB)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from edgeprof.cli.common import (
+    DbOption,
+    DeviceOption,
+    SweepOption,
+    fail,
+    open_db,
+    sqlite_file,
+    sweep_of_device,
+)
+
+
+class ReportFormat(str, Enum):
+    table = "table"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
+class CompareFormat(str, Enum):
+    table = "table"
+    md = "md"
+    json = "json"
+
+
+ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")]
+HtmlOption = Annotated[
+    Path | None, typer.Option("--html", help="Also write one self-contained HTML report (plots embedded).")
+]
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="Every column that has data, however wide the terminal.")
+]
+ColumnsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="Only these table columns, e.g. model,quant,ctx,tg,ttft,kld (a wrong name lists them).",
+    ),
+]
+
+REPORT_EPILOG = (
+    "Example: edgeprof report  ·  "
+    "edgeprof report --sweep 3 --format md  ·  "
+    "edgeprof report --html morning.html"
+)
+
+
+def report(
+    db: DbOption = None,
+    sweep: SweepOption = None,
+    fmt: ReportFormatOption = ReportFormat.table,
+    html: HtmlOption = None,
+    device: DeviceOption = None,
+    wide: WideOption = False,
+    columns: ColumnsOption = None,
+) -> None:
+    """One row per config: cold start apart from steady state, quality beside speed, verdicts.
+
+    On a terminal the table fits its width: columns with no data are left out, columns with one value in
+    every row are said once above it, and the least telling columns are left out (and named) when needed."""
+    from edgeprof.report import RENDERERS, ColumnError, ReportError, build_rows, parse_columns, render_table
+    from edgeprof.storage.db import new_session
+
+    try:
+        picked = parse_columns(columns) if columns is not None else None
+    except ColumnError as exc:
+        fail(str(exc))
+    engine = open_db(db, read_only=True)
+    with new_session(engine) as session:
+        if device is not None:
+            sweep = sweep_of_device(session, sweep, device)
+        try:
+            rows = build_rows(session, sweep, include_serving=True)
+            if html is not None:
+                _write_html(session, sweep, html, db)
+        except ReportError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot write {html}: {exc.strerror or exc}")
+    if html is not None:
+        typer.echo(f"HTML report written to {html}", err=True)
+    if fmt is ReportFormat.table:
+        typer.echo(render_table(rows, width=_terminal_width(), columns=picked, wide=wide))
+    else:
+        typer.echo(RENDERERS[fmt.value](rows))
+
+
+def _write_html(session: Any, sweep: int | None, html: Path, db: str | None) -> None:
+    """The HTML report of ``sweep`` (the latest when None); never over the database file itself."""
+    from edgeprof.report import latest_sweep_id, write_html
+
+    sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+    assert sweep_id is not None  # build_rows raised otherwise
+    db_file = sqlite_file(db)
+    write_html(session, sweep_id, html, protect=(db_file,) if db_file else ())
+
+
+def _terminal_width() -> int | None:
+    """A terminal's own width; piped (a file, a pager) only when COLUMNS says so."""
+    import shutil
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+CompareFormatOption = Annotated[CompareFormat, typer.Option("--format", "-f", help="Output format.")]
+SweepA = Annotated[int | None, typer.Argument(help="Sweep id A (the baseline).")]
+SweepB = Annotated[int | None, typer.Argument(help="Sweep id B (another device, build or power mode).")]
+DbBOption = Annotated[
+    str | None, typer.Option("--db-b", help="Sweep B is in this other database (path or URL).")
+]
+CompareDeviceOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--device",
+        help="A missing sweep id is this device's latest sweep (give it twice: A's device, then B's).",
+    ),
+]
+
+
+def compare(
+    a: SweepA = None,
+    b: SweepB = None,
+    db: DbOption = None,
+    fmt: CompareFormatOption = CompareFormat.table,
+    db_b: DbBOption = None,
+    device: CompareDeviceOption = None,
+) -> None:
+    """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
+    from edgeprof.report import ReportError, compare_sweeps, render_compare
+    from edgeprof.storage.db import new_session
+
+    devices = list(device or [])
+    engine = open_db(db, read_only=True)
+    engine_b = open_db(db_b, read_only=True) if db_b is not None else engine
+    with new_session(engine) as session, new_session(engine_b) as session_b:
+        ids: list[int] = []
+        for sid, where in ((a, session), (b, session_b)):
+            if sid is None:
+                if not devices:
+                    fail("give two sweep ids, or --device NAME for each one missing")
+                sid = sweep_of_device(where, None, devices.pop(0))
+            ids.append(sid)
+        if devices:
+            fail("too many --device options for the sweep ids given")
+        try:
+            rows = compare_sweeps(session, ids[0], ids[1], session_b=session_b)
+        except ReportError as exc:
+            fail(str(exc))
+    typer.echo(render_compare(rows, fmt.value))
+
+
+def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
+    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
+    from edgeprof.report import latest_sweep_id
+    from edgeprof.storage.db import new_session
+    from edgeprof.storage.models import Sweep
+    from edgeprof.verdicts import analyse_sweep, summary_line
+
+    path = sqlite_file(db)
+    if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
+        fail(f"no edgeprof database at {path}")
+    engine = open_db(db)
+    with new_session(engine) as session:
+        sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+        if sweep_id is None or session.get(Sweep, sweep_id) is None:
+            fail(f"no sweep {sweep_id if sweep_id is not None else ''} in this database".replace("  ", " "))
+        results = analyse_sweep(session, sweep_id)
+        for run_id, verdicts in results.items():
+            typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=REPORT_EPILOG)(report)
+    app.command(epilog="Example: edgeprof compare 3 5   (sweep 5 against sweep 3: B/A per matching config)")(
+        compare
+    )
+    app.command(epilog="Example: edgeprof analyse --sweep 3")(analyse)
