@@ -28,8 +28,7 @@ from edgeprof.plan.parse import Collect, Cooldown, parse_plan  # noqa: E402
 from edgeprof.report.rows import build_rows  # noqa: E402
 from edgeprof.stats import median  # noqa: E402
 from edgeprof.storage.db import new_session, open_engine  # noqa: E402
-from edgeprof.sweep.loop import run_plan  # noqa: E402
-from edgeprof.sweep.telemetry import Telemetry  # noqa: E402
+from edgeprof.sweep import Telemetry, run_plan  # noqa: E402
 
 PLAN = """
 name = "observer-{tag}"

@@ -215,9 +215,7 @@ def _run_plan(
     engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True, wait: bool = False
 ) -> int:
     from edgeprof.gguf.bandwidth import probe_bandwidth
-    from edgeprof.sweep.lease import LeaseHeld
-    from edgeprof.sweep.loop import SweepAborted, run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import LeaseHeld, SweepAborted, Telemetry, run_plan
 
     def make_telemetry(sweep_id: int) -> Telemetry:
         return Telemetry(engine, sweep_id, parsed.collect, parsed.cooldown)

@@ -36,7 +36,7 @@ from edgeprof.gguf.bandwidth import probe_bandwidth
 from edgeprof.plan.parse import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
 from edgeprof.storage.models import AgentState
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -106,7 +106,7 @@ def recover_interrupted(session: Session) -> int:
     agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
     Sweeps without a lease (written by an older edgeprof) are reconciled when their plan runs again.
     """
-    from edgeprof.sweep.lease import pid_alive, reconcile_dead_owners
+    from edgeprof.sweep import pid_alive, reconcile_dead_owners
 
     n = sum(reconcile_dead_owners(session).values())
     here = socket.gethostname()
@@ -277,7 +277,7 @@ class Agent:
     def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
         if not self.config.telemetry:
             return None
-        from edgeprof.sweep.telemetry import Telemetry
+        from edgeprof.sweep import Telemetry
 
         def make(sweep_id: int) -> Telemetry:
             return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown, heartbeat=self.beat)
@@ -415,8 +415,7 @@ class Agent:
                 self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
             return
         from edgeprof.storage.guard import StorageGuardError, check_open_engine
-        from edgeprof.sweep.lease import LeaseHeld
-        from edgeprof.sweep.loop import SweepAborted
+        from edgeprof.sweep import LeaseHeld, SweepAborted
 
         if self.db_path is not None:
             try:

@@ -19,8 +19,7 @@ from sqlalchemy import create_engine, func, select, text
 from edgeprof.plan.parse import parse_plan
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Base, Device, Sweep
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(600)]
 

@@ -29,8 +29,8 @@ from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ENV
 from edgeprof.safefs import QueueLocked, archive, lock_queue, read_nofollow, replace_report
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Run, Sweep, SweepLease
-from edgeprof.sweep.lease import LeaseHeld, Owner, acquire, owner_dead, reconcile_dead_owners
-from edgeprof.sweep.loop import SweepAborted, run_plan
+from edgeprof.sweep import LeaseHeld, Owner, SweepAborted, owner_dead, reconcile_dead_owners, run_plan
+from edgeprof.sweep import acquire_lease as acquire
 
 PLAN = """
 name = "hard"
@@ -394,8 +394,7 @@ def test_the_lease_is_beaten_while_models_are_hashed_and_through_cooldowns(
     # a beat that meets the sweep's own open transaction waits out the busy timeout and is lost.
     from edgeprof.plan.parse import Collect
     from edgeprof.storage.models import Phase
-    from edgeprof.sweep import lease
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry, lease
 
     beats: list[float] = []
     locked: list[str] = []

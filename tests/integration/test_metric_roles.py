@@ -118,8 +118,7 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
-    from edgeprof.sweep.loop import run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry, run_plan
 
     # the "one registry line"
     monkeypatch.setattr(registry, "PLATFORM_COLLECTORS", [*registry.PLATFORM_COLLECTORS, FakeHwmonBoard])

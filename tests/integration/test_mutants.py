@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from edgeprof.executors import store_child as _store_child
 from edgeprof.gguf.info import drop_page_cache, read_gguf_info
 from edgeprof.plan.parse import expand, parse_plan
 from edgeprof.runners.llama import ChildResult
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run
-from edgeprof.sweep.loop import _store_child, model_group, run_plan
+from edgeprof.sweep import model_group, run_plan
 
 PLAN = """
 name = "mut"

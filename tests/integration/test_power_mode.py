@@ -97,7 +97,7 @@ def test_the_sweep_switches_once_per_mode_and_a_failed_switch_is_a_stored_error(
     from edgeprof.report.rows import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     text = PLAN.format(model=model, modes='["15W", "7W"]', allow="allow_power_mode_change = true")
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path, system=probe(jetson_root(tmp_path)))

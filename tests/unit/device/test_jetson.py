@@ -127,7 +127,7 @@ def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tin
     from edgeprof.report.rows import build_rows, render_table
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     plan = parse_plan(
         f"""

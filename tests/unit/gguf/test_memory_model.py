@@ -37,7 +37,7 @@ from edgeprof.report.rows import build_rows, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Sweep
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 # The stated band: |predicted − measured VmHWM| ≤ 5 % of measured + 4 MiB. The issue suggested 15 % + a
 # margin; at the demo models' size (57–177 MiB) that would let a KV cache off by half or a missing repack
@@ -421,7 +421,7 @@ def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[
     """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
     decides; on unified memory (a Jetson) the host check alone does."""
     from edgeprof.plan.parse import expand
-    from edgeprof.sweep.fit import FitChecker
+    from edgeprof.sweep import FitChecker
 
     text = f"""
 [matrix]
@@ -451,7 +451,7 @@ n_predict = 4
 
 
 def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
-    from edgeprof.sweep.fit import record_sweep_bandwidth
+    from edgeprof.sweep import record_sweep_bandwidth
 
     sweep = Sweep()
     facts = {
@@ -471,7 +471,7 @@ def test_quality_run_prediction_counts_its_scoring_arrays(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
     from edgeprof.plan.parse import expand
-    from edgeprof.sweep.fit import FitChecker
+    from edgeprof.sweep import FitChecker
 
     text = f"""
 [matrix]

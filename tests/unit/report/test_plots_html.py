@@ -23,8 +23,7 @@ from edgeprof.report.html import render_html, write_html
 from edgeprof.report.rows import ReportError, build_rows
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Device, Measurement, ModelFile, Phase, Run, Sample, Sweep, Verdict
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 from edgeprof.verdicts.judge import analyse_run, analyse_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

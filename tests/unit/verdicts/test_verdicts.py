@@ -22,8 +22,7 @@ from edgeprof.plan.parse import Collect, Cooldown, parse_plan
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sample, Sweep, Verdict
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 from edgeprof.verdicts.judge import (
     RepSample,
     ThrottleInputs,
