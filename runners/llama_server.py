@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -361,7 +362,7 @@ def run_serving(
     deadline = srv.t_spawn + timeout_s
     stopped_by_us = False
     try:
-        asyncio.run(_drive(job, res, srv, base, deadline, on_event, heartbeat, dict(env_map)))
+        asyncio.run(_Drive(job, res, srv, base, deadline, on_event, heartbeat, dict(env_map)).run())
     except KeyboardInterrupt:
         res.status, res.reason = "interrupted", "stopped by the user (Ctrl-C / SIGTERM) during this run"
     finally:
@@ -384,121 +385,140 @@ def run_serving(
     return res
 
 
-async def _drive(
-    job: dict[str, Any],
-    res: ServingResult,
-    srv: _Server,
-    base: str,
-    deadline: float,
-    on_event: Callable[[dict[str, Any]], None] | None,
-    heartbeat: Callable[[], None] | None,
-    env: dict[str, str],
-) -> None:
-    serving = job["serving"]
+class _Drive:
+    """One config's server driven from its first ``/health`` to the end of the measured level; every way it
+    can stop early is a status and a reason on ``res``."""
 
-    def phase(name: str, t0: float, t1: float, kind: str | None = None) -> None:
+    def __init__(
+        self,
+        job: dict[str, Any],
+        res: ServingResult,
+        srv: _Server,
+        base: str,
+        deadline: float,
+        on_event: Callable[[dict[str, Any]], None] | None,
+        heartbeat: Callable[[], None] | None,
+        env: dict[str, str],
+    ) -> None:
+        self.job, self.res, self.srv, self.base, self.deadline = job, res, srv, base, deadline
+        self.on_event, self.heartbeat = on_event, heartbeat
+        self.serving = job["serving"]
+        self.req_timeout = float(self.serving.get("request_timeout_s", 60.0))
+        self.conc = int(job["params"].get("concurrency") or 1)
+        # only the test suite arms fault injection (as for the worker's EDGEPROF_TEST_FAULT)
+        self.fault = env.get(SERVER_FAULT_ENV, "") if env.get(FAULT_ARM_ENV) == FAULT_ARM_VALUE else ""
+
+    def phase(self, name: str, t0: float, t1: float, kind: str | None = None) -> None:
         ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
-        res.phases.append(ev)
-        if on_event is not None:
-            on_event(ev)
+        self.res.phases.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
 
-    # 1. ready: /health answers 200 once the model is loaded (503 while loading)
-    ready_timeout = min(float(serving.get("ready_timeout_s", 120.0)), max(0.0, deadline - time.monotonic()))
-    t_ready_limit = time.monotonic() + ready_timeout
-    while True:
-        if heartbeat is not None:
-            heartbeat()
-        srv.poll_peak()
-        if not srv.alive():
-            res.status = "load_failed"
-            res.reason = f"llama-server exited (code {srv.proc.returncode}) before it was ready"
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def timed_out(self) -> bool:
+        self.res.status = "timeout"
+        self.res.reason = f"config ran past its {self.job['timeout_s']:g} s timeout"
+        return False
+
+    async def run(self) -> None:
+        """ready → cold request → warm-ups → the measured level, then what the level's requests say."""
+        res = self.res
+        if not await self.wait_ready():
             return
-        code, _body = await _get_json(base, "/health", timeout_s=2.0)
-        if code == 200:
-            res.t_ready = time.monotonic()
-            break
-        if time.monotonic() > t_ready_limit:
-            res.status = "load_failed"
-            res.reason = f"llama-server not ready within {ready_timeout:g} s (/health never answered 200)"
+        assert res.t_ready is not None
+        self.phase("load", self.srv.t_spawn, res.t_ready, "cold")
+        _code, props = await _get_json(self.base, "/props")
+        res.props = props if isinstance(props, dict) else None
+        # the first request of a fresh server (its first token closes the cold start)
+        if not await self.level("cold", 1, None, 0, 1):
             return
-        await asyncio.sleep(0.1)
-    phase("load", srv.t_spawn, res.t_ready, "cold")
-    _code, props = await _get_json(base, "/props")
-    res.props = props if isinstance(props, dict) else None
+        # warm-up requests (excluded), at the level's concurrency so every slot has run once
+        n_warm = int(self.serving.get("warmup_requests", self.conc))
+        if n_warm and not await self.level("warmup", n_warm, None, 1, self.conc):
+            return
+        # the measured load; the counters are scraped around it, so their deltas are the level's own
+        res.metrics_before = await scrape_metrics(self.base)
+        n_req = self.serving.get("requests")
+        n = int(n_req) if n_req is not None else None
+        if not await self.level("measured", n, self.serving.get("duration_s"), 1 + n_warm, self.conc):
+            return
+        res.metrics_after = await scrape_metrics(self.base)
+        self.judge_level()
 
-    req_timeout = float(serving.get("request_timeout_s", 60.0))
-    conc = int(job["params"].get("concurrency") or 1)
+    async def wait_ready(self) -> bool:
+        """``/health`` answers 200 once the model is loaded (503 while loading)."""
+        res, srv = self.res, self.srv
+        ready_timeout = min(float(self.serving.get("ready_timeout_s", 120.0)), max(0.0, self.left()))
+        t_ready_limit = time.monotonic() + ready_timeout
+        while True:
+            if self.heartbeat is not None:
+                self.heartbeat()
+            srv.poll_peak()
+            if not srv.alive():
+                res.status = "load_failed"
+                res.reason = f"llama-server exited (code {srv.proc.returncode}) before it was ready"
+                return False
+            code, _body = await _get_json(self.base, "/health", timeout_s=2.0)
+            if code == 200:
+                res.t_ready = time.monotonic()
+                return True
+            if time.monotonic() > t_ready_limit:
+                res.status = "load_failed"
+                res.reason = f"llama-server not ready within {ready_timeout:g} s (/health never answered 200)"
+                return False
+            await asyncio.sleep(0.1)
 
-    def left() -> float:
-        return deadline - time.monotonic()
-
-    async def level(kind: str, n: int | None, duration: float | None, first_idx: int, c: int) -> bool:
-        if left() <= 0:
-            res.status, res.reason = "timeout", f"config ran past its {job['timeout_s']:g} s timeout"
-            return False
+    async def level(self, kind: str, n: int | None, duration: float | None, first_idx: int, c: int) -> bool:
+        """One batch of requests at concurrency ``c``, stored on ``res``; False when the config timed out."""
+        if self.left() <= 0:
+            return self.timed_out()
         load = loadgen.LoadSpec(
             concurrency=c,
             n_requests=n,
             duration_s=duration,
-            request_rate=job["params"].get("request_rate") if kind == "measured" else None,
-            timeout_s=min(req_timeout, max(1.0, left())),
-            seed=int(job["workload"].get("seed", 0)),
+            request_rate=self.job["params"].get("request_rate") if kind == "measured" else None,
+            timeout_s=min(self.req_timeout, max(1.0, self.left())),
+            seed=int(self.job["workload"].get("seed", 0)),
         )
-        # only the test suite arms fault injection (as for the worker's EDGEPROF_TEST_FAULT)
-        fault = env.get(SERVER_FAULT_ENV, "") if env.get(FAULT_ARM_ENV) == FAULT_ARM_VALUE else ""
 
         async def scrape() -> dict[str, float] | None:
-            srv.poll_peak()
-            if heartbeat is not None:
-                heartbeat()
-            got = await scrape_metrics(base, timeout_s=2.0)
-            target = fault == "kill@level" or fault == f"kill@level:c{c}"
-            if target and kind == "measured" and srv.alive():
-                os.kill(srv.proc.pid, signal.SIGKILL)
+            self.srv.poll_peak()
+            if self.heartbeat is not None:
+                self.heartbeat()
+            got = await scrape_metrics(self.base, timeout_s=2.0)
+            target = self.fault == "kill@level" or self.fault == f"kill@level:c{c}"
+            if target and kind == "measured" and self.srv.alive():
+                os.kill(self.srv.proc.pid, signal.SIGKILL)
             return got
 
+        payload = partial(payload_for, self.job)
+        run = loadgen.run_level(self.base, payload, load, kind=kind, first_idx=first_idx, scrape=scrape)
         try:
-            out = await asyncio.wait_for(
-                loadgen.run_level(
-                    base, lambda i: payload_for(job, i), load, kind=kind, first_idx=first_idx, scrape=scrape
-                ),
-                timeout=max(1.0, left()),
-            )
+            out = await asyncio.wait_for(run, timeout=max(1.0, self.left()))
         except asyncio.TimeoutError:
-            res.status, res.reason = "timeout", f"config ran past its {job['timeout_s']:g} s timeout"
-            return False
-        res.records.extend(out.records)
+            return self.timed_out()
+        self.res.records.extend(out.records)
         if kind == "measured":
-            res.level_t_start, res.level_t_end = out.t_start, out.t_end
-            res.metrics_samples = out.metrics_samples
-        phase(f"level_c{c}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
+            self.res.level_t_start, self.res.level_t_end = out.t_start, out.t_end
+            self.res.metrics_samples = out.metrics_samples
+        self.phase(f"level_c{c}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
         return True
 
-    # 2. cold: the first request of a fresh server (its first token closes the cold start)
-    if not await level("cold", 1, None, 0, 1):
-        return
-    # 3. warm-up requests (excluded), at the level's concurrency so every slot has run once
-    n_warm = int(serving.get("warmup_requests", conc))
-    if n_warm and not await level("warmup", n_warm, None, 1, conc):
-        return
-    # 4. the measured load; the counters are scraped around it, so their deltas are the level's own
-    res.metrics_before = await scrape_metrics(base)
-    n_req = serving.get("requests")
-    dur = serving.get("duration_s")
-    ok = await level("measured", int(n_req) if n_req is not None else None, dur, 1 + n_warm, conc)
-    if not ok:
-        return
-    res.metrics_after = await scrape_metrics(base)
-    if not srv.alive():
-        res.status = "crashed"
-        res.reason = f"llama-server died during the measured level (exit {srv.proc.poll()})"
-        return
-    measured = [r for r in res.records if r.kind == "measured"]
-    if measured and all(r.status != "ok" for r in measured):
-        if all(r.status == "timeout" for r in measured):
-            res.status = "timeout"
-            res.reason = f"every measured request timed out (request_timeout_s = {req_timeout:g})"
-        else:
-            res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
-        return
-    res.status, res.reason = "ok", None
+    def judge_level(self) -> None:
+        """A server that died, or a level where no request succeeded, is the config's outcome."""
+        res = self.res
+        if not self.srv.alive():
+            res.status = "crashed"
+            res.reason = f"llama-server died during the measured level (exit {self.srv.proc.poll()})"
+            return
+        measured = [r for r in res.records if r.kind == "measured"]
+        if measured and all(r.status != "ok" for r in measured):
+            if all(r.status == "timeout" for r in measured):
+                res.status = "timeout"
+                res.reason = f"every measured request timed out (request_timeout_s = {self.req_timeout:g})"
+            else:
+                res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
+            return
+        res.status, res.reason = "ok", None

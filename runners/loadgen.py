@@ -1,6 +1,7 @@
 """The serving runner's load generator: an async streaming (SSE) client for llama-server's ``/completion``,
 closed-loop (N clients, each sends its next request when its previous one ends) and open-loop (Poisson
-arrivals under a concurrency cap), and the per-request / per-level metrics computed from the raw timestamps.
+arrivals under a concurrency cap), and the per-request figures computed from the raw timestamps. The runner
+measures, the agent summarises: a level's distributions and goodput are ``edgeprof.executors.serving_stats``.
 
 One definition per metric (README "Serving metrics"); every time is ``time.monotonic()`` in seconds, the clock
 the telemetry samples use. Output tokens come from the server's own count (``tokens_predicted`` /
@@ -17,13 +18,9 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from edgeprof.stats import median, nearest_rank
-
-PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
 
 
 @dataclass
@@ -194,6 +191,63 @@ class LevelResult:
     metrics_samples: list[dict[str, float]] = field(default_factory=list)  # /metrics polled during the level
 
 
+class _Budget:
+    """Hands out request indices until the level's count or time is used up (no request is sent after it)."""
+
+    def __init__(self, load: LoadSpec, t_start: float) -> None:
+        self.n_requests = load.n_requests
+        self.t_stop = t_start + load.duration_s if load.duration_s is not None else math.inf
+        self.next = 0
+
+    def take(self) -> int | None:
+        i = self.next
+        if self.n_requests is not None and i >= self.n_requests:
+            return None
+        if time.monotonic() >= self.t_stop:
+            return None
+        self.next = i + 1
+        return i
+
+
+async def _scrape_until(
+    stop: asyncio.Event, scrape: Callable[[], Any], interval_s: float, samples: list[dict[str, float]]
+) -> None:
+    """Poll ``scrape`` every ``interval_s`` while the level runs (``/metrics``: queue depth, slots busy)."""
+    while not stop.is_set():
+        got = await scrape()
+        if got:
+            samples.append(got)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+
+
+async def _closed_loop(concurrency: int, budget: _Budget, one: Callable[[int, int], Awaitable[None]]) -> None:
+    """N clients; each sends its next request when its previous one has ended."""
+
+    async def client(worker: int) -> None:
+        while (i := budget.take()) is not None:
+            await one(i, worker)
+
+    await asyncio.gather(*(client(w) for w in range(concurrency)))
+
+
+async def _open_loop(load: LoadSpec, budget: _Budget, one: Callable[[int, int], Awaitable[None]]) -> None:
+    """Poisson arrivals at ``request_rate``, at most ``concurrency`` requests in flight."""
+    assert load.request_rate is not None
+    rng = random.Random(load.seed)
+    cap = asyncio.Semaphore(load.concurrency)
+    tasks: list[asyncio.Task[None]] = []
+
+    async def capped(i: int) -> None:
+        async with cap:
+            await one(i, 0)
+
+    while (i := budget.take()) is not None:
+        tasks.append(asyncio.create_task(capped(i)))
+        await asyncio.sleep(rng.expovariate(load.request_rate))
+    await asyncio.gather(*tasks)
+
+
 async def run_level(
     base_url: str,
     payload_for: Callable[[int], dict[str, Any]],
@@ -215,17 +269,7 @@ async def run_level(
     url = base_url.rstrip("/") + "/completion"
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         t_start = time.monotonic()
-        t_stop = t_start + load.duration_s if load.duration_s is not None else math.inf
-        counter = {"next": 0}
-
-        def take() -> int | None:
-            i = counter["next"]
-            if load.n_requests is not None and i >= load.n_requests:
-                return None
-            if time.monotonic() >= t_stop:
-                return None
-            counter["next"] = i + 1
-            return i
+        budget = _Budget(load, t_start)
 
         async def one(i: int, worker: int) -> None:
             rec = RequestRecord(idx=first_idx + i, kind=kind, client=worker)
@@ -233,137 +277,21 @@ async def run_level(
             await stream_request(client, url, payload_for(first_idx + i), rec, load.timeout_s)
 
         stop_scrape = asyncio.Event()
-
-        async def scraper() -> None:
-            while scrape is not None and not stop_scrape.is_set():
-                got = await scrape()
-                if got:
-                    samples.append(got)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop_scrape.wait(), timeout=scrape_interval_s)
-
-        scrape_task = asyncio.create_task(scraper()) if scrape is not None else None
+        scrape_task = (
+            asyncio.create_task(_scrape_until(stop_scrape, scrape, scrape_interval_s, samples))
+            if scrape is not None
+            else None
+        )
         if load.request_rate is None:
-
-            async def closed(worker: int) -> None:
-                while (i := take()) is not None:
-                    await one(i, worker)
-
-            await asyncio.gather(*(closed(w) for w in range(load.concurrency)))
+            await _closed_loop(load.concurrency, budget, one)
         else:
-            rng = random.Random(load.seed)
-            cap = asyncio.Semaphore(load.concurrency)
-            tasks: list[asyncio.Task[None]] = []
-
-            async def capped(i: int) -> None:
-                async with cap:
-                    await one(i, 0)
-
-            while (i := take()) is not None:
-                tasks.append(asyncio.create_task(capped(i)))
-                await asyncio.sleep(rng.expovariate(load.request_rate))
-            await asyncio.gather(*tasks)
+            await _open_loop(load, budget, one)
         t_end = time.monotonic()
         stop_scrape.set()
         if scrape_task is not None:
             await scrape_task
     records.sort(key=lambda r: r.idx)
     return LevelResult(records=records, t_start=t_start, t_end=t_end, metrics_samples=samples)
-
-
-# -- per-level metrics --------------------------------------------------------------------------------------
-def distribution(values: list[float]) -> dict[str, float | int | None]:
-    """min / median / max and nearest-rank p50/p90/p95/p99, with n."""
-    xs = [v for v in values if v is not None]
-    out: dict[str, float | int | None] = {
-        "n": len(xs),
-        "min": min(xs) if xs else None,
-        "median": median(xs),
-        "max": max(xs) if xs else None,
-    }
-    for name, q in PERCENTILES:
-        out[name] = nearest_rank(xs, q)
-    return out
-
-
-def meets_slo(rec: RequestRecord, slo: dict[str, float]) -> bool:
-    """All SLOs must hold (vLLM / DistServe goodput); a TPOT that is undefined (n <= 1) passes its SLO."""
-    if rec.status != "ok":
-        return False
-    checks = {"ttft_ms": rec.ttft_ms, "tpot_ms": rec.tpot_ms, "e2el_ms": rec.e2el_ms}
-    for key, limit in slo.items():
-        value = checks.get(key)
-        if value is None:
-            if key == "tpot_ms":
-                continue
-            return False
-        if value > limit:
-            return False
-    return True
-
-
-def summarize(records: list[RequestRecord], duration_s: float, slo: dict[str, float]) -> dict[str, Any]:
-    """The per-level figures from the measured requests of a level (``duration_s``: first send → last end)."""
-    measured = [r for r in records if r.kind == "measured"]
-    ok = [r for r in measured if r.status == "ok"]
-    n = len(measured)
-    out_tokens = [r.output_tokens for r in ok if r.output_tokens is not None]
-    in_tokens = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
-    dur = duration_s if duration_s > 0 else None
-    itl = [g for r in ok for g in r.itl_ms]
-    chunk_mismatch = sum(
-        1 for r in ok if r.output_tokens is not None and len(r.chunk_times) != r.output_tokens
-    )
-    good = [r for r in ok if meets_slo(r, slo)] if slo else None
-    return {
-        "n_requests": n,
-        "n_ok": len(ok),
-        "n_errors": sum(1 for r in measured if r.status == "error"),
-        "n_timeouts": sum(1 for r in measured if r.status == "timeout"),
-        "n_rejected": sum(1 for r in measured if r.status == "rejected"),
-        "error_rate": (n - len(ok)) / n if n else None,
-        "duration_s": duration_s,
-        "request_throughput_rps": len(ok) / dur if dur else None,
-        "output_tps": sum(out_tokens) / dur if dur and out_tokens else None,
-        "total_tps": (sum(out_tokens) + sum(in_tokens)) / dur if dur and out_tokens else None,
-        "goodput_rps": len(good) / dur if dur and good is not None else None,
-        "n_good": len(good) if good is not None else None,
-        "slo": slo or None,
-        "ttft_ms": distribution([v for r in ok if (v := r.ttft_ms) is not None]),
-        "tpot_ms": distribution([v for r in ok if (v := r.tpot_ms) is not None]),
-        "tpot_e2e_ms": distribution([v for r in ok if (v := r.tpot_e2e_ms) is not None]),
-        "itl_ms": distribution(itl),
-        "e2el_ms": distribution([v for r in ok if (v := r.e2el_ms) is not None]),
-        "output_tokens": distribution([float(v) for v in out_tokens]),
-        "server_prompt_ms": distribution([v for r in ok if (v := r.server_prompt_ms) is not None]),
-        "server_predicted_ms": distribution([v for r in ok if (v := r.server_predicted_ms) is not None]),
-        "server_ms_per_token": distribution(
-            [
-                r.server_predicted_ms / (r.output_tokens - 1)
-                for r in ok
-                if r.server_predicted_ms is not None and r.output_tokens and r.output_tokens > 1
-            ]
-        ),
-        # client minus server: HTTP, queueing and our own client; a few ms on loopback at concurrency 1
-        "ttft_minus_server_prompt_ms": distribution(
-            [
-                v - r.server_prompt_ms
-                for r in ok
-                if (v := r.ttft_ms) is not None and r.server_prompt_ms is not None
-            ]
-        ),
-        "e2el_minus_server_ms": distribution(
-            [
-                v - (r.server_prompt_ms + r.server_predicted_ms)
-                for r in ok
-                if (v := r.e2el_ms) is not None
-                and r.server_prompt_ms is not None
-                and r.server_predicted_ms is not None
-            ]
-        ),
-        "client_overhead_ms": distribution([r.client_overhead_ms for r in measured]),
-        "n_chunk_token_mismatch": chunk_mismatch,
-    }
 
 
 # -- Prometheus /metrics ------------------------------------------------------------------------------------
@@ -382,8 +310,3 @@ def parse_prometheus(text: str) -> dict[str, float]:
         except ValueError:
             continue
     return out
-
-
-def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """after − before for the counters (``*_total``) present in both."""
-    return {k: after[k] - before[k] for k in after if k.endswith("_total") and k in before}

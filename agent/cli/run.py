@@ -87,9 +87,7 @@ def run_sweep(
 ) -> int:
     """Run ``parsed`` into ``engine`` with progress on stdout; returns the sweep id (exit 130 if stopped)."""
     from edgeprof.gguf import probe_bandwidth
-    from edgeprof.sweep.lease import LeaseHeld
-    from edgeprof.sweep.loop import SweepAborted, run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import LeaseHeld, SweepAborted, Telemetry, run_plan
 
     def make_telemetry(sweep_id: int) -> Telemetry:
         return Telemetry(engine, sweep_id, parsed.collect, parsed.cooldown)

@@ -40,14 +40,14 @@ from edgeprof.safefs import archive, lock_queue, read_nofollow, remove_entry
 from edgeprof.storage.db import db_url
 from edgeprof.storage.guard import StorageGuardError, check_open_engine
 from edgeprof.storage.models import AgentState
-from edgeprof.sweep.lease import LeaseHeld, pid_alive, reconcile_dead_owners
+from edgeprof.sweep import LeaseHeld
 
 # The plan parser and the sweep loop are imported where a plan is read or run: `edgeprof status` imports
 # this package and only reads the database, and a status that `watch` runs every few seconds should not
 # load the whole sweep machinery each time.
 if TYPE_CHECKING:
     from edgeprof.plan import Plan
-    from edgeprof.sweep.loop import SweepOutcome
+    from edgeprof.sweep import SweepOutcome
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -117,6 +117,7 @@ def recover_interrupted(session: Session) -> int:
     agent or ``edgeprof run`` that is alive keeps its runs (a starting agent used to mark them interrupted).
     Sweeps without a lease (written by an older edgeprof) are reconciled when their plan runs again.
     """
+    from edgeprof.sweep import pid_alive, reconcile_dead_owners
     n = sum(reconcile_dead_owners(session).values())
     here = socket.gethostname()
     for state in session.scalars(select(AgentState).where(AgentState.stopped_at.is_(None))):
@@ -285,7 +286,7 @@ class Agent:
     def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
         if not self.config.telemetry:
             return None
-        from edgeprof.sweep.telemetry import Telemetry
+        from edgeprof.sweep import Telemetry
 
         def make(sweep_id: int) -> Telemetry:
             return Telemetry(self.engine, sweep_id, plan.collect, plan.cooldown, heartbeat=self.beat)
@@ -451,7 +452,7 @@ class Agent:
 
     def _sweep(self, plan_path: Path, plan: Plan, data: bytes) -> SweepOutcome | None:
         """Run the plan's sweep; None when it did not finish in a way that archives the plan."""
-        from edgeprof.sweep.loop import SweepAborted, run_plan
+        from edgeprof.sweep import SweepAborted, run_plan
 
         try:
             return run_plan(

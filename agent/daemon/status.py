@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
-from edgeprof.sweep.lease import owner_gone
+from edgeprof.sweep import owner_gone
 
 # An agent beats every few seconds even mid-run; three times that without news means it is gone.
 STALE_AFTER_S = 30.0

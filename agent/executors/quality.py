@@ -1,4 +1,4 @@
-"""Quality runs (issue 9): KL divergence, same top token and perplexity of each variant vs its reference.
+"""Quality runs: KL divergence, same top token and perplexity of each variant vs its reference.
 
 One run per (model, quality workload). The reference variant's log-probs over the text are computed once per
 (reference file sha256, text sha256, ctx, chunks) into the cache folder (``cache_dir``), checked (header,
@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_run
+from edgeprof.executors.store import add_phases, store_child
 from edgeprof.gguf import GGUFInfo, read_gguf_info, sha256_file
 from edgeprof.plan import MAX_CHUNKS, ModelEntry, Plan, QualitySpec, RunSpec
-from edgeprof.run_states import utcnow
 from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
 from edgeprof.runners.quality_math import (
     CacheError,
@@ -47,13 +48,12 @@ def cache_dir() -> Path:
 
 
 def worker_command() -> list[str]:
-    import sys
-
     return [sys.executable, "-m", "edgeprof.runners.quality_worker"]
 
 
 def group_of(model: ModelEntry, info: GGUFInfo | None) -> str:
-    """The same rule as the sweep's model_group: an explicit group, else GGUF name + arch + parameters."""
+    """Which quants are "the same model": an explicit group, else GGUF name + arch + parameter count (the
+    sweep stores it as each run's model_group; a reference is chosen within it)."""
     if model.group:
         return model.group
     if info is None:
@@ -117,25 +117,11 @@ def cache_path(key: dict[str, Any]) -> Path:
 
 
 def _store_child(session: Session, run: Run, child: ChildResult, own: bool) -> None:
-    from edgeprof.sweep.loop import _store_child as store
-
     if own:
-        store(session, run, child, is_main=True)
-    # A reference pass made for another variant's run: its phases are this run's time, its memory is not.
+        store_child(session, run, child, is_main=True)
     else:
-        from edgeprof.storage.models import Phase
-
-        for ph in child.phases:
-            session.add(
-                Phase(
-                    run_id=run.id,
-                    name="reference_" + str(ph["name"]),
-                    kind=ph.get("kind"),
-                    rep=ph.get("rep"),
-                    t_start_mono=float(ph["t_start"]),
-                    t_end_mono=float(ph["t_end"]),
-                )
-            )
+        # A reference pass made for another variant's run: its phases are this run's time, its memory is not.
+        add_phases(session, run, child.phases, prefix="reference_")
 
 
 def _fail(session: Session, run: Run, child: ChildResult, prefix: str = "") -> Run:
@@ -143,126 +129,155 @@ def _fail(session: Session, run: Run, child: ChildResult, prefix: str = "") -> R
     run.reason = prefix + (child.reason or "failed")
     run.exit_code, run.signal_name = child.exit_code, child.signal_name
     run.log_tail = child.log_tail[-2000:] or None
-    run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-    session.commit()
-    return run
+    return end_run(session, run)
 
 
-def execute_quality_spec(
-    session: Session,
-    run: Run,
-    spec: RunSpec,
-    plan: Plan,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-    env: dict[str, str] | None = None,
-    heartbeat: Callable[[], None] | None = None,
-    say: Callable[[str], None] | None = None,
-) -> Run:
-    """Make sure the reference cache is there and intact, score this variant against it, store the result."""
-    q = spec.workload.quality
-    assert q is not None
-    tell = say or (lambda _line: None)
-    run.t_start_mono = time.monotonic()
-    ref = reference_entry(plan, spec.model, q)
-    ref_sha = _sha256_of(session, ref.path)
-    key = cache_key(ref_sha, q)
-    path = cache_path(key)
-    is_self = ref.label == spec.model.label
-    events: dict[str, dict[str, Any]] = {}
+class QualityRun:
+    """One variant against its reference: make sure the reference cache is there and intact (a reference
+    pass when not), score the variant against it in its own child, store the result."""
 
-    def relay(event: dict[str, Any]) -> None:
-        kind = str(event.get("event"))
-        if kind in ("cache_plan", "cache_written", "quality"):
-            events[kind] = event
-        if kind == "cache_plan":
-            tell(
-                f"reference cache ({ref.label}): writing {event['bytes'] / 1e6:.1f} MB to {event['path']} "
-                f"({event['free_bytes'] / 1e9:.1f} GB free)"
-            )
-        if on_event is not None:
-            on_event(event)
+    def __init__(self, session: Session, run: Run, spec: RunSpec, ctx: RunContext) -> None:
+        q = spec.workload.quality
+        assert q is not None
+        self.session, self.run, self.spec, self.ctx, self.q = session, run, spec, ctx, q
+        self.ref = reference_entry(ctx.plan, spec.model, q)
+        self.ref_sha = _sha256_of(session, self.ref.path)
+        self.key = cache_key(self.ref_sha, q)
+        self.path = cache_path(self.key)
+        self.is_self = self.ref.label == spec.model.label
+        self.events: dict[str, dict[str, Any]] = {}
 
-    def child_run(mode: str, model_path: str) -> ChildResult:
-        job = {
-            "mode": mode,
-            "model_path": model_path,
-            "params": spec.params.to_json(),
-            "quality": {**q.to_json(), "max_chunks": MAX_CHUNKS},
-            "cache_key": key,
-            "cache_path": str(path),
-        }
-        if mode == "base":
-            job["text"] = q.text
-        # No write transaction may stay open while the child runs: the sweep lease's heartbeat writes on its
-        # own connection from inside run_child, and would wait out SQLite's busy timeout behind ours.
-        session.commit()
+    def measure(self) -> Run:
+        reused = True
         try:
-            return run_child(
-                job, spec.timeout_s, on_event=relay, env=env, heartbeat=heartbeat, command=worker_command()
+            verify_cache(self.path, self.key)
+        except CacheError as why:
+            reused = False
+            if not self.make_reference(why):
+                return self.run
+        reader = CacheReader(self.path)
+        summary = self.self_summary(reader) if self.is_self else self.score_variant()
+        if summary is None:
+            return self.run
+        self.run.status, self.run.reason = "ok", None
+        q = self.q
+        self.session.add(
+            QualityResult(
+                run_id=self.run.id,
+                reference_label=self.ref.label,
+                reference_sha256=self.ref_sha,
+                is_reference=self.is_self,
+                text_sha256=q.text_sha256,
+                text_source=q.source,
+                ctx=q.ctx,
+                n_chunks=reader.n_chunks,
+                cache_path=str(self.path),
+                cache_bytes=self.path.stat().st_size,
+                cache_reused=reused,
+                **summary,
             )
-        except RunInterrupted as stop:
-            _store_child(session, run, stop.result, own=model_path == spec.model.path)
-            run.status, run.reason = "interrupted", stop.result.reason
-            run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-            session.commit()
-            raise
+        )
+        return end_run(self.session, self.run)
 
-    reused = True
-    try:
-        verify_cache(path, key)
-    except CacheError as why:
-        reused = False
+    def make_reference(self, why: CacheError) -> bool:
+        """Compute the reference's log-probs into the cache; False when that failed (stored on the run)."""
+        path, run = self.path, self.run
         if path.exists():
-            tell(f"reference cache rejected ({why}); recomputing it")
+            self.ctx.tell(f"reference cache rejected ({why}); recomputing it")
             path.unlink()
         for stale in path.parent.glob(path.name + ".tmp-*"):  # left by a reference pass that was killed
             stale.unlink(missing_ok=True)
-        child = child_run("base", ref.path)
-        _store_child(session, run, child, own=is_self)
+        child = self.child_run("base", self.ref.path)
+        _store_child(self.session, run, child, own=self.is_self)
         if child.status != "ok":
-            return _fail(session, run, child, "" if is_self else f"reference {ref.label}: ")
+            _fail(self.session, run, child, "" if self.is_self else f"reference {self.ref.label}: ")
+            return False
         try:
-            verify_cache(path, key)
+            verify_cache(path, self.key)
         except CacheError as still:
             run.status, run.reason = "error", f"the reference cache just written does not verify: {still}"
-            run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-            session.commit()
-            return run
-    reader = CacheReader(path)
-    if is_self:
-        # The reference against itself: KLD 0 and same top everywhere by definition; its PPL from the cache.
+            end_run(self.session, run)
+            return False
+        return True
+
+    def self_summary(self, reader: CacheReader) -> dict[str, Any]:
+        """The reference against itself: KLD 0 and same top everywhere by definition; PPL from the cache."""
         scores = TokenScores.empty()
         for meta, _q in reader.chunks():
             scores.extend(self_scores(meta))
-        summary = summarize(scores)
-        run.status, run.reason = "ok", None
-    else:
-        child = child_run("score", spec.model.path)
-        _store_child(session, run, child, own=True)
-        if child.status != "ok" or "quality" not in events:
-            return _fail(session, run, child)
+        return summarize(scores)
+
+    def score_variant(self) -> dict[str, Any] | None:
+        """The variant's figures from its scoring child; None when the child failed (stored on the run)."""
+        child = self.child_run("score", self.spec.model.path)
+        _store_child(self.session, self.run, child, own=True)
+        if child.status != "ok" or "quality" not in self.events:
+            _fail(self.session, self.run, child)
+            return None
         extra = ("event", "n_chunks", "peak_rss_mb")
-        summary = {k: v for k, v in events["quality"].items() if k not in extra}
-        run.status, run.reason = "ok", None
-    session.add(
-        QualityResult(
-            run_id=run.id,
-            reference_label=ref.label,
-            reference_sha256=ref_sha,
-            is_reference=is_self,
-            text_sha256=q.text_sha256,
-            text_source=q.source,
-            ctx=q.ctx,
-            n_chunks=reader.n_chunks,
-            cache_path=str(path),
-            cache_bytes=path.stat().st_size,
-            cache_reused=reused,
-            **summary,
-        )
-    )
-    run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-    session.commit()
-    return run
+        return {k: v for k, v in self.events["quality"].items() if k not in extra}
+
+    def relay(self, event: dict[str, Any]) -> None:
+        kind = str(event.get("event"))
+        if kind in ("cache_plan", "cache_written", "quality"):
+            self.events[kind] = event
+        if kind == "cache_plan":
+            self.ctx.tell(
+                f"reference cache ({self.ref.label}): writing {event['bytes'] / 1e6:.1f} MB to "
+                f"{event['path']} ({event['free_bytes'] / 1e9:.1f} GB free)"
+            )
+        if self.ctx.on_event is not None:
+            self.ctx.on_event(event)
+
+    def child_run(self, mode: str, model_path: str) -> ChildResult:
+        """A quality worker child: ``base`` writes the reference cache, ``score`` scores a variant on it."""
+        job = {
+            "mode": mode,
+            "model_path": model_path,
+            "params": self.spec.params.to_json(),
+            "quality": {**self.q.to_json(), "max_chunks": MAX_CHUNKS},
+            "cache_key": self.key,
+            "cache_path": str(self.path),
+        }
+        if mode == "base":
+            job["text"] = self.q.text
+        # No write transaction may stay open while the child runs: the sweep lease's heartbeat writes on its
+        # own connection from inside run_child, and would wait out SQLite's busy timeout behind ours.
+        self.session.commit()
+        ctx = self.ctx
+        try:
+            return run_child(
+                job,
+                self.spec.timeout_s,
+                on_event=self.relay,
+                env=ctx.env,
+                heartbeat=ctx.heartbeat,
+                command=worker_command(),
+            )
+        except RunInterrupted as stop:
+            _store_child(self.session, self.run, stop.result, own=model_path == self.spec.model.path)
+            self.run.status, self.run.reason = "interrupted", stop.result.reason
+            end_run(self.session, self.run)
+            raise
+
+
+class QualityExecutor:
+    runner = "llama-cpp"  # its children are llama-cpp-python workers (edgeprof.runners.quality_worker)
+    workload_kind = "quality"
+
+    def execute(self, session: Session, run: Run, spec: RunSpec, ctx: RunContext) -> Run:
+        """Make sure the reference cache is there and intact, score the variant against it, store it."""
+        run.t_start_mono = time.monotonic()
+        return QualityRun(session, run, spec, ctx).measure()
+
+    def label(self, spec: RunSpec) -> str:
+        return config_label(spec)
+
+    def describe(self, session: Session, run: Run) -> str:
+        return describe(session, run) or "ok"
+
+    def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
+        """None: a quality run's figures are about its outputs, not its speed or energy."""
 
 
 def quality_of_run(session: Session, run_id: int) -> QualityResult | None:

@@ -1,24 +1,28 @@
-"""The serving runner's agent side (issue 14): the KV budget check before a config, running it
+"""The serving runner's agent side: the KV budget check before a config, running it
 (``runners.llama_server``), and storing what came back — the build, one ``serving_level`` row with the
-per-level figures, one ``serving_request`` row per request, the phases telemetry aggregates over."""
+per-level figures (``serving_stats``), one ``serving_request`` row per request, the phases telemetry
+aggregates over. A serving level is a scenario of its own (an HTTP API under load), never mixed with the
+in-process figures."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.device import backend_of
+from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_run
+from edgeprof.executors.serving_stats import counter_deltas, summarize_level
+from edgeprof.executors.store import add_phases
 from edgeprof.plan import RunSpec
 from edgeprof.run_states import SKIPPED_MEMORY, utcnow
-from edgeprof.runners import loadgen
-from edgeprof.runners.llama_server import ServingResult, run_serving
-from edgeprof.storage.models import Build, ModelFile, Phase, Run, ServingLevel, ServingRequest
+from edgeprof.runners.llama_server import ServingResult, find_server, probe_server, run_serving
+from edgeprof.runners.loadgen import RequestRecord
+from edgeprof.storage.models import Build, ModelFile, Run, ServingLevel, ServingRequest
 
 
 def serving_job(spec: RunSpec, vocab_size: int | None) -> dict[str, Any]:
@@ -114,60 +118,42 @@ def _max_metric(samples: list[dict[str, float]], name: str) -> float | None:
     return max(values) if values else None
 
 
-def store_result(
-    session: Session, run: Run, spec: RunSpec, res: ServingResult, budget: dict[str, Any]
-) -> None:
-    """Every number of one serving config, with its context; NULL where it was not measured."""
-    for ph in res.phases:
-        session.add(
-            Phase(
-                run_id=run.id,
-                name=str(ph["name"])[:32],
-                kind=ph.get("kind"),
-                rep=None,
-                t_start_mono=float(ph["t_start"]),
-                t_end_mono=float(ph["t_end"]),
-            )
-        )
-    for r in res.records:
-        session.add(
-            ServingRequest(
-                run_id=run.id,
-                kind=r.kind,
-                idx=r.idx,
-                client=r.client,
-                status=r.status,
-                error=r.error,
-                http_status=r.http_status,
-                t_send_mono=r.t_send,
-                t_first_mono=r.t_first,
-                t_end_mono=r.t_end,
-                ttft_ms=r.ttft_ms,
-                tpot_ms=r.tpot_ms,
-                e2el_ms=r.e2el_ms,
-                itl_json=json.dumps([round(g, 3) for g in r.itl_ms]),
-                n_chunks=len(r.chunk_times),
-                output_tokens=r.output_tokens,
-                prompt_tokens=r.prompt_tokens,
-                server_prompt_ms=r.server_prompt_ms,
-                server_predicted_ms=r.server_predicted_ms,
-                server_cache_n=r.server_cache_n,
-                finish_reason=(r.finish_reason or None) and str(r.finish_reason)[:16],
-                client_overhead_ms=r.client_overhead_ms,
-            )
-        )
-    slo = dict(spec.serving.slo) if spec.serving is not None else {}
-    duration = (
-        res.level_t_end - res.level_t_start
-        if res.level_t_end is not None and res.level_t_start is not None
-        else 0.0
+def request_row(run: Run, r: RequestRecord) -> ServingRequest:
+    """One request as the client timed it, beside the server's own figures for it."""
+    return ServingRequest(
+        run_id=run.id,
+        kind=r.kind,
+        idx=r.idx,
+        client=r.client,
+        status=r.status,
+        error=r.error,
+        http_status=r.http_status,
+        t_send_mono=r.t_send,
+        t_first_mono=r.t_first,
+        t_end_mono=r.t_end,
+        ttft_ms=r.ttft_ms,
+        tpot_ms=r.tpot_ms,
+        e2el_ms=r.e2el_ms,
+        itl_json=json.dumps([round(g, 3) for g in r.itl_ms]),
+        n_chunks=len(r.chunk_times),
+        output_tokens=r.output_tokens,
+        prompt_tokens=r.prompt_tokens,
+        server_prompt_ms=r.server_prompt_ms,
+        server_predicted_ms=r.server_predicted_ms,
+        server_cache_n=r.server_cache_n,
+        finish_reason=(r.finish_reason or None) and str(r.finish_reason)[:16],
+        client_overhead_ms=r.client_overhead_ms,
     )
-    stats = loadgen.summarize(res.records, duration, slo) if res.level_t_start is not None else None
+
+
+def level_row(run: Run, spec: RunSpec, res: ServingResult, budget: dict[str, Any]) -> ServingLevel:
+    """The level's context: the server process, its readiness and cold start, its slots, its counters."""
     cold = next((r for r in res.records if r.kind == "cold"), None)
     props = res.props or {}
     gen = props.get("default_generation_settings") if isinstance(props, dict) else None
     slot_n_ctx = gen.get("n_ctx") if isinstance(gen, dict) else None
-    level = ServingLevel(
+    kept = ("total_slots", "default_generation_settings", "build_info")
+    return ServingLevel(
         run_id=run.id,
         concurrency=int(spec.params.concurrency or 1),
         request_rate=spec.params.request_rate,
@@ -183,29 +169,51 @@ def store_result(
         kv_budget_json=json.dumps(budget, sort_keys=True),
         metrics_before_json=json.dumps(res.metrics_before) if res.metrics_before is not None else None,
         metrics_after_json=json.dumps(res.metrics_after) if res.metrics_after is not None else None,
-        props_json=json.dumps(
-            {k: props[k] for k in ("total_slots", "default_generation_settings", "build_info") if k in props},
-            sort_keys=True,
-            default=str,
-        )
+        props_json=json.dumps({k: props[k] for k in kept if k in props}, sort_keys=True, default=str)
         if props
         else None,
         t_start_mono=res.level_t_start,
         t_end_mono=res.level_t_end,
     )
+
+
+def level_stats(spec: RunSpec, res: ServingResult) -> dict[str, Any] | None:
+    """The measured level's figures (None when it never started), with the server's counters over it."""
+    if res.level_t_start is None:
+        return None
+    slo = dict(spec.serving.slo) if spec.serving is not None else {}
+    duration = res.level_t_end - res.level_t_start if res.level_t_end is not None else 0.0
+    stats = summarize_level(res.records, duration, slo)
+    if res.metrics_before is not None and res.metrics_after is not None:
+        stats["metrics_deltas"] = counter_deltas(res.metrics_before, res.metrics_after)
+    stats["max_requests_processing"] = _max_metric(res.metrics_samples, "llamacpp:requests_processing")
+    return stats
+
+
+def put_stats(level: ServingLevel, stats: dict[str, Any]) -> None:
+    """The figures a report sorts and filters by, as columns beside the full ``stats_json``."""
+    level.stats_json = json.dumps(stats, sort_keys=True)
+    for col in ("n_requests", "n_ok", "n_errors", "n_timeouts", "n_rejected"):
+        setattr(level, col, stats[col])
+    for col in ("duration_s", "request_throughput_rps", "output_tps", "total_tps", "goodput_rps"):
+        setattr(level, col, stats[col])
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        dist = stats[f"{metric}_ms"]
+        setattr(level, f"{metric}_p50_ms", dist["p50"])
+        setattr(level, f"{metric}_p99_ms", dist["p99"])
+
+
+def store_result(
+    session: Session, run: Run, spec: RunSpec, res: ServingResult, budget: dict[str, Any]
+) -> None:
+    """Every number of one serving config, with its context; NULL where it was not measured."""
+    add_phases(session, run, res.phases)
+    for r in res.records:
+        session.add(request_row(run, r))
+    level = level_row(run, spec, res, budget)
+    stats = level_stats(spec, res)
     if stats is not None:
-        if res.metrics_before is not None and res.metrics_after is not None:
-            stats["metrics_deltas"] = loadgen.counter_deltas(res.metrics_before, res.metrics_after)
-        stats["max_requests_processing"] = _max_metric(res.metrics_samples, "llamacpp:requests_processing")
-        level.stats_json = json.dumps(stats, sort_keys=True)
-        for col in ("n_requests", "n_ok", "n_errors", "n_timeouts", "n_rejected"):
-            setattr(level, col, stats[col])
-        for col in ("duration_s", "request_throughput_rps", "output_tps", "total_tps", "goodput_rps"):
-            setattr(level, col, stats[col])
-        for metric in ("ttft", "tpot", "itl", "e2el"):
-            dist = stats[f"{metric}_ms"]
-            setattr(level, f"{metric}_p50_ms", dist["p50"])
-            setattr(level, f"{metric}_p99_ms", dist["p99"])
+        put_stats(level, stats)
     session.add(level)
     if res.build is not None and run.build_id is None:
         run.build_id = get_or_create_server_build(session, res.build, res.system_info).id
@@ -217,25 +225,35 @@ def store_result(
         run.peak_rss_mb = res.peak_rss_mb
 
 
-def execute_serving_spec(
-    session: Session,
-    run: Run,
-    spec: RunSpec,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-    env: dict[str, str] | None = None,
-    heartbeat: Callable[[], None] | None = None,
-    between_reps: Callable[[dict[str, Any]], float] | None = None,
-) -> Run:
-    """One serving config, from the KV budget check to its stored rows; never raises for a failed server."""
-    from edgeprof.runners.llama_server import find_server, probe_server
+class ServingExecutor:
+    runner = "llama-server"
+    workload_kind = "generation"
 
-    run.t_start_mono = time.monotonic()
-    mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
-    path, _where = find_server(env)
-    offload = bool(probe_server(path).get("gpu_offload")) if path is not None else False
-    budget = kv_budget(spec, offload)
-    if budget.get("fits") is False:
-        run.status = SKIPPED_MEMORY  # as for the in-process runner: not started, it would be OOM-killed
+    def execute(self, session: Session, run: Run, spec: RunSpec, ctx: RunContext) -> Run:
+        """One serving config, from the KV budget check to its stored rows; never raises for a failed
+        server (a stop by the user is stored ``interrupted``, then raised)."""
+        run.t_start_mono = time.monotonic()
+        mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
+        path, _where = find_server(ctx.env)
+        offload = bool(probe_server(path).get("gpu_offload")) if path is not None else False
+        budget = kv_budget(spec, offload)
+        if budget.get("fits") is False:
+            return self.refuse(session, run, spec, budget)
+        job = serving_job(spec, mf.vocab_size if mf is not None else None)
+        res = run_serving(job, spec.timeout_s, on_event=ctx.on_event, env=ctx.env, heartbeat=ctx.heartbeat)
+        store_result(session, run, spec, res, budget)
+        run.status, run.reason = res.status, res.reason
+        run.exit_code, run.signal_name = res.exit_code, res.signal_name
+        run.log_tail = res.log_tail[-2000:] if res.status != "ok" and res.log_tail else None
+        end_run(session, run)
+        if res.status == "interrupted":
+            raise KeyboardInterrupt
+        return run
+
+    def refuse(self, session: Session, run: Run, spec: RunSpec, budget: dict[str, Any]) -> Run:
+        """As for the in-process runner: a config predicted not to fit is not started (it would be
+        OOM-killed); its level row keeps the budget that said so."""
+        run.status = SKIPPED_MEMORY
         run.reason = (
             f"predicted not to fit: {budget['slots']} slots x ctx {budget['slot_ctx']} "
             f"{budget.get('message')}; the server was not started"
@@ -248,50 +266,40 @@ def execute_serving_spec(
                 kv_budget_json=json.dumps(budget, sort_keys=True),
             )
         )
-        run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-        session.commit()
-        return run
-    job = serving_job(spec, mf.vocab_size if mf is not None else None)
-    res = run_serving(job, spec.timeout_s, on_event=on_event, env=env, heartbeat=heartbeat)
-    store_result(session, run, spec, res, budget)
-    run.status, run.reason = res.status, res.reason
-    run.exit_code, run.signal_name = res.exit_code, res.signal_name
-    run.log_tail = res.log_tail[-2000:] if res.status != "ok" and res.log_tail else None
-    run.ended_at, run.t_end_mono = utcnow(), time.monotonic()
-    session.commit()
-    if res.status == "interrupted":
-        raise KeyboardInterrupt
-    return run
+        return end_run(session, run)
 
+    def label(self, spec: RunSpec) -> str:
+        p = spec.params
+        rate = f" rate={p.request_rate:g}/s" if p.request_rate is not None else ""
+        return f"{config_label(spec)} {p.runner} c={p.concurrency}{rate}"
 
-def attach_level_energy(
-    session: Session, run: Run, energy: Callable[[float, float], float | None]
-) -> None:
-    """Telemetry's after-run step for a serving run: J per output token over the measured level (gross: the
-    device's whole draw while the level ran, idle included, over the tokens the server produced in it)."""
-    level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
-    if level is None or level.t_start_mono is None or level.t_end_mono is None:
-        return
-    tokens = session.scalars(
-        select(ServingRequest.output_tokens).where(
-            ServingRequest.run_id == run.id, ServingRequest.kind == "measured", ServingRequest.status == "ok"
-        )
-    ).all()
-    n_out = sum(t for t in tokens if t is not None)
-    joules = energy(level.t_start_mono, level.t_end_mono)
-    level.output_j_per_token = joules / n_out if joules is not None and n_out else None
+    def describe(self, session: Session, run: Run) -> str:
+        """The level's successes, median TTFT and TPOT, and output throughput."""
+        level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+        if level is None or level.n_requests is None:
+            return "ok"
+        parts = [f"ok {level.n_ok}/{level.n_requests}"]
+        if level.ttft_p50_ms is not None:
+            parts.append(f"TTFT p50 {level.ttft_p50_ms:.1f} ms")
+        if level.tpot_p50_ms is not None:
+            parts.append(f"TPOT p50 {level.tpot_p50_ms:.2f} ms")
+        if level.output_tps is not None:
+            parts.append(f"{level.output_tps:.1f} out tok/s")
+        return "  ".join(parts)
 
-
-def describe_level(session: Session, run: Run) -> str:
-    """The progress line's summary of a finished serving level."""
-    level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
-    if level is None or level.n_requests is None:
-        return "ok"
-    parts = [f"ok {level.n_ok}/{level.n_requests}"]
-    if level.ttft_p50_ms is not None:
-        parts.append(f"TTFT p50 {level.ttft_p50_ms:.1f} ms")
-    if level.tpot_p50_ms is not None:
-        parts.append(f"TPOT p50 {level.tpot_p50_ms:.2f} ms")
-    if level.output_tps is not None:
-        parts.append(f"{level.output_tps:.1f} out tok/s")
-    return "  ".join(parts)
+    def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
+        """J per output token over the measured level (gross: the device's whole draw while the level ran,
+        idle included, over the tokens the server produced in it)."""
+        level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
+        if level is None or level.t_start_mono is None or level.t_end_mono is None:
+            return
+        tokens = session.scalars(
+            select(ServingRequest.output_tokens).where(
+                ServingRequest.run_id == run.id,
+                ServingRequest.kind == "measured",
+                ServingRequest.status == "ok",
+            )
+        ).all()
+        n_out = sum(t for t in tokens if t is not None)
+        joules = energy(level.t_start_mono, level.t_end_mono)
+        level.output_j_per_token = joules / n_out if joules is not None and n_out else None

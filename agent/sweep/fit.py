@@ -1,4 +1,6 @@
-"""The sweep's side of issue 9 part B: the fit check before a config starts, the bandwidth figures after.
+"""The sweep's side of the memory and bandwidth figures: the fit check before a config starts (a config
+predicted not to fit is never started, since the kernel would OOM-kill it and maybe its neighbours), and the
+achieved bandwidth after it, beside the probe's and the datasheet's, for the report's share of the peak.
 
 Kept out of agent/sweep/loop.py (which calls in here at three points) so the sweep loop stays readable.
 """

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
 from edgeprof.collectors import Collector, build_collectors, roles_for
+from edgeprof.executors import EnergyOver, executor_of_run
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
 from edgeprof.storage.samples import read_samples, seal_run, write_batch
@@ -79,7 +80,7 @@ def _peak(
 
 
 class Telemetry:
-    """Implements the sweep's hooks (``edgeprof.sweep.loop.SweepHooks``)."""
+    """Implements the sweep's hooks (``SweepHooks`` in ``edgeprof.sweep.loop``)."""
 
     def __init__(
         self,
@@ -306,16 +307,7 @@ class Telemetry:
         run.energy_whole_board = power.whole_board if power else None
         roles = roles_for(series, self._owners)
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
-        # Memory beside RSS: on a Jetson the GPU's buffers live in shared RAM (NvMap), on a dGPU in VRAM;
-        # peaks over the run's own span (load to last token), not the idle and cooldown before it.
-        if run.t_start_mono is not None and run.t_end_mono is not None:
-            t0, t1 = run.t_start_mono, run.t_end_mono
-            run.peak_shared_mb = _peak(series, ["mem.shared_mb"], t0, t1)
-            gpu_mem = sorted(
-                m for m, r in roles.items() if r.role == "memory" and r.component == "gpu" and r.discrete
-            )
-            run.peak_gpu_mem_mb = _peak(series, gpu_mem, t0, t1, total=True)
-            run.peak_ram_used_mb = _peak(series, ["mem.ram_used_mb"], t0, t1)
+        _memory_peaks(run, series, roles)
 
         def energy(t_start: float, t_end: float) -> float | None:
             return energy_j(power, series, t_start, t_end)
@@ -326,51 +318,11 @@ class Telemetry:
             run.idle_power_mw = (
                 e_idle / (idle.t_end_mono - idle.t_start_mono) * 1000.0 if e_idle is not None else None
             )
-        for ph in phases:
-            for agg in aggregate_phase(series, ph.t_start_mono, ph.t_end_mono, roles=roles):
-                session.add(
-                    PhaseStat(
-                        run_id=run.id,
-                        phase=ph.name,
-                        kind=ph.kind,
-                        rep=ph.rep,
-                        metric=agg.metric,
-                        stat=agg.stat,
-                        value=agg.value,
-                    )
-                )
-        by_key = {(p.name, p.kind, p.rep): p for p in phases}
+        _phase_stats(session, run, phases, series, roles)
         gpu_in_use = verdicts.gpu_in_use(run)
         temps = [m for m in series if verdicts.is_temperature(m, gpu_in_use, roles)]
-        if (run.runner or "llama-cpp") != "llama-cpp":  # issue 14: energy per output token of the level
-            from edgeprof.executors.serving import attach_level_energy
-
-            attach_level_energy(session, run, energy)
-        for m in session.scalars(select(Measurement).where(Measurement.run_id == run.id)):
-            pre = by_key.get(("prefill", m.kind, m.rep))
-            dec = by_key.get(("decode", m.kind, m.rep))
-            if pre is not None:
-                m.prefill_energy_j = energy(pre.t_start_mono, pre.t_end_mono)
-                m.prefill_j_per_token = energy_per_token(m.prefill_energy_j, m.n_prompt)
-                net = net_energy_j(
-                    m.prefill_energy_j, run.idle_power_mw, pre.t_end_mono - pre.t_start_mono
-                )
-                m.prefill_j_per_token_net = energy_per_token(net, m.n_prompt)
-            if dec is not None:
-                duration = dec.t_end_mono - dec.t_start_mono
-                m.decode_energy_j = energy(dec.t_start_mono, dec.t_end_mono)
-                m.decode_j_per_token = energy_per_token(m.decode_energy_j, m.n_gen)
-                net = net_energy_j(m.decode_energy_j, run.idle_power_mw, duration)
-                m.decode_j_per_token_net = energy_per_token(net, m.n_gen)
-                m.decode_power_mw = (
-                    m.decode_energy_j / duration * 1000.0
-                    if m.decode_energy_j is not None and duration > 0
-                    else None
-                )
-            if pre is not None and dec is not None and temps:
-                maxima = [_max_around(series[t], pre.t_start_mono, dec.t_end_mono) for t in temps]
-                known = [v for v in maxima if v is not None]
-                m.temp_max_c = max(known) if known else None
+        executor_of_run(run).attach_energy(session, run, energy)  # a serving level's J per output token
+        _rep_energy_and_temperature(session, run, phases, energy, series, temps)
         session.commit()
         try:
             verdicts.analyse_run(session, run.id, self.trip_points)
@@ -389,3 +341,74 @@ class Telemetry:
                 continue
             out.setdefault(metric, []).append((t, value))
         return out
+
+
+def _memory_peaks(run: Run, series: dict[str, Series], roles: dict[str, Any]) -> None:
+    """Memory beside RSS: on a Jetson the GPU's buffers live in shared RAM (NvMap), on a dGPU in VRAM;
+    peaks over the run's own span (load to last token), not the idle and cooldown before it."""
+    if run.t_start_mono is None or run.t_end_mono is None:
+        return
+    t0, t1 = run.t_start_mono, run.t_end_mono
+    run.peak_shared_mb = _peak(series, ["mem.shared_mb"], t0, t1)
+    gpu_mem = sorted(
+        m for m, r in roles.items() if r.role == "memory" and r.component == "gpu" and r.discrete
+    )
+    run.peak_gpu_mem_mb = _peak(series, gpu_mem, t0, t1, total=True)
+    run.peak_ram_used_mb = _peak(series, ["mem.ram_used_mb"], t0, t1)
+
+
+def _phase_stats(
+    session: Session, run: Run, phases: list[Phase], series: dict[str, Series], roles: dict[str, Any]
+) -> None:
+    """Every metric aggregated over every phase of the run (min/mean/max..., by the metric's role)."""
+    for ph in phases:
+        for agg in aggregate_phase(series, ph.t_start_mono, ph.t_end_mono, roles=roles):
+            session.add(
+                PhaseStat(
+                    run_id=run.id,
+                    phase=ph.name,
+                    kind=ph.kind,
+                    rep=ph.rep,
+                    metric=agg.metric,
+                    stat=agg.stat,
+                    value=agg.value,
+                )
+            )
+
+
+def _rep_energy_and_temperature(
+    session: Session,
+    run: Run,
+    phases: list[Phase],
+    energy: EnergyOver,
+    series: dict[str, Series],
+    temps: list[str],
+) -> None:
+    """Per measured rep: the prefill's and the decode's energy (gross, and net of the idle draw), the
+    decode's mean power, and the hottest temperature from prefill start to decode end."""
+    by_key = {(p.name, p.kind, p.rep): p for p in phases}
+    for m in session.scalars(select(Measurement).where(Measurement.run_id == run.id)):
+        pre = by_key.get(("prefill", m.kind, m.rep))
+        dec = by_key.get(("decode", m.kind, m.rep))
+        if pre is not None:
+            m.prefill_energy_j = energy(pre.t_start_mono, pre.t_end_mono)
+            m.prefill_j_per_token = energy_per_token(m.prefill_energy_j, m.n_prompt)
+            net = net_energy_j(
+                m.prefill_energy_j, run.idle_power_mw, pre.t_end_mono - pre.t_start_mono
+            )
+            m.prefill_j_per_token_net = energy_per_token(net, m.n_prompt)
+        if dec is not None:
+            duration = dec.t_end_mono - dec.t_start_mono
+            m.decode_energy_j = energy(dec.t_start_mono, dec.t_end_mono)
+            m.decode_j_per_token = energy_per_token(m.decode_energy_j, m.n_gen)
+            net = net_energy_j(m.decode_energy_j, run.idle_power_mw, duration)
+            m.decode_j_per_token_net = energy_per_token(net, m.n_gen)
+            m.decode_power_mw = (
+                m.decode_energy_j / duration * 1000.0
+                if m.decode_energy_j is not None and duration > 0
+                else None
+            )
+        if pre is not None and dec is not None and temps:
+            maxima = [_max_around(series[t], pre.t_start_mono, dec.t_end_mono) for t in temps]
+            known = [v for v in maxima if v is not None]
+            m.temp_max_c = max(known) if known else None

@@ -154,7 +154,7 @@ def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, 
     from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     paths = {k: str(v) for k, v in models.items()}
     text = PLAN.format(ctx=ctx, chunks=chunks, threads=threads, fa=fa, **paths)

@@ -86,7 +86,7 @@ def main() -> int:
     from edgeprof.runners.llama_server import find_server, probe_server
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run, ServingRequest
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     server, where = find_server()
     if server is None:

@@ -25,8 +25,7 @@ from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.stats import median
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 

@@ -29,7 +29,7 @@ from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.safefs import QueueLocked, lock_queue
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Run, Sweep, SweepLease
-from edgeprof.sweep.lease import Owner, reconcile_dead_owners
+from edgeprof.sweep import Owner, reconcile_dead_owners
 
 llama = pytest.mark.llama
 

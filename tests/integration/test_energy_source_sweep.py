@@ -27,8 +27,7 @@ def test_a_sweep_with_nvml_and_rapl_names_the_source_on_every_row_with_energy(
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry, run_plan
 
     root = tmp_path / "root"
     text = plan_toml(

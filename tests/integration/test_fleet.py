@@ -20,8 +20,7 @@ from support.plans import plan_toml
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Base, Device, Sweep
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(600)]
 

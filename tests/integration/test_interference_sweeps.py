@@ -45,8 +45,7 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_m
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Verdict
-    from edgeprof.sweep.loop import run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry, run_plan
 
     engine = open_engine(tmp_path / "t.db")
 

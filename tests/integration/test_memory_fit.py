@@ -31,7 +31,7 @@ from edgeprof.report import build_rows, render_table
 from edgeprof.runners.llama import run_child
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Sweep
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 # The stated band: |predicted − measured VmHWM| ≤ 5 % of measured + 4 MiB. The issue suggested 15 % + a
 # margin; at the demo models' size (57–177 MiB) that would let a KV cache off by half or a missing repack
@@ -267,7 +267,7 @@ def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[
     """With layers on a discrete GPU (synthetic: an offloading build, 0.5 MiB free GPU memory), the GPU part
     decides; on unified memory (a Jetson) the host check alone does."""
     from edgeprof.plan import expand
-    from edgeprof.sweep.fit import FitChecker
+    from edgeprof.sweep import FitChecker
 
     text = plan_toml(
         [tiny_models["Q8_0"]],
@@ -294,7 +294,7 @@ def test_quality_run_prediction_counts_its_scoring_arrays(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
     from edgeprof.plan import expand
-    from edgeprof.sweep.fit import FitChecker
+    from edgeprof.sweep import FitChecker
 
     text = plan_toml(
         [tiny_models["Q8_0"]], workloads=[{"name": "kld", "kind": "quality", "ctx": 128, "chunks": 2}]

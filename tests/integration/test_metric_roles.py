@@ -59,8 +59,7 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
     from edgeprof.runners.protocol import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
-    from edgeprof.sweep.loop import run_plan
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry, run_plan
     from edgeprof.verdicts import stored_roles
 
     # the "one registry line"

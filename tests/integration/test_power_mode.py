@@ -89,7 +89,7 @@ def test_the_sweep_switches_once_per_mode_and_a_failed_switch_is_a_stored_error(
     from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     text = power_plan(model, ["15W", "7W"], allow=True)
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path, system=probe(jetson_root(tmp_path)))
@@ -123,7 +123,7 @@ def test_a_power_mode_change_mid_sweep_is_stored_and_flagged(tmp_path: Path, tin
     from edgeprof.report import build_rows, render_table
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     text = plan_toml(
         [tiny_models["Q4_K_M"]],

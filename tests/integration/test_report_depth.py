@@ -15,7 +15,7 @@ from edgeprof.plan import parse_plan
 from edgeprof.report import FIELD_NAMES, build_rows, render_html, render_markdown, render_table
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
-from edgeprof.sweep.loop import env_without_fault, run_plan
+from edgeprof.sweep import env_without_fault, run_plan
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
 

@@ -19,8 +19,7 @@ from edgeprof.report.figures import timeline_png
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 from edgeprof.verdicts import analyse_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

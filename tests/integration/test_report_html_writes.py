@@ -10,7 +10,7 @@ from support.runs import clean_env, edgeprof, one_line_error, two_quant_plan
 
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import open_engine
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 
 def test_report_html_refuses_to_overwrite_the_database_or_a_foreign_file(

@@ -10,15 +10,17 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support.serving import serving_plan_toml
 
 from edgeprof.plan import expand, parse_plan
 from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV, find_server
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Phase, Run, ServingLevel, ServingRequest
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -28,36 +30,8 @@ needs_server = pytest.mark.skipif(
     reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
 )
 
-PLAN = """
-name = "serve"
-[matrix]
-models = [{{ path = "{model}", label = "q4" }}]
-runner = ["llama-server"]
-concurrency = {conc}
-ctx = [256]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 8
-[serving]
-requests = {requests}
-warmup_requests = 1
-request_timeout_s = {req_timeout}
-ready_timeout_s = {ready_timeout}
-slo = {{ ttft_ms = 60000, tpot_ms = 60000 }}
-[run]
-timeout_s = 180
-cold_cache = "keep"
-"""
-
-
-def plan_for(tmp_path: Path, model: Path, conc: str = "[1, 4]", requests: int = 8, req_timeout: float = 60,
-             ready_timeout: float = 90):  # fmt: skip
-    text = PLAN.format(
-        model=model, conc=conc, requests=requests, req_timeout=req_timeout, ready_timeout=ready_timeout
-    )
-    return parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+def plan_for(tmp_path: Path, model: Path, **kw: Any):
+    return parse_plan(serving_plan_toml(model, **kw), source=str(tmp_path / "plan.toml"), base=tmp_path)
 
 
 def env_with(**extra: str) -> dict[str, str]:
@@ -78,50 +52,6 @@ def runs_of(engine, sweep_id: int) -> list[tuple[Run, ServingLevel | None, list[
     return out
 
 
-def test_the_runner_axis_keeps_old_spec_ids_and_crosses_levels_only_with_the_server(
-    tmp_path: Path, tiny_models
-) -> None:
-    base = PLAN.split("runner =")[0].format(model=tiny_models["Q4_K_M"]) + (
-        'ctx = [128]\n[[workload]]\nname = "w"\nprompt_tokens = 16\nn_predict = 8\n'
-    )
-    plain = parse_plan(base, base=tmp_path)
-    explicit = parse_plan(base.replace("[matrix]\n", '[matrix]\nrunner = ["llama-cpp"]\n'), base=tmp_path)
-    sha = {m.path: "0" * 64 for m in plain.models}
-    ids = [s.spec_id for s in expand(plain, sha)]
-    assert ids == [s.spec_id for s in expand(explicit, sha)]
-    assert "runner" not in expand(plain, sha)[0].params.to_json()
-    both = parse_plan(
-        base.replace(
-            "[matrix]\n", '[matrix]\nrunner = ["llama-cpp", "llama-server"]\nconcurrency = [1, 4]\n'
-        ),
-        base=tmp_path,
-    )
-    specs = expand(both, sha)
-    assert both.n_specs() == len(specs) == 3  # in-process once, the server at c = 1 and c = 4
-    assert [s.params.runner for s in specs] == ["llama-cpp", "llama-server", "llama-server"]
-    assert specs[0].spec_id == ids[0]
-    assert len({s.spec_id for s in specs}) == 3
-
-
-def test_bad_serving_plans_list_every_problem(tmp_path: Path, tiny_models) -> None:
-    from edgeprof.plan import PlanError
-
-    model = tiny_models["Q4_K_M"]
-    text = PLAN.format(model=model, conc="[0, 2]", requests=0, req_timeout=-1, ready_timeout=90)
-    text = text.replace('runner = ["llama-server"]', 'runner = ["llama-server", "vllm"]')
-    with pytest.raises(PlanError) as err:
-        parse_plan(text, base=tmp_path)
-    joined = "\n".join(err.value.problems)
-    needles = ("matrix.runner[1]", "matrix.concurrency[0]", "serving.requests", "serving.request_timeout_s")
-    for needle in needles:
-        assert needle in joined
-    no_server = PLAN.format(model=model, conc="[1]", requests=2, req_timeout=5, ready_timeout=5)
-    no_server = no_server.replace('runner = ["llama-server"]', "")
-    with pytest.raises(PlanError) as err:
-        parse_plan(no_server, base=tmp_path)
-    assert any("needs a serving runner" in p for p in err.value.problems)
-
-
 def synthetic_server(tmp_path: Path, body: str) -> Path:
     """A synthetic stand-in for llama-server: answers --version / --list-devices, then runs ``body``."""
     path = tmp_path / "fake-llama-server"
@@ -138,7 +68,7 @@ def test_a_server_that_never_gets_ready_or_dies_at_start_is_a_row_and_the_sweep_
     tmp_path: Path, tiny_models
 ) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", ready_timeout=1.5)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1, 2], ready_timeout=1.5)
     hang = synthetic_server(tmp_path, "exec sleep 60")
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(hang)}))
     rows = runs_of(engine, outcome.sweep_id)
@@ -157,7 +87,7 @@ def test_a_server_that_never_gets_ready_or_dies_at_start_is_a_row_and_the_sweep_
 
 def test_a_missing_server_binary_is_a_row_with_the_reason(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1])
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(tmp_path / "nope")}))
     (run, _level, _reqs), = runs_of(engine, outcome.sweep_id)
     assert run.status == "error" and SERVER_ENV in (run.reason or "")
@@ -166,10 +96,9 @@ def test_a_missing_server_binary_is_a_row_with_the_reason(tmp_path: Path, tiny_m
 @needs_server
 def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]", requests=8)
     # both runners: the in-process one too, for the report's side-by-side
-    text = plan.text.replace('runner = ["llama-server"]', 'runner = ["llama-cpp", "llama-server"]')
-    plan = parse_plan(text + "[repeat]\nwarmup = 0\nsteady = 2\n", source=plan.source, base=tmp_path)
+    both, reps = ["llama-cpp", "llama-server"], {"warmup": 0, "steady": 2}
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], requests=8, runner=both, repeat=reps)
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
     everything = runs_of(engine, outcome.sweep_id)
     assert [(r.runner, r.concurrency) for r, _l, _q in everything] == [
@@ -237,7 +166,7 @@ def test_a_server_killed_mid_level_or_a_request_timeout_is_a_row_and_the_sweep_g
     tmp_path: Path, tiny_models
 ) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=4)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1, 2], requests=4)
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_FAULT_ENV: "kill@level:c1"}))
     (run1, level1, reqs1), (run2, level2, _reqs2) = runs_of(engine, outcome.sweep_id)
     assert run1.status == "crashed" and run1.signal_name == "SIGKILL", run1.reason
@@ -245,7 +174,7 @@ def test_a_server_killed_mid_level_or_a_request_timeout_is_a_row_and_the_sweep_g
     assert any(q.status == "error" for q in reqs1 if q.kind == "measured")
     assert run2.status == "ok" and level2 is not None and level2.n_ok == 4  # the sweep went on
 
-    tight = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1]", requests=2, req_timeout=0.001)
+    tight = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1], requests=2, req_timeout=0.001)
     outcome = run_plan(engine, tight, out=io.StringIO(), env=env_with())
     ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
     assert run.status == "timeout" and "timed out" in (run.reason or "")
@@ -256,7 +185,7 @@ def test_a_server_killed_mid_level_or_a_request_timeout_is_a_row_and_the_sweep_g
 @needs_server
 def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 2]", requests=2)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1, 2], requests=2)
     started = {"n": 0}
 
     def one_config_only() -> str | None:
@@ -300,17 +229,18 @@ def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, 
 def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
     tmp_path: Path, tiny_models
 ) -> None:
-    from support.fakes import SYNTHETIC_RANGE_UJ
-    from test_energy_source import _rapl
+    from support.fakes import SYNTHETIC_RANGE_UJ, FakeRoot
 
     from edgeprof.collectors import PsutilHostCollector, RaplCollector
     from edgeprof.plan import Collect, Cooldown
     from edgeprof.storage.models import PhaseStat
     from edgeprof.storage.samples import read_samples
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry
 
     root = tmp_path / "root"
-    rapl = _rapl(root)
+    FakeRoot(root).rapl_zone("0", "package-0", SYNTHETIC_RANGE_UJ - 1_000_000)
+    rapl = RaplCollector(root)
+    assert rapl.available().ok
 
     class MovingRapl(RaplCollector):
         """Synthetic package counter: advances 1 mJ per reading (a real one would move with time)."""
@@ -322,7 +252,7 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
             return super().sample()
 
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[2], requests=6)
 
     def factory(sweep_id: int) -> Telemetry:
         collectors = [PsutilHostCollector(), MovingRapl(rapl.root)]
@@ -346,9 +276,9 @@ def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_st
     tmp_path: Path, tiny_models, monkeypatch
 ) -> None:
     from edgeprof import gguf as memory_model
-    from edgeprof.executors.serving import kv_budget
+    from edgeprof.executors import kv_budget
 
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[1, 4]")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1, 4])
     sha = {m.path: "0" * 64 for m in plan.models}
     one, four = (kv_budget(s, gpu_offload=False) for s in expand(plan, sha))
     assert (one["slots"], four["slots"]) == (1, 4) and four["n_ctx_total"] == 4 * 256
@@ -370,9 +300,7 @@ def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_st
 @needs_server
 def test_open_loop_poisson_arrivals_under_a_concurrency_cap(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=6)
-    text = plan.text.replace("concurrency = [2]", "concurrency = [2]\nrequest_rate = [20.0]")
-    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[2], requests=6, request_rate=[20.0])
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
     ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)
     assert run.status == "ok", run.reason
@@ -385,9 +313,7 @@ def test_open_loop_poisson_arrivals_under_a_concurrency_cap(tmp_path: Path, tiny
 @needs_server
 def test_a_level_bounded_by_duration_sends_no_request_after_it(tmp_path: Path, tiny_models) -> None:
     engine = open_engine(tmp_path / "s.db")
-    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc="[2]", requests=1)
-    text = plan.text.replace("\nrequests = 1\n", "\nduration_s = 1.0\n")
-    plan = parse_plan(text, source=plan.source, base=tmp_path)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[2], requests=None, duration_s=1.0)
     assert plan.serving is not None and plan.serving.requests is None and plan.serving.duration_s == 1.0
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
     ((run, level, reqs),) = runs_of(engine, outcome.sweep_id)

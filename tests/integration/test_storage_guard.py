@@ -16,7 +16,7 @@ from support.runs import clean_env, edgeprof, one_line_error, two_quant_plan
 
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import open_engine
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 
 def test_a_foreign_sqlite_file_is_refused_unchanged(tmp_path: Path, tiny_models: dict[str, Path]) -> None:

@@ -10,43 +10,34 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from support.plans import plan_toml
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep
-from edgeprof.sweep.loop import run_plan
+from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.llama
 
-PLAN = """
-name = "e2e"
-[matrix]
-models = [{{ path = "{a}", label = "q8" }}, {{ path = "{b}", label = "q4" }}]
-ctx = [256]
-threads = [1]
-[[workload]]
-name = "w"
-prompt_tokens = 24
-n_predict = 8
-[repeat]
-cold = 1
-warmup = 1
-steady = 2
-[run]
-timeout_s = {timeout}
-"""
+def plan_text(models: dict[str, Path], timeout: float = 60, a: Path | None = None, **matrix: Any) -> str:
+    """Two small configs: the Q8_0 model (or ``a``, a copy of it) as q8, the Q4_K_M one as q4."""
+    entries = {"q8": a or models["Q8_0"], "q4": models["Q4_K_M"]}
+    return plan_toml(entries, name="e2e", matrix=matrix, run={"timeout_s": timeout})
 
 
-def make_plan(tmp_path: Path, models: dict[str, Path], timeout: float = 60, copy: bool = False):
-    a, b = models["Q8_0"], models["Q4_K_M"]
+def make_plan(
+    tmp_path: Path, models: dict[str, Path], timeout: float = 60, copy: bool = False, **matrix: Any
+):
+    a = models["Q8_0"]
     if copy:  # a private copy the test may damage
         a = Path(shutil.copy(a, tmp_path / a.name))
-    text = PLAN.format(a=a, b=b, timeout=timeout)
+    text = plan_text(models, timeout, a, **matrix)
     return parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
 
 
@@ -69,7 +60,7 @@ def runs_by_label(engine, sweep_id: int) -> dict[str, Run]:
 def test_sweep_stores_cold_and_steady_apart_and_resume_adds_nothing(
     tmp_path: Path, tiny_models, any_db: str
 ) -> None:
-    engine = open_engine(any_db)  # SQLite and PostgreSQL (issue 13)
+    engine = open_engine(any_db)  # SQLite and PostgreSQL: a fleet's central store is the latter
     plan = make_plan(tmp_path, tiny_models)
     out = io.StringIO()
     first = run_plan(engine, plan, out=out, env=env_with(None))
@@ -170,7 +161,7 @@ def test_a_gguf_truncated_after_validation_is_a_load_failure(tmp_path: Path, tin
 def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_path: Path, tiny_models) -> None:
     db = tmp_path / "i.db"
     plan_path = tmp_path / "plan.toml"
-    plan_path.write_text(PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=120))
+    plan_path.write_text(plan_text(tiny_models, timeout=120))
     proc = subprocess.Popen(
         [sys.executable, "-m", "edgeprof", "run", str(plan_path), "--db", str(db)],
         env=env_with("hang@decode:q8_0"),
@@ -218,10 +209,7 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
 def test_ngl_on_a_cpu_only_build_is_called_out(tmp_path: Path, tiny_models) -> None:
     from edgeprof.report import render_table
 
-    text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
-        "threads = [1]", "threads = [1]\nngl = [99]"
-    )
-    plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+    plan = make_plan(tmp_path, tiny_models, ngl=[99])
     engine = open_engine(tmp_path / "g.db")
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
     with new_session(engine) as s:
@@ -234,10 +222,7 @@ def test_ngl_on_a_cpu_only_build_is_called_out(tmp_path: Path, tiny_models) -> N
 
 
 def test_mmap_off_reaches_llama_cpp(tmp_path: Path, tiny_models) -> None:
-    text = PLAN.format(a=tiny_models["Q8_0"], b=tiny_models["Q4_K_M"], timeout=60).replace(
-        "threads = [1]", "threads = [1]\nmmap = [false]"
-    )
-    plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+    plan = make_plan(tmp_path, tiny_models, mmap=[False])
     engine = open_engine(tmp_path / "m.db")
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
     for run in runs_by_label(engine, outcome.sweep_id).values():

@@ -30,10 +30,8 @@ from support.runs import (
 from edgeprof.plan import Collect, parse_plan
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Phase
-from edgeprof.sweep import lease
+from edgeprof.sweep import Telemetry, lease, run_plan
 from edgeprof.sweep.lease import LeaseHeld, Owner, acquire
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from edgeprof.gguf import read_gguf_info
 from edgeprof.plan import expand, parse_plan
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep, SweepLease
-from edgeprof.sweep.loop import SweepAborted, model_group, run_plan
+from edgeprof.sweep import SweepAborted, model_group, run_plan
 
 
 def make_plan(tmp_path: Path, models: dict[str, Path], cold: int = 1, timeout: float = 60) -> Any:

@@ -6,19 +6,20 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from support.plans import plan_toml
 
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues, build_collectors
-from edgeprof.plan import Collect, Cooldown, parse_plan
+from edgeprof.plan import Collect, Cooldown, Plan, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 from edgeprof.storage.samples import read_samples
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry, choose_power_source
+from edgeprof.sweep import Telemetry, run_plan
 
 pytestmark = pytest.mark.llama
 
@@ -51,6 +52,14 @@ class ConstantPower(Collector):
         }
 
 
+def small_plan(tmp_path: Path, model: Path, **kw: Any) -> Plan:
+    """One model, one config: an 8-token prompt generating 4 unless the test says, and the parser's default
+    600 s timeout (these plans never needed a tighter one)."""
+    kw.setdefault("workloads", [{"prompt_tokens": 8, "n_predict": 4}])
+    kw["run"] = {"timeout_s": 600, **kw.get("run", {})}
+    return parse_plan(plan_toml([model], name="p", **kw), str(tmp_path / "p.toml"), tmp_path)
+
+
 def fake_sys(root: Path, temp_milli_c: int) -> Path:
     """Synthetic sysfs tree: one thermal zone and one cpufreq policy (not a capture)."""
     zone = root / "sys/class/thermal/thermal_zone0"
@@ -71,37 +80,13 @@ def fake_sys(root: Path, temp_milli_c: int) -> Path:
     return root
 
 
-def test_choose_power_source_follows_the_documented_precedence() -> None:
-    # board input rail first, whatever else exists
-    src = choose_power_source({"power.vdd_cpu_mw", "power.vdd_in_mw", "energy.package_uj"})
-    assert src is not None
-    assert (src.name, src.basis, src.whole_board) == ("power.vdd_in_mw", "board_input", True)
-    # NVML's counter beats its own gauge, and the CPU package is added to it
-    src = choose_power_source({"gpu0.power_mw", "gpu0.energy_mj", "energy.package_uj"})
-    assert src is not None and (src.name, src.basis) == ("gpu0.energy_mj+energy.package_uj", "gpu+cpu")
-    src = choose_power_source({"gpu0.power_mw", "gpu0.energy_mj"})
-    assert src is not None and src.metrics == ["gpu0.energy_mj"] and src.basis == "gpu"
-    assert choose_power_source({"temp.cpu_c"}) is None
-
-
 def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path: Path, tiny_models) -> None:
     root = fake_sys(tmp_path / "root", 45000)
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q8_0"]}"]
-        ctx = [256]
-        threads = [1]
-        [[workload]]
-        name = "w"
-        prompt_tokens = 32
-        n_predict = 16
-        [repeat]
-        warmup = 0
-        steady = 3
-        """,
-        str(tmp_path / "p.toml"),
+    plan = small_plan(
         tmp_path,
+        tiny_models["Q8_0"],
+        workloads=[{"name": "w", "prompt_tokens": 32, "n_predict": 16}],
+        repeat={"warmup": 0, "steady": 3},
     )
     engine = open_engine(tmp_path / "t.db")
     collectors = [*build_collectors(root), ConstantPower(root)]
@@ -170,22 +155,7 @@ def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path:
 def test_without_a_power_source_energy_is_null_never_zero(tmp_path: Path, tiny_models) -> None:
     root = tmp_path / "empty-root"
     root.mkdir()
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q4_K_M"]}"]
-        ctx = [128]
-        threads = [1]
-        [[workload]]
-        prompt_tokens = 8
-        n_predict = 4
-        [repeat]
-        warmup = 0
-        steady = 1
-        """,
-        str(tmp_path / "p.toml"),
-        tmp_path,
-    )
+    plan = small_plan(tmp_path, tiny_models["Q4_K_M"], ctx=[128], repeat={"warmup": 0, "steady": 1})
     engine = open_engine(tmp_path / "n.db")
 
     def factory(sweep_id: int) -> Telemetry:
@@ -201,26 +171,13 @@ def test_without_a_power_source_energy_is_null_never_zero(tmp_path: Path, tiny_m
 
 
 def test_cooldown_per_rep_pauses_the_child_and_moves_its_timeout(tmp_path: Path, tiny_models) -> None:
-    plan = parse_plan(
-        f"""
-        [matrix]
-        models = ["{tiny_models["Q4_K_M"]}"]
-        ctx = [128]
-        threads = [1]
-        [[workload]]
-        prompt_tokens = 8
-        n_predict = 4
-        [repeat]
-        warmup = 0
-        steady = 3
-        [cooldown]
-        delay_s = 1.5
-        per_rep = true
-        [run]
-        timeout_s = 4
-        """,
-        str(tmp_path / "p.toml"),
+    plan = small_plan(
         tmp_path,
+        tiny_models["Q4_K_M"],
+        ctx=[128],
+        repeat={"warmup": 0, "steady": 3},
+        run={"timeout_s": 4},
+        tables={"cooldown": {"delay_s": 1.5, "per_rep": True}},
     )
     engine = open_engine(tmp_path / "c.db")
 

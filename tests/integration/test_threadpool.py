@@ -78,7 +78,7 @@ def test_the_worker_reports_its_attached_pool(tmp_path: Path, tiny_models: dict[
     from edgeprof.plan import parse_plan
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
-    from edgeprof.sweep.loop import run_plan
+    from edgeprof.sweep import run_plan
 
     text = f"""
 name = "threadpool"

@@ -20,8 +20,7 @@ from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.runners.protocol import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Verdict
-from edgeprof.sweep.loop import run_plan
-from edgeprof.sweep.telemetry import Telemetry
+from edgeprof.sweep import Telemetry, run_plan
 from edgeprof.verdicts import analyse_run, trip_points_from
 
 

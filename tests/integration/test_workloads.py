@@ -20,7 +20,7 @@ from edgeprof.runners.llama import run_child
 from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
-from edgeprof.sweep.loop import env_without_fault, run_plan
+from edgeprof.sweep import env_without_fault, run_plan
 from edgeprof.verdicts import gpu_in_use
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]

@@ -90,7 +90,7 @@ def test_watchdog_is_set_and_catches_a_hang_within_minutes(units: dict[str, Unit
 
 
 def test_cooldown_and_idle_beat_every_second() -> None:
-    from edgeprof.sweep.telemetry import Telemetry
+    from edgeprof.sweep import Telemetry
 
     beats: list[float] = []
     clock = [0.0]

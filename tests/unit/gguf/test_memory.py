@@ -168,7 +168,7 @@ def test_probe_measures_something_and_says_how() -> None:
 
 
 def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:
-    from edgeprof.sweep.fit import record_sweep_bandwidth
+    from edgeprof.sweep import record_sweep_bandwidth
 
     sweep = Sweep()
     facts = {

@@ -1,49 +1,16 @@
-"""Serving metrics on injected timings (synthetic records, no server): every figure against a hand-computed
-value, nearest-rank percentiles with n, TPOT under both definitions, goodput, SSE and /metrics parsing."""
+"""The serving runner's per-request figures on injected timings (synthetic records, no server): TTFT, E2EL,
+ITL and TPOT under both definitions, output tokens from the server's count, SSE and /metrics parsing. A
+level's figures (the agent's side) are tests/unit/executors/test_serving_stats.py."""
 
 from __future__ import annotations
 
 import pytest
+from support.serving import synthetic_request as synthetic
 
-from edgeprof.runners.loadgen import (
-    RequestRecord,
-    apply_chunk,
-    counter_deltas,
-    meets_slo,
-    parse_prometheus,
-    parse_sse_line,
-    summarize,
-)
+from edgeprof.executors import counter_deltas, summarize_level
+from edgeprof.runners.loadgen import RequestRecord, apply_chunk, parse_prometheus, parse_sse_line
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def synthetic(idx: int, ttft_s: float, status: str = "ok") -> RequestRecord:
-    """A synthetic request sent at t = 10 s: 3 output tokens, chunks at ttft, +50 ms, +150 ms."""
-    rec = RequestRecord(idx=idx, kind="measured", status=status)
-    rec.t_send = 10.0
-    if status == "ok":
-        rec.t_first = 10.0 + ttft_s
-        rec.chunk_times = [rec.t_first, rec.t_first + 0.050, rec.t_first + 0.150]
-        rec.t_end = rec.t_first + 0.150
-        rec.output_tokens = 3
-        rec.prompt_tokens = 16
-        rec.server_prompt_ms = ttft_s * 1000.0 - 2.0
-        rec.server_predicted_ms = 147.0
-    else:
-        rec.t_end = 10.5
-        rec.error = "synthetic failure"
-    return rec
-
-
-def level() -> list[RequestRecord]:
-    # TTFT 100..1000 ms, in a shuffled order (the percentiles must sort), plus one failed request
-    order = [7, 2, 9, 1, 5, 10, 3, 8, 4, 6]
-    recs = [synthetic(i, k / 10.0) for i, k in enumerate(order)]
-    recs.append(synthetic(99, 0.0, status="error"))
-    warm = synthetic(100, 5.0)
-    warm.kind = "warmup"  # excluded from every figure
-    return [*recs, warm]
 
 
 def test_per_request_definitions() -> None:
@@ -56,37 +23,6 @@ def test_per_request_definitions() -> None:
     one = synthetic(1, 0.2)
     one.output_tokens = 1
     assert one.tpot_ms is None  # undefined for a single token, never 0
-
-
-def test_level_percentiles_against_hand_computed_values() -> None:
-    s = summarize(level(), duration_s=2.0, slo={"ttft_ms": 550.0, "tpot_ms": 80.0})
-    assert (s["n_requests"], s["n_ok"], s["n_errors"], s["n_timeouts"]) == (11, 10, 1, 0)
-    assert s["error_rate"] == pytest.approx(1 / 11)
-    ttft = s["ttft_ms"]
-    # nearest rank on 10 values 100..1000: p50 = 5th, p90 = 9th, p95 = p99 = 10th
-    assert ttft["n"] == 10
-    assert (ttft["p50"], ttft["p90"], ttft["p95"], ttft["p99"]) == pytest.approx((500, 900, 1000, 1000))
-    assert (ttft["min"], ttft["median"], ttft["max"]) == pytest.approx((100, 550, 1000))
-    itl = s["itl_ms"]  # 20 gaps: ten of 50 ms, ten of 100 ms
-    assert itl["n"] == 20
-    assert (itl["p50"], itl["p90"], itl["p99"]) == pytest.approx((50, 100, 100))
-    assert s["tpot_ms"]["p99"] == pytest.approx(75.0)
-    assert s["e2el_ms"]["p90"] == pytest.approx(900 + 150)
-    assert s["request_throughput_rps"] == pytest.approx(10 / 2.0)
-    assert s["output_tps"] == pytest.approx(30 / 2.0)
-    assert s["total_tps"] == pytest.approx((30 + 160) / 2.0)
-    # goodput: TTFT <= 550 ms and TPOT <= 80 ms -> the five requests of 100..500 ms
-    assert s["n_good"] == 5
-    assert s["goodput_rps"] == pytest.approx(5 / 2.0)
-    assert s["ttft_minus_server_prompt_ms"]["max"] == pytest.approx(2.0)
-    assert s["e2el_minus_server_ms"]["max"] == pytest.approx(150 + 2 - 147)
-    assert s["n_chunk_token_mismatch"] == 0
-
-
-def test_no_slo_means_no_goodput_and_failed_requests_never_meet_one() -> None:
-    s = summarize(level(), duration_s=2.0, slo={})
-    assert s["goodput_rps"] is None and s["n_good"] is None
-    assert not meets_slo(synthetic(0, 0.1, status="timeout"), {"ttft_ms": 1e9})
 
 
 def test_output_tokens_come_from_the_server_not_the_chunk_count() -> None:
@@ -111,7 +47,7 @@ def test_output_tokens_come_from_the_server_not_the_chunk_count() -> None:
     assert (rec.prompt_tokens, rec.server_prompt_ms, rec.server_predicted_ms) == (5, 12.5, 20.0)
     assert rec.finish_reason == "limit" and rec.server_cache_n == 0
     rec.status, rec.t_end = "ok", 0.2  # what stream_request sets on the final chunk
-    s = summarize([rec], 1.0, {})
+    s = summarize_level([rec], 1.0, {})
     assert s["n_chunk_token_mismatch"] == 1
 
 

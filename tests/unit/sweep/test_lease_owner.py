@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from edgeprof.storage.models import SweepLease
-from edgeprof.sweep.lease import Owner, owner_dead
+from edgeprof.sweep import Owner, owner_dead
 
 
 def utcnow() -> datetime:

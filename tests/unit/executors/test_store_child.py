@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgeprof.executors import store_child
 from edgeprof.runners.llama import ChildResult
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
-from edgeprof.sweep.loop import _store_child
 
 
 def _child(peak: float | None) -> ChildResult:
@@ -23,5 +23,5 @@ def test_peak_rss_of_a_run_is_the_maximum_over_its_children(tmp_path: Path) -> N
     with new_session(engine) as session:
         run = Run()
         for peak in (120.0, None, 80.0):
-            _store_child(session, run, _child(peak), is_main=False)
+            store_child(session, run, _child(peak), is_main=False)
         assert run.peak_rss_mb == 120.0

@@ -1,0 +1,68 @@
+"""What the serving tests share.
+
+- ``synthetic_request``: a request sent at t = 10 s with 3 output tokens, chunks at TTFT, +50 ms, +150 ms
+  (the runner's per-request tests and the agent's per-level ones).
+- ``serving_plan_toml``: one model under llama-server at each concurrency, small bounded levels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgeprof.runners.loadgen import RequestRecord
+from support.plans import plan_toml
+
+
+def synthetic_request(idx: int, ttft_s: float, status: str = "ok") -> RequestRecord:
+    """A synthetic request sent at t = 10 s: 3 output tokens, chunks at ttft, +50 ms, +150 ms."""
+    rec = RequestRecord(idx=idx, kind="measured", status=status)
+    rec.t_send = 10.0
+    if status == "ok":
+        rec.t_first = 10.0 + ttft_s
+        rec.chunk_times = [rec.t_first, rec.t_first + 0.050, rec.t_first + 0.150]
+        rec.t_end = rec.t_first + 0.150
+        rec.output_tokens = 3
+        rec.prompt_tokens = 16
+        rec.server_prompt_ms = ttft_s * 1000.0 - 2.0
+        rec.server_predicted_ms = 147.0
+    else:
+        rec.t_end = 10.5
+        rec.error = "synthetic failure"
+    return rec
+
+
+def serving_plan_toml(
+    model: Path,
+    conc: Sequence[int] = (1, 4),
+    requests: int | None = 8,
+    req_timeout: float = 60,
+    ready_timeout: float = 90,
+    runner: Sequence[str] | None = ("llama-server",),
+    repeat: dict[str, int] | None = None,
+    **more: Any,
+) -> str:
+    """One model under the server at each concurrency. ``runner=None``: no runner axis at all; ``more``:
+    keys of the [serving] table (``duration_s``), or ``request_rate`` for the matrix."""
+    matrix: dict[str, Any] = {"runner": list(runner)} if runner is not None else {}
+    matrix["concurrency"] = list(conc)
+    if "request_rate" in more:
+        matrix["request_rate"] = more.pop("request_rate")
+    serving = {
+        "requests": requests,
+        "warmup_requests": 1,
+        "request_timeout_s": req_timeout,
+        "ready_timeout_s": ready_timeout,
+        "slo": {"ttft_ms": 60000, "tpot_ms": 60000},
+        **more,
+    }
+    return plan_toml(
+        {"q4": model},
+        name="serve",
+        matrix=matrix,
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 8}],
+        repeat={"steady": 5, **(repeat or {})},  # cold 1, warm-up 1, steady 5: the parser's own defaults
+        run={"timeout_s": 180, "cold_cache": "keep"},
+        tables={"serving": {k: v for k, v in serving.items() if v is not None}},
+    )
