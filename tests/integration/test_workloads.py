@@ -19,7 +19,7 @@ from edgeprof.plan.parse import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, par
 from edgeprof.report.rows import FIELD_NAMES, build_rows, render_markdown, render_table
 from edgeprof.report.workload import fmt_tokens_out, output_until_eos
 from edgeprof.runners.llama import run_child
-from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
+from edgeprof.runners.llama_context import flash_attn_effective, kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 from edgeprof.sweep.loop import env_without_fault, run_plan
