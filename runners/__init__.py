@@ -1,0 +1,39 @@
+"""The child-process side: every run is a worker process that the agent starts, watches and classifies.
+
+What the agent imports from here: ``run_child`` starts a worker for one job, enforces its timeout and turns
+any ending (done, error, crash, hang, Ctrl-C) into a ``ChildResult``; ``RunInterrupted`` carries that result
+out of a stop request; the worker protocol's names (exit codes, the test-suite fault switch, the KV cache
+types a worker accepts).
+
+The workers themselves are processes, never imported by the agent: ``python -m
+edgeprof.runners.llama_worker`` (one llama.cpp model, the plan's requests) and ``python -m
+edgeprof.runners.quality_worker`` (reference log-probs, or a variant scored against them). Modules that pull
+numpy or httpx (``quality_math``, ``loadgen``, ``llama_server``) are imported by their own names where they
+are needed, so that importing this package costs the CLI nothing heavy.
+"""
+
+from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from edgeprof.runners.protocol import (
+    EXIT_BAD_SPEC,
+    EXIT_LOAD_FAILED,
+    EXIT_OK,
+    EXIT_REQUEST_FAILED,
+    FAULT_ARM_ENV,
+    FAULT_ARM_VALUE,
+    FAULT_ENV,
+    KV_CACHE_TYPES,
+)
+
+__all__ = [
+    "EXIT_BAD_SPEC",
+    "EXIT_LOAD_FAILED",
+    "EXIT_OK",
+    "EXIT_REQUEST_FAILED",
+    "FAULT_ARM_ENV",
+    "FAULT_ARM_VALUE",
+    "FAULT_ENV",
+    "KV_CACHE_TYPES",
+    "ChildResult",
+    "RunInterrupted",
+    "run_child",
+]

@@ -29,7 +29,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_BYTES = 4000
 
 
-
 @dataclass
 class ChildResult:
     """Everything one worker process said before it ended, and how it ended."""
@@ -77,10 +76,33 @@ def run_child(
     """Run one worker process for ``job`` and wait for it, at most ``timeout_s`` seconds.
 
     ``command`` is another worker speaking the same protocol (the quality worker); default: llama_worker.
+    The steps: spawn, send the job, watch (events, timeout, heartbeat, Ctrl-C), reap and classify the end.
     """
+    child = _spawn(command or worker_command(), env)
+    paced = bool(job.get("pause_between_reps")) and between_reps is not None
+    _send_job(child.proc, job, keep_open=paced)
+    events = _Events(child, child.t_spawn + timeout_s, on_event, between_reps if paced else None)
+    timed_out, interrupted = _watch(child, events, heartbeat)
+    result = _finish(child, events, timed_out=timed_out, interrupted=interrupted, timeout_s=timeout_s)
+    if interrupted:
+        raise RunInterrupted(result)
+    return result
+
+
+@dataclass
+class _Child:
+    """A started worker: the process, the read end of its event pipe, the file its output goes to."""
+
+    proc: subprocess.Popen[bytes]
+    event_fd: int
+    log_path: Path
+    t_spawn: float
+
+
+def _spawn(command: list[str], env: dict[str, str] | None) -> _Child:
+    """Start the worker in its own session, events on a pipe, stdout and stderr into a temporary log."""
     read_fd, write_fd = os.pipe()
     log_file = tempfile.NamedTemporaryFile(prefix="edgeprof-worker-", suffix=".log", delete=False)  # noqa: SIM115
-    log_path = Path(log_file.name)
     child_env = dict(os.environ if env is None else env)
     child_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH", "")) if p
@@ -88,7 +110,7 @@ def run_child(
     child_env[PARENT_PID_ENV] = str(os.getpid())  # the child dies with us (PR_SET_PDEATHSIG + this check)
     t_spawn = time.monotonic()
     proc = subprocess.Popen(
-        [*(command or worker_command()), "--event-fd", str(write_fd)],
+        [*command, "--event-fd", str(write_fd)],
         stdin=subprocess.PIPE,
         stdout=log_file,
         stderr=log_file,
@@ -99,50 +121,61 @@ def run_child(
     )
     os.close(write_fd)
     log_file.close()
+    return _Child(proc, read_fd, Path(log_file.name), t_spawn)
+
+
+def _send_job(proc: subprocess.Popen[bytes], job: dict[str, Any], keep_open: bool) -> None:
+    """The job as one JSON line; stdin stays open only when the parent paces the reps ("go" lines)."""
     assert proc.stdin is not None
-    paced = bool(job.get("pause_between_reps")) and between_reps is not None
     try:
         proc.stdin.write(json.dumps(job).encode() + b"\n")
         proc.stdin.flush()
-        if not paced:
+        if not keep_open:
             proc.stdin.close()
     except BrokenPipeError:
         pass
 
-    result = ChildResult(
-        status="error",
-        reason=None,
-        exit_code=None,
-        signal_name=None,
-        t_spawn=t_spawn,
-        t_exit=t_spawn,
-        peak_rss_mb=None,
-    )
-    error_event: dict[str, Any] | None = None
-    done = False
-    timed_out = False
-    interrupted = False
-    buffer = b""
-    deadline = t_spawn + timeout_s
-    sel = selectors.DefaultSelector()
-    sel.register(read_fd, selectors.EVENT_READ)
 
-    peak_mb: float | None = None
+class _Events:
+    """What the child has said so far, sorted into the result, and the deadline its cooldowns moved."""
 
-    def poll_peak() -> None:
-        nonlocal peak_mb
-        now = vm_hwm_mb(proc.pid)
-        if now is not None and (peak_mb is None or now > peak_mb):
-            peak_mb = now
+    def __init__(
+        self,
+        child: _Child,
+        deadline: float,
+        on_event: Callable[[dict[str, Any]], None] | None,
+        between_reps: Callable[[dict[str, Any]], float] | None,  # None unless the reps are paced
+    ) -> None:
+        self.child = child
+        self.deadline = deadline
+        self.on_event = on_event
+        self.between_reps = between_reps
+        self.result = ChildResult(
+            status="error",
+            reason=None,
+            exit_code=None,
+            signal_name=None,
+            t_spawn=child.t_spawn,
+            t_exit=child.t_spawn,
+            peak_rss_mb=None,
+        )
+        self.error_event: dict[str, Any] | None = None
+        self.done = False
+        self.peak_mb: float | None = None
 
-    def handle(line: bytes) -> None:
-        nonlocal error_event, done, deadline
-        poll_peak()
+    def poll_peak(self) -> None:
+        now = vm_hwm_mb(self.child.proc.pid)
+        if now is not None and (self.peak_mb is None or now > self.peak_mb):
+            self.peak_mb = now
+
+    def handle(self, line: bytes) -> None:
+        self.poll_peak()
         try:
             event = json.loads(line)
         except ValueError:
             return
         kind = event.get("event")
+        result = self.result
         if kind == "hello":
             result.hello = event
         elif kind == "loaded":
@@ -152,77 +185,93 @@ def run_child(
         elif kind == "phase":
             result.phases.append(event)
         elif kind == "error":
-            error_event = event
+            self.error_event = event
         elif kind == "done":
-            done = True
+            self.done = True
         elif kind == "fault_injected":
             result.injected_fault = str(event.get("spec"))
-        elif kind == "await" and paced and between_reps is not None:
-            # The child waits while the device cools down; that time is not the run's, so the timeout moves.
-            waited = between_reps(event)
-            deadline += waited
-            try:
-                assert proc.stdin is not None
-                proc.stdin.write(b"go\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
-        if on_event is not None:
-            on_event(event)
+        elif kind == "await" and self.between_reps is not None:
+            self._resume_after(self.between_reps, event)
+        if self.on_event is not None:
+            self.on_event(event)
 
+    def _resume_after(self, between_reps: Callable[[dict[str, Any]], float], event: dict[str, Any]) -> None:
+        # The child waits while the device cools down; that time is not the run's, so the timeout moves.
+        self.deadline += between_reps(event)
+        try:
+            stdin = self.child.proc.stdin
+            assert stdin is not None
+            stdin.write(b"go\n")
+            stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+
+def _watch(child: _Child, events: _Events, heartbeat: Callable[[], None] | None) -> tuple[bool, bool]:
+    """Read events until the child closes its end, the deadline passes or Ctrl-C arrives; a child that
+    timed out or was interrupted is stopped. Returns (timed_out, interrupted)."""
+    timed_out = interrupted = False
+    buffer = b""
+    sel = selectors.DefaultSelector()
+    sel.register(child.event_fd, selectors.EVENT_READ)
     try:
         eof = False
         while not eof:
             if heartbeat is not None:
                 heartbeat()  # proves to a watchdog that this loop, not just some thread, is alive
-            poll_peak()
-            remaining = deadline - time.monotonic()
+            events.poll_peak()
+            remaining = events.deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
             for _key, _mask in sel.select(timeout=min(remaining, 1.0)):
-                chunk = os.read(read_fd, 65536)
+                chunk = os.read(child.event_fd, 65536)
                 if not chunk:
                     eof = True
                     break
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    handle(line)
+                    events.handle(line)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         sel.close()
-        os.close(read_fd)
-        with contextlib.suppress(OSError, ValueError):
-            proc.stdin.close()
+        os.close(child.event_fd)
+        if child.proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                child.proc.stdin.close()
         if timed_out or interrupted:
-            _stop(proc.pid)
+            _stop(child.proc.pid)
+    return timed_out, interrupted
 
-    status_code, _rusage = _wait(proc.pid, grace_s=10.0)
-    proc.returncode = status_code
+
+def _finish(
+    child: _Child, events: _Events, *, timed_out: bool, interrupted: bool, timeout_s: float
+) -> ChildResult:
+    """Reap the child, keep its log tail and peak memory, and classify how it ended."""
+    result = events.result
+    status_code, _rusage = _wait(child.proc.pid, grace_s=10.0)
+    child.proc.returncode = status_code
     result.t_exit = time.monotonic()
     # The child's own last word on its peak (sent with each event) beats our last poll; NULL if neither.
     reported = [e.get("peak_rss_mb") for e in result.measurements if e.get("peak_rss_mb") is not None]
-    result.peak_rss_mb = max([v for v in (peak_mb, *reported) if v is not None], default=None)
-    result.log_tail = _tail(log_path)
+    result.peak_rss_mb = max([v for v in (events.peak_mb, *reported) if v is not None], default=None)
+    result.log_tail = _tail(child.log_path)
     with contextlib.suppress(OSError):
-        log_path.unlink()
-
+        child.log_path.unlink()
     end = classify_child_end(
         wait_status=status_code,
         timed_out=timed_out,
         interrupted=interrupted,
         timeout_s=timeout_s,
-        error_event=error_event,
-        done=done,
+        error_event=events.error_event,
+        done=events.done,
         log_tail=result.log_tail,
         injected_fault=result.injected_fault,
     )
     result.status, result.reason = end.status, end.reason
     result.exit_code, result.signal_name = end.exit_code, end.signal_name
-    if interrupted:
-        raise RunInterrupted(result)
     return result
 
 

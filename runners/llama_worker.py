@@ -2,6 +2,9 @@
 
 Run as ``edgeprof.runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
 lines on fd N; stdout is pointed at stderr first, so nothing llama.cpp prints can corrupt the event stream.
+The steps: ``begin`` (event stream, job, start), ``load_reported`` (model and context, set up by
+runners/llama_context.py), ``serve`` (each rep's ``Request.run``, its phases and measurement), ``done``;
+the quality worker shares the first two.
 
 Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the
 sampler). Prefill and decode durations come from llama.cpp's own counters (``llama_perf_context``), read
@@ -14,13 +17,13 @@ import ctypes
 import hashlib
 import json
 import os
-import re
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from edgeprof.runners import threadpool
+from edgeprof.runners.llama_context import free_threadpool, install_log_capture, load_model
 from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import (
     EXIT_BAD_SPEC,
@@ -30,14 +33,12 @@ from edgeprof.runners.protocol import (
     FAULT_ARM_ENV,
     FAULT_ARM_VALUE,
     FAULT_ENV,
-    KV_CACHE_TYPES,
     encode_event,
 )
 
 T_PROCESS_START = time.monotonic()
 
 _EVENT_FD = -1
-_POOL: threadpool.Threadpool | None = None  # the context's CPU threadpool, freed after the context
 
 
 def emit(event_type: str, /, **fields: Any) -> None:
@@ -63,7 +64,7 @@ def emit_hello(ll: Any) -> None:
 def maybe_fault(stage: str, model_path: str) -> None:
     spec = os.environ.get(FAULT_ENV, "")
     # Honoured only when the test suite armed it too (tests/conftest.py): a user's or a service's stray
-    # variable must never fake a crash (issue 11).
+    # variable must never fake a crash, which would be stored as a real one.
     if not spec or os.environ.get(FAULT_ARM_ENV) != FAULT_ARM_VALUE:
         return
     action, _, rest = spec.partition("@")
@@ -97,7 +98,8 @@ class Request:
         self.n_batch = int(job["params"]["n_batch"])
         # one request sees the whole cache only when it is unified or holds one sequence (llama_n_ctx_seq)
         self.n_ctx = int(self.ll.llama_n_ctx_seq(ctx))
-        # issue 10: a chat rendered by the agent with the model's template, the context depth (llama-bench -d)
+        # a chat the agent rendered with the model's template; the context depth a request starts at, as
+        # llama-bench -d measures a model with a context already filled
         self.rendered_prompt: str | None = job.get("rendered_prompt")
         self.depth = int(job["params"].get("depth", 0))
         self._depth_state: Any = None  # the KV cache at depth, saved once and restored before each request
@@ -213,6 +215,8 @@ class Request:
         return buf.raw[: max(n, 0)]
 
     def run(self, model_path: str) -> dict[str, Any]:
+        """One measured request: the depth restored or filled (untimed), the prompt prefilled, then up to
+        n_predict tokens decoded; llama.cpp's counters are read after the prefill and at the end."""
         ll = self.ll
         n_predict = int(self.workload["n_predict"])
         ignore_eos = bool(self.workload.get("ignore_eos", True))
@@ -229,51 +233,76 @@ class Request:
                     f"exceeds the context ({self.n_ctx})"
                 )
             maybe_fault("prefill", model_path)
-            for start in range(0, len(tokens), self.n_batch):
-                self._decode(tokens[start : start + self.n_batch])
-            # Compute is asynchronous: llama.cpp books a batch's time when the context synchronizes, so the
-            # counters are read only after an explicit sync.
-            ll.llama_synchronize(self.ctx)
-            p_pre = self._perf()
+            p_pre = self._prefill(tokens)
             token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
             t_first = time.monotonic()
-            out = [token]
-            finish = "length"
-            # issue 10: why generation ended is stored per request; the first EOS is noted even when it
-            # is ignored, so quality never compares text past an EOS (agent/report/rows.py)
-            first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
-            tail = self._piece(token) if stops else b""
-            maybe_fault("decode", model_path)
-            while len(out) < n_predict:
-                if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
-                    finish = "eos"
-                    break
-                if stops and any(s.encode() in tail for s in stops):
-                    finish = "stop"
-                    break
-                self._decode([token])
-                token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
-                out.append(token)
-                if first_eos is None and ll.llama_vocab_is_eog(self.vocab, token):
-                    first_eos = len(out) - 1
-                if stops:
-                    tail = (tail + self._piece(token))[-256:]
-            if finish == "length" and not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
-                finish = "eos"  # the last allowed token was EOS: the model stopped, not the limit
-            if finish == "length" and stops and any(s.encode() in tail for s in stops):
-                finish = "stop"
+            gen = self._generate(sampler, token, n_predict, ignore_eos, stops, model_path)
             ll.llama_synchronize(self.ctx)
             t_end = time.monotonic()
             p_end = self._perf()
         finally:
             ll.llama_sampler_free(sampler)
+        clock = _Clock(t_request, t_first, t_end, depth_fill_ms)
+        return self._measurement(tokens, gen, p_pre, p_end, clock)
 
+    def _prefill(self, tokens: list[int]) -> tuple[float, float, int, int]:
+        """The prompt in n_batch pieces; llama.cpp's counters after it."""
+        for start in range(0, len(tokens), self.n_batch):
+            self._decode(tokens[start : start + self.n_batch])
+        # Compute is asynchronous: llama.cpp books a batch's time when the context synchronizes, so the
+        # counters are read only after an explicit sync.
+        self.ll.llama_synchronize(self.ctx)
+        return self._perf()
+
+    def _generate(
+        self, sampler: Any, token: int, n_predict: int, ignore_eos: bool, stops: list[str], model_path: str
+    ) -> _Generation:
+        """Decode from the first sampled ``token`` until n_predict tokens, an EOS (unless ignored) or a
+        stop string; why it ended is stored per request."""
+        ll = self.ll
+        out = [token]
+        finish = "length"
+        # the first EOS is noted even when it is ignored, so quality never compares text past an EOS
+        # (agent/report/rows.py)
+        first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
+        tail = self._piece(token) if stops else b""
+        maybe_fault("decode", model_path)
+        while len(out) < n_predict:
+            if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
+                finish = "eos"
+                break
+            if stops and any(s.encode() in tail for s in stops):
+                finish = "stop"
+                break
+            self._decode([token])
+            token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
+            out.append(token)
+            if first_eos is None and ll.llama_vocab_is_eog(self.vocab, token):
+                first_eos = len(out) - 1
+            if stops:
+                tail = (tail + self._piece(token))[-256:]
+        if finish == "length" and not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
+            finish = "eos"  # the last allowed token was EOS: the model stopped, not the limit
+        if finish == "length" and stops and any(s.encode() in tail for s in stops):
+            finish = "stop"
+        return _Generation(out, finish, first_eos)
+
+    def _measurement(
+        self,
+        tokens: list[int],
+        gen: _Generation,
+        p_pre: tuple[float, float, int, int],
+        p_end: tuple[float, float, int, int],
+        clock: _Clock,
+    ) -> dict[str, Any]:
+        """The stored figures of one request (the ``measurement`` event's fields)."""
+        ll, out = self.ll, gen.tokens
         prefill_ms = p_pre[0] + p_pre[1]
         n_prompt = p_pre[2] + p_pre[3]
         decode_ms = p_end[1] - p_pre[1]
         n_gen = p_end[3] - p_pre[3]
-        ttft_ms = (t_first - t_request) * 1000.0
-        e2e_ms = (t_end - t_request) * 1000.0
+        ttft_ms = (clock.t_first - clock.t_request) * 1000.0
+        e2e_ms = (clock.t_end - clock.t_request) * 1000.0
         text = b"".join(self._piece(t) for t in out).decode("utf-8", errors="replace")
         return {
             "n_prompt": n_prompt,
@@ -282,7 +311,7 @@ class Request:
             "ttft_ms": ttft_ms,
             "n_gen": n_gen,
             "decode_ms": decode_ms if n_gen > 0 else None,
-            # over the decode steps actually run; one step is no rate (issue 10: NULL, not a number)
+            # over the decode steps actually run; one step is no rate (NULL, not a made-up number)
             "tg_tps": n_gen / (decode_ms / 1000.0) if n_gen >= 2 and decode_ms > 0 else None,
             "e2e_ms": e2e_ms,
             "tpot_ms": (e2e_ms - ttft_ms) / (len(out) - 1) if len(out) > 1 else None,
@@ -290,275 +319,128 @@ class Request:
             "output_tokens": out,
             "output_hash": hashlib.sha256(json.dumps(out).encode()).hexdigest(),
             "output_text": text[:4000],
-            "finish_reason": finish,
-            "first_eos_index": first_eos,
+            "finish_reason": gen.finish,
+            "first_eos_index": gen.first_eos,
             "depth": self.depth,
-            "depth_fill_ms": depth_fill_ms,
+            "depth_fill_ms": clock.depth_fill_ms,
             # KV occupancy after the request: depth + prompt + decoded tokens (llama_memory_seq_pos_max + 1)
             "kv_used_cells": int(ll.llama_memory_seq_pos_max(ll.llama_get_memory(self.ctx), 0)) + 1,
             "prompt_sha256": self._prompt_sha256(tokens),
             "prompt_n_tokens": len(tokens),
             "parse_special": self.prompt_text()[1] if not self.workload.get("prompt_tokens") else False,
-            "t_request": t_request,
-            "t_first_token": t_first,
-            "t_end": t_end,
+            "t_request": clock.t_request,
+            "t_first_token": clock.t_first,
+            "t_end": clock.t_end,
         }
 
 
-def _set(struct: Any, name: str, value: Any) -> None:
-    """Set a field of a llama.cpp params struct, refusing names the struct lacks: ctypes would silently
-    accept them as plain Python attributes, and the knob would do nothing (as ``use_mmap`` once did)."""
-    if name not in {f[0] for f in type(struct)._fields_}:
-        raise RuntimeError(f"this llama-cpp-python has no {type(struct).__name__}.{name}; cannot apply it")
-    setattr(struct, name, value)
+@dataclass(frozen=True)
+class _Generation:
+    tokens: list[int]
+    finish: str  # length | eos | stop
+    first_eos: int | None  # index of the first end-of-generation token, even one that was ignored
 
 
-def _load(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
-    params = job["params"]
-    path = job["model_path"]
-    mparams = ll.llama_model_default_params()
-    _set(mparams, "n_gpu_layers", int(params["n_gpu_layers"]))
-    fields = {f[0] for f in type(mparams)._fields_}
-    if "load_mode" in fields:  # llama.cpp replaced use_mmap with a load mode
-        load_mode = ll.LLAMA_LOAD_MODE_MMAP if params["use_mmap"] else ll.LLAMA_LOAD_MODE_NONE
-        _set(mparams, "load_mode", load_mode)
-    else:
-        _set(mparams, "use_mmap", bool(params["use_mmap"]))
-    model = ll.llama_model_load_from_file(path.encode(), mparams)
-    if not model:
-        raise RuntimeError(f"llama.cpp could not load {path} (see log tail)")
-    cparams = ll.llama_context_default_params()
-    _set(cparams, "n_ctx", int(params["n_ctx"]))
-    _set(cparams, "n_batch", int(params["n_batch"]))
-    _set(cparams, "n_ubatch", int(params["n_ubatch"]))
-    _set(cparams, "n_threads", int(params["n_threads"]))
-    _set(cparams, "n_threads_batch", int(params["n_threads"]))
-    flash = {
-        "on": ll.LLAMA_FLASH_ATTN_TYPE_ENABLED,
-        "off": ll.LLAMA_FLASH_ATTN_TYPE_DISABLED,
-        "auto": ll.LLAMA_FLASH_ATTN_TYPE_AUTO,
-    }
-    _set(cparams, "flash_attn_type", flash[params["flash_attn"]])
-    _set(cparams, "type_k", KV_CACHE_TYPES[params["type_k"]])
-    _set(cparams, "type_v", KV_CACHE_TYPES[params["type_v"]])
-    _set(cparams, "no_perf", False)  # the default turns llama.cpp's counters off; they are the measurement
-    # issue 10: llama-bench's values unless the plan says otherwise (tools/llama-bench/llama-bench.cpp,
-    # to_llama_cparams: swa_full = false, offload_kqv = !no_kv_offload, op_offload = !no_op_offload; n_seq_max
-    # and kv_unified stay llama_context_default_params()'s). llama_context_default_params() has swa_full =
-    # true, which made a sliding-window model's KV cache several times larger than llama.cpp's tools use.
-    for name, default in PARITY_CPARAMS.items():
-        _set(cparams, name, type(default)(params.get(name, default)))
-    poll = int(params.get("poll", DEFAULT_POLL))
-    KV_LOG.clear()
-    FA_LOG.clear()
-    ctx = ll.llama_init_from_model(model, cparams)
-    if not ctx:
-        ll.llama_model_free(model)
-        raise RuntimeError(
-            "llama.cpp could not create the context (out of memory, or unsupported parameters)"
-        )
-    # issue 12: one persistent CPU threadpool per context, as llama-bench/llama-server create; without it
-    # ggml builds a pool inside every llama_decode (on a build without OpenMP: n_threads-1 OS threads
-    # started and joined per decoded token). See runners/threadpool.py, benchmarks/diag_decode_timeline.py.
-    global _POOL
-    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll)
-    if _POOL is None and poll != DEFAULT_POLL:
-        ll.llama_free(ctx)
-        ll.llama_model_free(model)
-        raise RuntimeError(f"poll {poll} needs an attached threadpool: {pool_why}")
-    effective = {
-        "n_ctx": int(ll.llama_n_ctx(ctx)),
-        "n_batch": int(ll.llama_n_batch(ctx)),
-        "n_ubatch": int(ll.llama_n_ubatch(ctx)),
-        "n_threads": int(ll.llama_n_threads(ctx)),
-        "n_threads_batch": int(ll.llama_n_threads_batch(ctx)),
-        "n_gpu_layers": int(params["n_gpu_layers"]),
-        # a CPU-only build ignores -ngl: the run measured the CPU whatever the plan asked for
-        "gpu_offload_supported": bool(ll.llama_supports_gpu_offload()),
-        "n_layer": int(ll.llama_model_n_layer(model)),
-        "flash_attn": params["flash_attn"],
-        "flash_attn_effective": flash_attn_effective(params["flash_attn"], FA_LOG),
-        "type_k": params["type_k"],
-        "type_v": params["type_v"],
-        "use_mmap": bool(params["use_mmap"]),
-        "load_mode": int(mparams.load_mode) if "load_mode" in fields else None,
-        "model_size_bytes": int(ll.llama_model_size(model)),
-        "n_params": int(ll.llama_model_n_params(model)),
-        # issue 10: the context parameters in effect (read back from llama.cpp where it can say)
-        **{name: getattr(cparams, name) for name in PARITY_CPARAMS},
-        "n_seq_max": int(ll.llama_n_seq_max(ctx)),
-        "n_ctx_seq": int(ll.llama_n_ctx_seq(ctx)),
-        "n_swa": int(ll.llama_model_n_swa(model)),
-        "poll": poll,
-        "threadpool": (
-            f"attached (n_threads {_POOL.n_threads}, poll {_POOL.poll})"
-            if _POOL is not None
-            else f"ggml default (created per graph, poll 50): {pool_why}"
-        ),
-        "depth": int(params.get("depth", 0)),
-        "split_mode": int(mparams.split_mode),
-        "main_gpu": int(mparams.main_gpu),
-        "use_extra_bufts": bool(mparams.use_extra_bufts),
-        "n_ctx_train": int(ll.llama_model_n_ctx_train(model)),
-        **kv_cache_from_log(KV_LOG),
-        "load_mode_effective": LOAD_MODE_SEEN[-1] if LOAD_MODE_SEEN else None,
-    }
-    return model, ctx, effective
+@dataclass(frozen=True)
+class _Clock:
+    t_request: float
+    t_first: float
+    t_end: float
+    depth_fill_ms: float | None
 
 
-# llama-bench's context values (see _load); poll is its --poll default, also ggml's own threadpool default.
-PARITY_CPARAMS: dict[str, Any] = {
-    "swa_full": False,
-    "kv_unified": False,
-    "offload_kqv": True,
-    "op_offload": True,
-    "n_seq_max": 1,
-}
-DEFAULT_POLL = 50
-
-# llama.cpp's log lines, kept while a context is created: the KV cache sizes are only reported there.
-KV_LOG: list[str] = []
-LOAD_MODE_SEEN: list[str] = []  # llama.cpp's "loading model tensors ... (load_mode = mmap)" line
-FA_LOG: list[str] = []  # llama.cpp's "Flash Attention enabled" / "... not supported, set to disabled" lines
-_LOG_CALLBACK: Any = None
-
-_KV_LINE = re.compile(
-    r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\)"
-)
-
-
-def kv_cache_from_log(lines: list[str]) -> dict[str, Any]:
-    """KV cache sizes as llama.cpp reports them ('llama_kv_cache: size = 36.00 MiB (2048 cells, 18 layers,
-    1/1 seqs) ...'; one line per cache: a sliding-window model has a full-size and a SWA cache)."""
-    caches = []
-    for line in lines:
-        m = _KV_LINE.search(line)
-        if m:
-            size_mib, cells, layers = float(m.group(1)), int(m.group(2)), int(m.group(3))
-            caches.append({"size_mib": size_mib, "cells": cells, "layers": layers})
-    if not caches:
-        return {"kv_caches": None, "kv_cache_mib": None}
-    return {"kv_caches": caches, "kv_cache_mib": round(sum(c["size_mib"] for c in caches), 2)}
-
-
-def flash_attn_effective(requested: str, lines: list[str]) -> str | None:
-    """"on"/"off" as llama.cpp resolved ``requested``; None when "auto" and llama.cpp said nothing (an older
-    llama.cpp that does not log its choice): not measured, so not guessed."""
-    if requested in ("on", "off"):
-        return requested
-    for line in lines:
-        if "not supported" in line or "disabled" in line:
-            return "off"
-        if "enabled" in line:
-            return "on"
-    return None
-
-
-def install_log_capture(ll: Any) -> None:
-    """Route llama.cpp's log through us: every line still goes to stderr (the log tail the parent keeps),
-    and the KV cache lines are kept for the effective parameters."""
-    global _LOG_CALLBACK
-
-    @ll.llama_log_callback
-    def _callback(level: int, text: bytes, _user: Any) -> None:
-        if text:
-            os.write(2, text)
-            if b"llama_kv_cache" in text:
-                KV_LOG.append(text.decode("utf-8", errors="replace"))
-            elif b"Flash Attention" in text:  # -fa auto: llama.cpp's choice for this model and device
-                FA_LOG.append(text.decode("utf-8", errors="replace"))
-            elif b"(load_mode = " in text:  # what llama.cpp resolved (AUTO: mmap unless a device lacks it)
-                m = re.search(rb"\(load_mode = (\w+)\)", text)
-                if m:
-                    LOAD_MODE_SEEN.append(m.group(1).decode())
-
-    _LOG_CALLBACK = _callback  # ctypes callbacks must outlive their registration
-    ll.llama_log_set(_callback, ctypes.c_void_p(0))
-
-
-def main(argv: list[str]) -> int:
+def begin(argv: list[str], module: str) -> dict[str, Any] | None:
+    """What every worker does first: events to the fd of ``--event-fd N`` (stdout into the log), the job
+    from stdin, the ``start`` event, the start fault. None, said on stderr or as an event, when there is no
+    usable job (the worker then exits with EXIT_BAD_SPEC)."""
     global _EVENT_FD
     if len(argv) != 2 or argv[0] != "--event-fd":
-        print("usage: python -m edgeprof.runners.llama_worker --event-fd N < job.json", file=sys.stderr)
-        return EXIT_BAD_SPEC
+        print(f"usage: python -m {module} --event-fd N < job.json", file=sys.stderr)
+        return None
     _EVENT_FD = int(argv[1])
     os.dup2(2, 1)  # llama.cpp and stray prints go to the log, never into the event stream
     try:
         # One line: the parent may keep stdin open to pace the reps (cooldown between reps).
-        job = json.loads(sys.stdin.readline())
+        job: dict[str, Any] = json.loads(sys.stdin.readline())
     except ValueError as exc:
         emit("error", stage="spec", message=f"bad job JSON: {exc}")
-        return EXIT_BAD_SPEC
+        return None
     model_path = job["model_path"]
     emit("start", t=T_PROCESS_START, pid=os.getpid())
     maybe_fault("start", model_path)
+    return job
+
+
+def load_reported(ll: Any, job: dict[str, Any], phase_kind: str) -> tuple[Any, Any] | None:
+    """Load the model and context, timed, with the ``loaded`` event and the load phase; None after an
+    ``error`` event (stage "load") when that fails."""
+    t_load = time.monotonic()
+    try:
+        maybe_fault("load", job["model_path"])
+        model, ctx, effective = load_model(ll, job)
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as a load failure
+        emit("error", stage="load", message=str(exc))
+        return None
+    t_loaded = time.monotonic()
+    emit("loaded", load_ms=(t_loaded - t_load) * 1000.0, t_start=t_load, t_end=t_loaded, effective=effective)
+    emit("phase", name="load", kind=phase_kind, rep=0, t_start=t_load, t_end=t_loaded)
+    return model, ctx
+
+
+def rep_plan(job: dict[str, Any]) -> list[tuple[str, int]]:
+    """(kind, rep) of each request: the cold one, then the warm-ups and steady reps unless cold only."""
+    repeat = job["repeat"]
+    plan: list[tuple[str, int]] = [("cold", job.get("cold_rep", 0))]
+    if not job.get("cold_only"):
+        plan += [("warmup", i) for i in range(int(repeat["warmup"]))]
+        plan += [("steady", i) for i in range(int(repeat["steady"]))]
+    return plan
+
+
+def serve(request: Request, plan: list[tuple[str, int]], model_path: str, pause: bool) -> None:
+    """Each rep of the plan, its phases and its measurement as events; paced by the parent when asked."""
+    for i, (kind, rep) in enumerate(plan):
+        if pause and i > 0 and kind == "steady":
+            # The parent cools the device down before each steady rep, then says go.
+            emit("await", kind=kind, rep=rep)
+            sys.stdin.readline()
+        request.fill_interval = None
+        result = request.run(model_path)
+        phases: list[tuple[str, float, float]] = []
+        if request.fill_interval is not None:  # the untimed depth fill, stored as a phase of its own
+            phases.append(("depth_fill", *request.fill_interval))
+        phases.append(("prefill", result["t_request"], result["t_first_token"]))
+        phases.append(("decode", result["t_first_token"], result["t_end"]))
+        for name, t_start, t_end in phases:
+            emit("phase", name=name, kind=kind, rep=rep, t_start=t_start, t_end=t_end)
+        emit("measurement", kind=kind, rep=rep, peak_rss_mb=vm_hwm_mb(), **result)
+
+
+def main(argv: list[str]) -> int:
+    job = begin(argv, "edgeprof.runners.llama_worker")
+    if job is None:
+        return EXIT_BAD_SPEC
+    model_path = job["model_path"]
 
     import llama_cpp as ll
 
     install_log_capture(ll)
     ll.llama_backend_init()
     emit_hello(ll)
-
-    t_load = time.monotonic()
-    try:
-        maybe_fault("load", model_path)
-        model, ctx, effective = _load(ll, job)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as a load failure
-        emit("error", stage="load", message=str(exc))
+    loaded = load_reported(ll, job, phase_kind="cold")
+    if loaded is None:
         return EXIT_LOAD_FAILED
-    t_loaded = time.monotonic()
-    emit("loaded", load_ms=(t_loaded - t_load) * 1000.0, t_start=t_load, t_end=t_loaded, effective=effective)
-    emit("phase", name="load", kind="cold", rep=0, t_start=t_load, t_end=t_loaded)
-
-    vocab = ll.llama_model_get_vocab(model)
-    request = Request(ll, ctx, vocab, job)
-    repeat = job["repeat"]
-    plan: list[tuple[str, int]] = [("cold", job.get("cold_rep", 0))]
-    if not job.get("cold_only"):
-        plan += [("warmup", i) for i in range(int(repeat["warmup"]))]
-        plan += [("steady", i) for i in range(int(repeat["steady"]))]
-    pause = bool(job.get("pause_between_reps"))
+    model, ctx = loaded
+    request = Request(ll, ctx, ll.llama_model_get_vocab(model), job)
+    plan = rep_plan(job)
     try:
-        for i, (kind, rep) in enumerate(plan):
-            if pause and i > 0 and kind == "steady":
-                # The parent cools the device down before each steady rep, then says go.
-                emit("await", kind=kind, rep=rep)
-                sys.stdin.readline()
-            request.fill_interval = None
-            result = request.run(model_path)
-            if request.fill_interval is not None:  # issue 10: the untimed depth fill, stored as its own phase
-                emit(
-                    "phase",
-                    name="depth_fill",
-                    kind=kind,
-                    rep=rep,
-                    t_start=request.fill_interval[0],
-                    t_end=request.fill_interval[1],
-                )
-            emit(
-                "phase",
-                name="prefill",
-                kind=kind,
-                rep=rep,
-                t_start=result["t_request"],
-                t_end=result["t_first_token"],
-            )
-            emit(
-                "phase",
-                name="decode",
-                kind=kind,
-                rep=rep,
-                t_start=result["t_first_token"],
-                t_end=result["t_end"],
-            )
-            emit("measurement", kind=kind, rep=rep, peak_rss_mb=vm_hwm_mb(), **result)
+        serve(request, plan, model_path, pause=bool(job.get("pause_between_reps")))
     except Exception as exc:  # noqa: BLE001 - reported to the parent; earlier reps are already out
         emit("error", stage="request", message=f"{type(exc).__name__}: {exc}")
         return EXIT_REQUEST_FAILED
     finally:
         ll.llama_free(ctx)
-        if _POOL is not None:  # after the context that used it
-            _POOL.free()
+        free_threadpool()  # after the context that used it
         ll.llama_model_free(model)
     emit("done", t=time.monotonic())
     return EXIT_OK

@@ -10,7 +10,8 @@ from typing import Any
 # tests to prove that every kind of child death leaves a stored row; never set it in production.
 FAULT_ENV = "EDGEPROF_TEST_FAULT"
 # ... and only when this second variable holds this value, which only tests/conftest.py sets: a stray
-# EDGEPROF_TEST_FAULT in a user's shell or a unit file has no effect (issue 11).
+# EDGEPROF_TEST_FAULT in a user's shell or a unit file has no effect, so no real run is ever stored as a
+# crash the test suite faked.
 FAULT_ARM_ENV = "EDGEPROF_TEST_FAULT_ARMED_BY"
 FAULT_ARM_VALUE = "edgeprof-test-suite"
 

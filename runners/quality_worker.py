@@ -18,7 +18,6 @@ every scored position, read with ``llama_get_logits_ith``.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import sys
@@ -28,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from edgeprof.runners import llama_worker
-from edgeprof.runners.llama_worker import emit, maybe_fault
+from edgeprof.runners.llama_worker import begin, emit, emit_hello, load_reported, maybe_fault
 from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_OK, EXIT_REQUEST_FAILED
 from edgeprof.runners.quality_math import (
@@ -166,34 +164,19 @@ def _score(ll: Any, ctx: Any, job: dict[str, Any], n_vocab: int, bos: int | None
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "--event-fd":
-        print("usage: python -m edgeprof.runners.quality_worker --event-fd N < job.json", file=sys.stderr)
-        return EXIT_BAD_SPEC
-    llama_worker._EVENT_FD = int(argv[1])
-    os.dup2(2, 1)  # llama.cpp and stray prints go to the log, never into the event stream
-    try:
-        job = json.loads(sys.stdin.readline())
-    except ValueError as exc:
-        emit("error", stage="spec", message=f"bad job JSON: {exc}")
+    job = begin(argv, "edgeprof.runners.quality_worker")
+    if job is None:
         return EXIT_BAD_SPEC
     model_path = job["model_path"]
-    emit("start", t=llama_worker.T_PROCESS_START, pid=os.getpid())
-    maybe_fault("start", model_path)
 
     import llama_cpp as ll
 
-    ll.llama_backend_init()
-    llama_worker.emit_hello(ll)
-    t_load = time.monotonic()
-    try:
-        maybe_fault("load", model_path)
-        model, ctx, effective = llama_worker._load(ll, job)
-    except Exception as exc:  # noqa: BLE001 - reported to the parent as a load failure
-        emit("error", stage="load", message=str(exc))
+    ll.llama_backend_init()  # no log capture: the KV cache and flash-attention choice stay unreported
+    emit_hello(ll)
+    loaded = load_reported(ll, job, phase_kind="quality")
+    if loaded is None:
         return EXIT_LOAD_FAILED
-    t_loaded = time.monotonic()
-    emit("loaded", load_ms=(t_loaded - t_load) * 1000.0, t_start=t_load, t_end=t_loaded, effective=effective)
-    emit("phase", name="load", kind="quality", rep=0, t_start=t_load, t_end=t_loaded)
+    model, ctx = loaded
     vocab = ll.llama_model_get_vocab(model)
     n_vocab = int(ll.llama_vocab_n_tokens(vocab))
     bos = int(ll.llama_vocab_bos(vocab)) if ll.llama_vocab_get_add_bos(vocab) else None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgeprof.gguf import build_demo_models
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
+from edgeprof.runners import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
 _os.environ[FAULT_ARM_ENV] = FAULT_ARM_VALUE
 

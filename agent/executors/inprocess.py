@@ -11,7 +11,7 @@ from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_ru
 from edgeprof.executors.store import store_child
 from edgeprof.gguf import drop_page_cache
 from edgeprof.plan import RunSpec
-from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.stats import median
 from edgeprof.storage.models import Run
 

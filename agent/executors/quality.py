@@ -23,7 +23,7 @@ from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_ru
 from edgeprof.executors.store import add_phases, store_child
 from edgeprof.gguf import GGUFInfo, read_gguf_info, sha256_file
 from edgeprof.plan import MAX_CHUNKS, ModelEntry, Plan, QualitySpec, RunSpec
-from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.runners.quality_math import (
     CacheError,
     CacheReader,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.device import backend_of
 from edgeprof.run_states import utcnow
-from edgeprof.runners.llama import ChildResult
+from edgeprof.runners import ChildResult
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Measurement, Phase, Run
 

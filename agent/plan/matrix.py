@@ -9,7 +9,7 @@ from typing import Any
 from edgeprof.plan.bounds import MAX_NGL
 from edgeprof.plan.checker import Checker, as_list
 from edgeprof.plan.serving import SERVING_AXES
-from edgeprof.runners.protocol import KV_CACHE_TYPES
+from edgeprof.runners import KV_CACHE_TYPES
 
 # -ngl "all": the bound itself, more layers than any model has; llama.cpp offloads every layer and the output
 # (llama-bench: -1)

@@ -1,7 +1,7 @@
 """One llama.cpp context set up exactly as edgeprof's worker sets it up, for the in-process diagnostics
-(``diag_worker_vs_bare.py``, ``diag_token_pairs.py``): ``llama_worker._load`` with the plan's parameters,
-llama-bench's context values, the attached threadpool and the log capture, plus the worker's ``Request``
-and its deterministic prompt."""
+(``diag_worker_vs_bare.py``, ``diag_token_pairs.py``): ``llama_context.load_model`` with the plan's
+parameters, llama-bench's context values, the attached threadpool and the log capture, plus the worker's
+``Request`` and its deterministic prompt."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def worker_context(args: argparse.Namespace) -> WorkerContext:
     import llama_cpp as ll
 
     from edgeprof.runners import llama_worker as worker
+    from edgeprof.runners.llama_context import install_log_capture, load_model
 
     job: dict[str, Any] = {
         "model_path": args.model,
@@ -51,9 +52,9 @@ def worker_context(args: argparse.Namespace) -> WorkerContext:
             "temperature": 0.0, "seed": 42, "ignore_eos": True,
         },
     }  # fmt: skip
-    worker.install_log_capture(ll)
+    install_log_capture(ll)
     ll.llama_backend_init()
-    model, ctx, effective = worker._load(ll, job)
+    model, ctx, effective = load_model(ll, job)
     vocab = ll.llama_model_get_vocab(model)
     request = worker.Request(ll, ctx, vocab, job)
     return WorkerContext(

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Decode-fidelity diagnostic: does what edgeprof does between two decodes slow the next decode down?
 
-One process, one context set up by the worker's own ``llama_worker._load``. Every rep decodes 64 tokens
-after a 128-token prompt; between two decodes the loop does either llama-bench's work (a random next
+One process, one context set up by the worker's own ``llama_context.load_model``. Every rep decodes 64
+tokens after a 128-token prompt; between two decodes the loop does either llama-bench's work (a random next
 token) or the work under test, alternating token by token. Each decode after the work under test is
 divided by the mean of its two neighbours, which followed llama-bench's work. Neighbouring decodes are
 about a millisecond apart, so the host's fast/slow flips (seconds long) cancel out of every ratio, and

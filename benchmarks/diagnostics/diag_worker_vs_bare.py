@@ -2,8 +2,8 @@
 """Decode-fidelity diagnostic: edgeprof's own request code against a bare llama-bench-style loop, on ONE context.
 
 Everything runs in one process on one llama.cpp context set up exactly as edgeprof's worker sets it up
-(``llama_worker._load``: the plan's parameters, llama-bench's context values, the attached threadpool, the
-log capture). Interleaved rounds, the variants' order alternating, compare tg t/s for:
+(``llama_context.load_model``: the plan's parameters, llama-bench's context values, the attached
+threadpool, the log capture). Interleaved rounds, the variants' order alternating, compare tg t/s for:
 
 * ``worker``:  ``llama_worker.Request.run``, i.e. what edgeprof measures: prefill of the prompt, greedy
   sampling, stop/EOS bookkeeping, tg from llama.cpp's ``t_eval`` counter;

@@ -169,7 +169,7 @@ def _delta(after: int | None, before: int | None) -> int | None:
 
 
 def run_edgeprof_side(exe: Path, model: Path, quant: str, args: argparse.Namespace) -> dict[str, Any]:
-    from edgeprof.runners.llama import run_child
+    from edgeprof.runners import run_child
 
     probe = Probe(exe, model, args)
     probe_reps: list[dict[str, float | None]] = []

@@ -25,7 +25,7 @@ from support.plans import plan_toml
 from support.runs import edgeprof, one_line_error, two_quant_plan
 
 from edgeprof.daemon import Agent, AgentConfig, recover_interrupted
-from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.runners import FAULT_ENV
 from edgeprof.safefs import QueueLocked, lock_queue
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Run, Sweep, SweepLease

@@ -24,7 +24,7 @@ def test_a_sweep_with_nvml_and_rapl_names_the_source_on_every_row_with_energy(
 
     from edgeprof.plan import Collect, Cooldown, parse_plan
     from edgeprof.report import build_rows
-    from edgeprof.runners.protocol import FAULT_ENV
+    from edgeprof.runners import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Run
     from edgeprof.sweep import Telemetry, run_plan

@@ -42,7 +42,7 @@ def _sweep(tmp_path: Path, model: Path, collector: ProcStatCollector, interval_m
 
     from edgeprof.plan import Collect, Cooldown
     from edgeprof.report import build_rows
-    from edgeprof.runners.protocol import FAULT_ENV
+    from edgeprof.runners import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Verdict
     from edgeprof.sweep import Telemetry, run_plan

@@ -28,7 +28,7 @@ from edgeprof.gguf import (
 )
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows, render_table
-from edgeprof.runners.llama import run_child
+from edgeprof.runners import run_child
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Sweep
 from edgeprof.sweep import run_plan

@@ -56,7 +56,7 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
 
     from edgeprof.plan import Collect, Cooldown, parse_plan
     from edgeprof.report.figures import timeline as plots
-    from edgeprof.runners.protocol import FAULT_ENV
+    from edgeprof.runners import FAULT_ENV
     from edgeprof.storage.db import new_session, open_engine
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
     from edgeprof.sweep import Telemetry, run_plan

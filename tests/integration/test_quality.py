@@ -102,7 +102,7 @@ def test_a_disk_too_small_for_the_cache_is_a_stored_refusal(
 def test_a_crashing_quality_child_is_a_stored_row_and_the_sweep_goes_on(
     tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from edgeprof.runners.protocol import FAULT_ENV
+    from edgeprof.runners import FAULT_ENV
 
     monkeypatch.setenv("EDGEPROF_CACHE_DIR", str(tmp_path / "cache"))
     env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}

@@ -16,7 +16,7 @@ from support.plans import plan_toml
 from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import render_html
 from edgeprof.report.figures import timeline_png
-from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.runners import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 from edgeprof.sweep import Telemetry, run_plan

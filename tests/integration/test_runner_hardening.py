@@ -9,7 +9,7 @@ import pytest
 from support.runs import clean_env, two_quant_plan
 
 from edgeprof.plan import expand, parse_plan
-from edgeprof.runners.llama import run_child
+from edgeprof.runners import run_child
 
 
 def test_a_json_py_in_the_working_directory_never_runs_inside_a_worker(

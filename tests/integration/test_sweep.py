@@ -18,7 +18,7 @@ from support.plans import plan_toml
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows
-from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.runners import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, Run, Sweep
 from edgeprof.sweep import run_plan

@@ -15,7 +15,7 @@ from support.plans import plan_toml
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues, build_collectors
 from edgeprof.plan import Collect, Cooldown, Plan, parse_plan
 from edgeprof.report import build_rows
-from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.runners import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sample, Sweep
 from edgeprof.storage.samples import read_samples

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.plans import plan_toml
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
 
@@ -80,24 +81,15 @@ def test_the_worker_reports_its_attached_pool(tmp_path: Path, tiny_models: dict[
     from edgeprof.storage.models import Run
     from edgeprof.sweep import run_plan
 
-    text = f"""
-name = "threadpool"
-[matrix]
-models = [{{ path = "{tiny_models["Q8_0"]}", label = "q8" }}]
-ctx = [128]
-threads = [2]
-[[workload]]
-name = "w"
-prompt_tokens = 16
-n_predict = 4
-[repeat]
-cold = 1
-warmup = 0
-steady = 1
-[run]
-timeout_s = 120
-cold_cache = "keep"
-"""
+    text = plan_toml(
+        {"q8": tiny_models["Q8_0"]},
+        name="threadpool",
+        ctx=[128],
+        threads=[2],
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+        repeat={"cold": 1, "warmup": 0, "steady": 1},
+        run={"timeout_s": 120, "cold_cache": "keep"},
+    )
     plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
     engine = open_engine(tmp_path / "t.db")
     outcome = run_plan(engine, plan, out=io.StringIO())

@@ -17,7 +17,7 @@ from support.plans import plan_toml
 
 from edgeprof.collectors import ThermalZonesCollector, build_collectors
 from edgeprof.plan import Collect, Cooldown, parse_plan
-from edgeprof.runners.protocol import FAULT_ENV
+from edgeprof.runners import FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, Verdict
 from edgeprof.sweep import Telemetry, run_plan

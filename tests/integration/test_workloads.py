@@ -16,8 +16,8 @@ from sqlalchemy import select
 from edgeprof.gguf import CHATML_TEMPLATE, write_f16_gguf
 from edgeprof.plan import NGL_ALL, PARITY_DEFAULTS, PlanError, expand, parse_plan, read_chat_meta, render_chat
 from edgeprof.report import build_rows, fmt_tokens_out, render_table
-from edgeprof.runners.llama import run_child
-from edgeprof.runners.llama_worker import flash_attn_effective, kv_cache_from_log
+from edgeprof.runners import run_child
+from edgeprof.runners.llama_context import flash_attn_effective, kv_cache_from_log
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 from edgeprof.sweep import env_without_fault, run_plan

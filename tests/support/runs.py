@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ENV
+from edgeprof.runners import FAULT_ARM_ENV, FAULT_ENV
 from support.plans import plan_toml
 
 

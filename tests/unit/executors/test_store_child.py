@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgeprof.executors import store_child
-from edgeprof.runners.llama import ChildResult
+from edgeprof.runners import ChildResult
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run
 
