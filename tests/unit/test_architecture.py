@@ -307,8 +307,6 @@ def test_comments_give_reasons_not_tracker_numbers() -> None:
         except UnicodeDecodeError:
             continue
         for i, line in enumerate(text.splitlines(), 1):
-            if path.name == "test_architecture.py" and "ISSUE_NUMBER" in line:
-                continue
             if ISSUE_NUMBER.search(line):
                 bad.append(f"{path.relative_to(REPO_ROOT)}:{i}: {line.strip()[:100]}")
     assert not bad, f"{len(bad)} places cite a tracker number instead of the reason:\n" + "\n".join(bad)
@@ -317,9 +315,10 @@ def test_comments_give_reasons_not_tracker_numbers() -> None:
 @pytest.mark.parametrize(
     ("text", "found"),
     [
-        ("see issue 12 for why", True),
-        ("Issues 9 and 10", True),
-        ("issue #3", True),
+        # split literals, so this file does not cite what it checks for
+        ("see iss" "ue 12 for why", True),
+        ("Iss" "ues 9 and 10", True),
+        ("iss" "ue #3", True),
         ("an issue of scale", False),
     ],
 )
