@@ -82,6 +82,10 @@ def timeline_panels(
     return panels
 
 
+def _on_a_panel(role: MetricRole | None) -> bool:
+    return role is not None and role.role in PANEL_ROLES
+
+
 def load_samples(
     session: Session, sweep_id: int, roles: Mapping[str, MetricRole] | None = None
 ) -> dict[str, Points]:
@@ -89,10 +93,7 @@ def load_samples(
     points that keep every bucket's minimum and maximum. With ``roles``, only the metrics a panel shows."""
 
     def plotted(metric: str) -> bool:
-        if roles is None:
-            return True
-        role = roles.get(metric)
-        return role is not None and role.role in PANEL_ROLES
+        return roles is None or _on_a_panel(roles.get(metric))
 
     out: dict[str, Points] = {}
     first_t: dict[str, float] = {}
@@ -276,7 +277,16 @@ def read_timeline(session: Session, sweep: Sweep) -> SweepTimeline:
         for v in session.scalars(query.order_by(Verdict.id)):
             data.verdicts[v.run_id] = v
     data.roles = stored_roles(session, sweep.id)
-    data.samples = load_samples(session, sweep.id, data.roles)
+    if data.roles:
+        data.samples = load_samples(session, sweep.id, data.roles)
+    else:
+        # A sweep recorded before the roles were stored with it: classify its metrics by name, as the
+        # collector classes declare them (this loads the collector registry, for such sweeps only).
+        from edgeprof.collectors import roles_for
+
+        data.samples = load_samples(session, sweep.id)
+        data.roles = roles_for(data.samples)
+        data.samples = {m: pts for m, pts in data.samples.items() if _on_a_panel(data.roles.get(m))}
     return data
 
 

@@ -38,7 +38,7 @@ def _readings() -> list[tuple[float, float]]:
     return out
 
 
-def _sweep(tmp_path: Path) -> tuple[Any, int]:
+def _sweep(tmp_path: Path, store_roles: bool = True) -> tuple[Any, int]:
     engine = open_engine(tmp_path / "night.db")
     with new_session(engine) as s:
         sweep = dbbuild.add_sweep(s, name="night")
@@ -48,11 +48,12 @@ def _sweep(tmp_path: Path) -> tuple[Any, int]:
         )
         role = MetricRole("temperature", "C", "soc").as_json()
         metrics = [{"name": METRIC, "unit": "C", "kind": "gauge", "role": role}]
-        s.add(
-            CollectorStatus(
-                sweep_id=sweep.id, name="synthetic", ok=True, reason="", metrics_json=json.dumps(metrics)
+        if store_roles:
+            s.add(
+                CollectorStatus(
+                    sweep_id=sweep.id, name="synthetic", ok=True, reason="", metrics_json=json.dumps(metrics)
+                )
             )
-        )
         rows = [SampleRow(t, t, "synthetic", METRIC, v, run.id) for t, v in _readings()]
         write_batch(s, sweep.id, rows)
         s.commit()
@@ -90,6 +91,16 @@ def test_the_panels_follow_the_stored_roles(tmp_path: Path) -> None:
     with new_session(engine) as s:
         assert set(load_samples(s, sweep_id, {})) == set()  # no role stored for it: not a panel's metric
         assert set(load_samples(s, sweep_id, stored_roles(s, sweep_id))) == {METRIC}
+
+
+def test_a_sweep_stored_without_roles_is_drawn_by_metric_name(tmp_path: Path) -> None:
+    """Sweeps recorded before the roles were stored with them keep their temperature panel."""
+    engine, sweep_id = _sweep(tmp_path, store_roles=False)
+    with new_session(engine) as s:
+        assert stored_roles(s, sweep_id) == {}
+        drawn = timeline_figure(s, sweep_id)
+    assert isinstance(drawn, Figure)
+    assert [ln for ln in drawn.axes[0].get_lines() if ln.get_label() == METRIC]
 
 
 def test_more_lines_than_a_panel_shows_become_their_pointwise_max_and_min() -> None:
