@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.captures import read_capture
+from support.fakes import FakeRoot
 from support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(60)
@@ -34,13 +35,10 @@ def fake_nvcc(tmp_path: Path, release: str) -> Path:
 
 
 def board_root(tmp_path: Path, model: str, compatible: list[str]) -> Path:
-    root = tmp_path / "root"
-    dt = root / "proc" / "device-tree"
-    dt.mkdir(parents=True)
-    # As the kernel writes them: NUL-terminated strings.
-    (dt / "model").write_bytes(model.encode() + b"\0")
-    (dt / "compatible").write_bytes(b"".join(c.encode() + b"\0" for c in compatible))
-    return root
+    """A root whose device tree holds ``model`` and ``compatible``, NUL-terminated as the kernel has them."""
+    fake = FakeRoot(tmp_path / "root")
+    fake.device_tree(model, compatible)
+    return fake.root
 
 
 def run_script(*args: str | Path, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
+from support.fakes import FakeRoot
 from support.plans import plan_toml
 
 from edgeprof.plan import parse_plan
@@ -41,16 +42,6 @@ DEVICES = {
     "agx-orin-1": "NVIDIA Jetson AGX Orin Developer Kit",
     "orin-nx-1": "NVIDIA Jetson Orin NX",
 }
-
-
-def fake_root(base: Path, hostname: str, board: str, n: int) -> Path:
-    root = base / f"root-{hostname}"
-    (root / "etc").mkdir(parents=True)
-    (root / "etc" / "hostname").write_text(hostname + "\n")
-    (root / "etc" / "machine-id").write_text(f"{n:032x}\n")
-    (root / "proc" / "device-tree").mkdir(parents=True)
-    (root / "proc" / "device-tree" / "model").write_bytes(board.encode() + b"\x00")
-    return root
 
 
 def edgeprof(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -81,7 +72,10 @@ def devices(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
     base = tmp_path_factory.mktemp("fleet")
     dbs = {}
     for n, (hostname, board) in enumerate(DEVICES.items(), start=1):
-        root = fake_root(base, hostname, board, n)
+        fake = FakeRoot(base / f"root-{hostname}")
+        fake.host_identity(hostname, machine_id=f"{n:032x}")
+        fake.device_tree(board)
+        root = fake.root
         db = base / f"{hostname}.db"
         engine = open_engine(db)
         plan = parse_plan(fleet_plan(tiny_models["Q4_K_M"]), source="fleet.toml", base=base)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from support.fakes import SYNTHETIC_PROBE
+from support.fakes import SYNTHETIC_PROBE, FakeRoot
 from support.plans import plan_toml
 
 from edgeprof.gguf import (
@@ -183,8 +183,7 @@ def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
     # A fake MemAvailable between the two configs' predictions: the large ctx cannot fit, the small one can.
     available = (predicted(2048) + predicted(256)) / 2
     root = tmp_path / "root"
-    (root / "proc").mkdir(parents=True)
-    (root / "proc/meminfo").write_text(f"MemTotal: 99999999 kB\nMemAvailable: {int(available * 1024)} kB\n")
+    FakeRoot(root).meminfo(MemTotal=99999999, MemAvailable=int(available * 1024))
     text = plan_toml(
         [model],
         name="fit",
@@ -276,16 +275,15 @@ def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[
     )
     plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
     (spec,) = expand(plan, {m.path: "0" * 64 for m in plan.models})
-    (tmp_path / "proc").mkdir()
-    (tmp_path / "proc/meminfo").write_text("MemAvailable: 99999999 kB\n")
+    fake = FakeRoot(tmp_path)
+    fake.meminfo(MemAvailable=99999999)
     run = Run()
     fit = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(run, spec)
     assert fit is not None and fit.fits is False
     assert "of GPU memory, 0 MB available" in fit.message()
     ok = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 1000.0).assess(Run(), spec)
     assert ok is not None and ok.fits is True
-    (tmp_path / "etc").mkdir()
-    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
+    fake.l4t_release()
     jetson = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(Run(), spec)
     assert jetson is not None and jetson.fits is True
 

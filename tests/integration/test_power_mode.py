@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from support.fakes import FakeRoot
 from support.plan_problems import problems
 from support.plans import plan_toml
 
@@ -28,12 +29,9 @@ def power_plan(model: Path, modes: list[str] | None, allow: bool = False) -> str
 
 def jetson_root(tmp_path: Path) -> Path:
     """Synthetic Jetson tree (not a capture): nv_tegra_release and an nvpmodel.conf with three modes."""
-    (tmp_path / "etc").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
-    (tmp_path / "etc/nvpmodel.conf").write_text(
-        "< POWER_MODEL ID=0 NAME=MAXN >\nCPU_ONLINE CORE_0 1\n< POWER_MODEL ID=1 NAME=15W >\n"
-        "< POWER_MODEL ID=2 NAME=7W >\n< PM_CONFIG DEFAULT=0 >\n"
-    )
+    fake = FakeRoot(tmp_path)
+    fake.l4t_release()
+    fake.nvpmodel_conf({"MAXN": ["CPU_ONLINE CORE_0 1"], "15W": [], "7W": []}, default=0)
     return tmp_path
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from support.fakes import FakeRoot
 from support.plans import plan_toml
 
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues, build_collectors
@@ -60,28 +61,11 @@ def small_plan(tmp_path: Path, model: Path, **kw: Any) -> Plan:
     return parse_plan(plan_toml([model], name="p", **kw), str(tmp_path / "p.toml"), tmp_path)
 
 
-def fake_sys(root: Path, temp_milli_c: int) -> Path:
-    """Synthetic sysfs tree: one thermal zone and one cpufreq policy (not a capture)."""
-    zone = root / "sys/class/thermal/thermal_zone0"
-    zone.mkdir(parents=True)
-    (zone / "type").write_text("cpu-thermal\n")
-    (zone / "temp").write_text(f"{temp_milli_c}\n")
-    (zone / "mode").write_text("enabled\n")
-    (zone / "trip_point_0_temp").write_text("95000\n")
-    (zone / "trip_point_0_type").write_text("passive\n")
-    pol = root / "sys/devices/system/cpu/cpufreq/policy0"
-    pol.mkdir(parents=True)
-    (pol / "scaling_cur_freq").write_text("1500000\n")
-    (pol / "scaling_max_freq").write_text("2000000\n")
-    (pol / "cpuinfo_max_freq").write_text("2000000\n")
-    (pol / "related_cpus").write_text("0\n")
-    (pol / "affected_cpus").write_text("0\n")
-    (pol / "scaling_governor").write_text("schedutil\n")
-    return root
-
-
 def test_a_sweep_with_telemetry_stores_samples_phases_and_known_energy(tmp_path: Path, tiny_models) -> None:
-    root = fake_sys(tmp_path / "root", 45000)
+    root = tmp_path / "root"  # synthetic sysfs tree: one thermal zone and one cpufreq policy (not a capture)
+    fake = FakeRoot(root)
+    fake.thermal_zone(0, "cpu-thermal", 45000, mode="enabled", trips=[("passive", 95000)])
+    fake.cpufreq_policy(0, "0", cur_khz=1500000, cap_khz=2000000, hw_max_khz=2000000, governor="schedutil")
     plan = small_plan(
         tmp_path,
         tiny_models["Q8_0"],

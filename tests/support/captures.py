@@ -1,5 +1,5 @@
-"""Real device captures (``tests/fixtures/captures``, each with its public source) and small sysfs-style
-files written under a test's root."""
+"""Real device captures (``tests/fixtures/captures``, each with its public source). A fake device root to
+replay one into is ``support.fakes.FakeRoot``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from support.paths import CAPTURES, SYSFS_CAPTURES, TEGRASTATS_CAPTURES
 
-__all__ = ["CAPTURES", "SYSFS_CAPTURES", "TEGRASTATS_CAPTURES", "capture_path", "read_capture", "write"]
+__all__ = ["CAPTURES", "SYSFS_CAPTURES", "TEGRASTATS_CAPTURES", "capture_path", "read_capture"]
 
 
 def capture_path(name: str, folder: Path = SYSFS_CAPTURES) -> Path:
@@ -26,8 +26,3 @@ def read_capture(name: str, folder: Path = SYSFS_CAPTURES) -> list[str]:
     assert lines[0].startswith("# source:")
     return lines[1:]
 
-
-def write(path: Path, text: str) -> None:
-    """Write one sysfs-style file (value plus newline), creating its folders."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")

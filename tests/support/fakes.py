@@ -1,10 +1,13 @@
 """Fakes of hardware interfaces, shared by the collector, telemetry and verdict tests (each says what it
 mimics).
 
-- ``FakeRoot``: the one factory for fake device roots: the sysfs and procfs files the collectors read
-  (thermal zones, cpufreq policies, RAPL zones, x86 throttle counters, /proc/stat and /proc/<pid>/stat),
-  built under a test's folder. Its trees are synthetic, in the kernel's file names and formats; a capture
-  replayed into a root goes through ``FakeRoot.value``/``FakeRoot.write`` too.
+- ``FakeRoot``: the one factory for fake device roots: the sysfs, procfs and /etc files the collectors,
+  the device probes and the system check read (thermal zones, cpufreq policies and switches, RAPL zones,
+  x86 throttle counters, a hwmon fan, /proc/stat, /proc/<pid>/stat, /proc/meminfo, the device tree, the
+  host's identity, a Jetson's L4T release and nvpmodel.conf), built under a test's folder. Each named
+  method writes a synthetic tree in the kernel's (or L4T's) file names and formats from the values it is
+  given; a test that takes a value from a capture says so. A capture replayed as file text goes through
+  ``FakeRoot.value``/``FakeRoot.write``.
 - ``FakeNvml``: a synthetic nvidia-ml-py module with two GPUs; every energy read adds 1000 mJ.
 - ``SYNTHETIC_PROBE``: a synthetic DRAM bandwidth probe result of 10 GB/s, so a report's BW % is checkable.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +28,8 @@ CPU = Path("sys/devices/system/cpu")
 POWERCAP = Path("sys/class/powercap")
 # Synthetic: a typical max_energy_range_uj (2^32 energy units of 61.035 uJ); not from a capture.
 SYNTHETIC_RANGE_UJ = 262143328850
+# Synthetic: the header line of /etc/nv_tegra_release in L4T's format (R36.4.4); not from a capture.
+SYNTHETIC_L4T_RELEASE = "# R36 (release), REVISION: 4.4"
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,61 @@ class FakeRoot:
         """/proc/<pid>/stat (under /proc/<folder> when given, e.g. ``self``), ``utime_ticks`` in field 14."""
         line = f"{pid} ({comm}) {state} {ppid} 1 1 0 -1 0 0 0 0 0 {int(utime_ticks)} 0 0 0 20 0 1 0 1\n"
         return self.write(f"proc/{folder or pid}/stat", line)
+
+    def scaling_governor(self, policy: int, governor: str) -> Path:
+        """/sys/devices/system/cpu/cpufreq/policyN/scaling_governor alone (what the system check reads)."""
+        return self.value(CPU / "cpufreq" / f"policy{policy}" / "scaling_governor", governor)
+
+    def intel_no_turbo(self, no_turbo: int) -> Path:
+        """/sys/devices/system/cpu/intel_pstate/no_turbo: 1 when turbo is off, 0 when it is on."""
+        return self.value(CPU / "intel_pstate" / "no_turbo", no_turbo)
+
+    def cpufreq_boost(self, boost: int) -> Path:
+        """/sys/devices/system/cpu/cpufreq/boost (acpi-cpufreq's switch): 1 when boost is on."""
+        return self.value(CPU / "cpufreq" / "boost", boost)
+
+    def hwmon_fan(self, index: int, pwm: int, name: str = "pwmfan") -> Path:
+        """/sys/class/hwmon/hwmonN: the driver's ``name`` and the fan's ``pwm1`` duty (0-255)."""
+        hwmon = self.root / "sys/class/hwmon" / f"hwmon{index}"
+        self.value(hwmon / "name", name)
+        self.value(hwmon / "pwm1", pwm)
+        return hwmon
+
+    def meminfo(self, **fields_kb: int) -> Path:
+        """/proc/meminfo: one ``Name: N kB`` line per field, in the order given (the kernel pads the numbers
+        into a column; the readers split on whitespace, so these lines are not padded)."""
+        return self.write("proc/meminfo", "".join(f"{name}: {kb} kB\n" for name, kb in fields_kb.items()))
+
+    def device_tree(self, model: str, compatible: Iterable[str] | None = None) -> Path:
+        """/proc/device-tree/model and, when given, ``compatible``, as the kernel exposes them: each string
+        NUL-terminated, no newline (an empty ``compatible`` is an empty file)."""
+        tree = self.root / "proc/device-tree"
+        tree.mkdir(parents=True, exist_ok=True)
+        (tree / "model").write_bytes(model.encode() + b"\0")
+        if compatible is not None:
+            (tree / "compatible").write_bytes(b"".join(c.encode() + b"\0" for c in compatible))
+        return tree
+
+    def host_identity(self, hostname: str, machine_id: str) -> Path:
+        """/etc/hostname and /etc/machine-id (32 lowercase hex digits), one line each."""
+        self.value("etc/hostname", hostname)
+        self.value("etc/machine-id", machine_id)
+        return self.root / "etc"
+
+    def l4t_release(self, line: str = SYNTHETIC_L4T_RELEASE) -> Path:
+        """/etc/nv_tegra_release holding its header line alone (``# R36 (release), REVISION: 4.4, ...``):
+        what marks a Jetson and names its L4T release."""
+        return self.value("etc/nv_tegra_release", line)
+
+    def nvpmodel_conf(self, modes: Mapping[str, Iterable[str]], default: int = 0) -> Path:
+        """/etc/nvpmodel.conf: a ``< POWER_MODEL ID=i NAME=... >`` header per mode, numbered in the order
+        given and followed by that mode's setting lines, then ``< PM_CONFIG DEFAULT=default >``."""
+        lines: list[str] = []
+        for i, (name, settings) in enumerate(modes.items()):
+            lines.append(f"< POWER_MODEL ID={i} NAME={name} >")
+            lines.extend(settings)
+        lines.append(f"< PM_CONFIG DEFAULT={default} >")
+        return self.write("etc/nvpmodel.conf", "".join(f"{line}\n" for line in lines))
 
 
 class NVMLError(Exception):

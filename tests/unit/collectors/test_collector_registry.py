@@ -96,10 +96,7 @@ def test_describe_on_real_vm_tree(tmp_path: Path) -> None:
 
 
 def test_describe_lists_metrics_of_available_collectors(tmp_path: Path) -> None:
-    zone = tmp_path / "sys/class/thermal/thermal_zone0"  # synthetic one-zone tree
-    zone.mkdir(parents=True)
-    (zone / "type").write_text("cpu-thermal\n")
-    (zone / "temp").write_text("41000\n")
+    FakeRoot(tmp_path).thermal_zone(0, "cpu-thermal", 41000)  # synthetic one-zone tree
     [entry] = [e for e in describe(tmp_path) if e["name"] == "sysfs_thermal"]
     assert entry["ok"]
     assert entry["metrics"] == [{"name": "temp.cpu_c", "unit": "C", "kind": "gauge"}]

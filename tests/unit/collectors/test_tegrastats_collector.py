@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from support.fakes import FakeRoot
 from support.paths import FIXTURES
 
 from edgeprof.collectors.tegrastats import NOT_FOUND_REASON, TegrastatsCollector, metric_for
@@ -36,9 +37,8 @@ def test_missing_executable(tmp_path: Path) -> None:
 
 
 def test_jetson_without_tegrastats_has_its_own_reason(tmp_path: Path) -> None:
-    (tmp_path / "etc").mkdir()
-    (tmp_path / "etc" / "nv_tegra_release").write_text(
-        "# R36 (release), REVISION: 4.4, GCID: 1, BOARD: generic, EABI: aarch64, DATE: x\n"
+    FakeRoot(tmp_path).l4t_release(
+        "# R36 (release), REVISION: 4.4, GCID: 1, BOARD: generic, EABI: aarch64, DATE: x"
     )
     ok, reason = TegrastatsCollector(root=tmp_path).available()
     assert not ok
@@ -46,10 +46,7 @@ def test_jetson_without_tegrastats_has_its_own_reason(tmp_path: Path) -> None:
 
 
 def test_fallback_path_under_root(tmp_path: Path) -> None:
-    usr_bin = tmp_path / "usr" / "bin"
-    usr_bin.mkdir(parents=True)
-    target = usr_bin / "tegrastats"
-    target.write_text("#!/bin/sh\nexit 0\n")
+    target = FakeRoot(tmp_path).write("usr/bin/tegrastats", "#!/bin/sh\nexit 0\n")
     assert TegrastatsCollector(root=tmp_path).find_executable() == str(target)
     target.chmod(0o644)
     ok, reason = TegrastatsCollector(root=tmp_path).available()

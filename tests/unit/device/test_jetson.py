@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.captures import read_capture
+from support.fakes import FakeRoot
 
 from edgeprof.device import (
     board_model,
@@ -68,8 +69,7 @@ def test_jetson_clocks_show_tx1_is_locked_and_survives_the_governor_typo() -> No
 )
 def test_l4t_release_from_captures(tmp_path: Path, name: str, expected: str | None) -> None:
     text = capture(name)
-    (tmp_path / "etc").mkdir()
-    (tmp_path / "etc/nv_tegra_release").write_text(text.splitlines()[0] + "\n")
+    FakeRoot(tmp_path).value("etc/nv_tegra_release", text.splitlines()[0])  # the capture's header line
     got = l4t_release(tmp_path)
     if expected is None:
         assert got is not None and got.startswith("R")
@@ -81,26 +81,16 @@ def test_board_model_strips_the_trailing_nul(tmp_path: Path) -> None:
     text = capture("device-tree-model_tx1-nano_jp3-jp4.txt")
     models = [ln.split("= ", 1)[1] for ln in text.splitlines() if "/proc/device-tree/model" in ln]
     assert models == ["jetson_tx1", "NVIDIA Jetson Nano Developer Kit"]
-    dt = tmp_path / "proc/device-tree"
-    dt.mkdir(parents=True)
-    (dt / "model").write_bytes(models[1].encode() + b"\x00")
+    FakeRoot(tmp_path).device_tree(models[1])
     assert board_model(tmp_path) == "NVIDIA Jetson Nano Developer Kit"
     assert board_model(tmp_path / "nowhere") is None
 
 
-def fake_jetson_root(tmp_path: Path, pwm: int = 120) -> Path:
-    """Synthetic Jetson tree (not a capture): nv_tegra_release and a pwmfan hwmon."""
-    (tmp_path / "etc").mkdir(parents=True)
-    (tmp_path / "etc/nv_tegra_release").write_text("# R36 (release), REVISION: 4.4\n")
-    fan = tmp_path / "sys/class/hwmon/hwmon3"
-    fan.mkdir(parents=True)
-    (fan / "name").write_text("pwmfan\n")
-    (fan / "pwm1").write_text(f"{pwm}\n")
-    return tmp_path
-
-
 def test_jetson_state_reads_commands_and_fan(tmp_path: Path) -> None:
-    root = fake_jetson_root(tmp_path)
+    root = tmp_path  # synthetic Jetson tree (not a capture): nv_tegra_release and a pwmfan hwmon
+    fake = FakeRoot(root)
+    fake.l4t_release()
+    fake.hwmon_fan(3, pwm=120)
     outputs = {
         "nvpmodel": "NV Power Mode: MAXN\n0\n",
         "jetson_clocks": capture("jetson_clocks-show_agx-orin_jp5.1.txt"),

@@ -7,56 +7,52 @@ import os
 from pathlib import Path
 
 import pytest
+from support.fakes import FakeRoot
 
 from edgeprof.device import busy_processes, render, system_warnings
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _stat(root: Path, pid: int, name: str, ticks: int) -> None:
-    d = root / "proc" / str(pid)
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "stat").write_text(f"{pid} ({name}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0 1\n")
-
-
-def _quiet_tree(root: Path) -> Path:
-    _stat(root, 10, "sshd", 100)
-    (root / "proc/meminfo").write_text("MemTotal: 8000000 kB\nSwapTotal: 2097148 kB\nSwapFree: 2097148 kB\n")
-    policy = root / "sys/devices/system/cpu/cpufreq/policy0"
-    policy.mkdir(parents=True)
-    (policy / "scaling_governor").write_text("performance\n")
-    return root
+def _quiet_tree(root: Path) -> FakeRoot:
+    """One idle process, no swap in use, the performance governor: nothing to warn about."""
+    fake = FakeRoot(root)
+    fake.process(10, "sshd", 100)
+    fake.meminfo(MemTotal=8000000, SwapTotal=2097148, SwapFree=2097148)
+    fake.scaling_governor(0, "performance")
+    return fake
 
 
 def test_a_quiet_tuned_machine_gets_no_warning(tmp_path: Path) -> None:
-    root = _quiet_tree(tmp_path)
+    root = _quiet_tree(tmp_path).root
     assert system_warnings(root, sleep=lambda s: None, sample_s=0.5) == []
 
 
 def test_a_busy_process_is_named_with_its_share_of_a_core(tmp_path: Path) -> None:
-    root = _quiet_tree(tmp_path)
-    _stat(root, 20, "ffmpeg (camera)", 1000)
+    fake = _quiet_tree(tmp_path)
+    root = fake.root
+    fake.process(20, "ffmpeg (camera)", 1000)
 
     tck = os.sysconf("SC_CLK_TCK")
 
     def sleep(seconds: float) -> None:  # while "sleeping", ffmpeg burns 0.8 core over the 0.5 s
-        _stat(root, 20, "ffmpeg (camera)", 1000 + round(0.8 * 0.5 * tck))
-        _stat(root, 10, "sshd", 100 + round(0.02 * 0.5 * tck))  # 2 % of a core: below the limit
+        fake.process(20, "ffmpeg (camera)", 1000 + round(0.8 * 0.5 * tck))
+        fake.process(10, "sshd", 100 + round(0.02 * 0.5 * tck))  # 2 % of a core: below the limit
 
     busy = busy_processes(root, sample_s=0.5, sleep=sleep, clk_tck=float(tck))
     assert busy == [(20, "ffmpeg (camera)", pytest.approx(0.8))]
-    _stat(root, 20, "ffmpeg (camera)", 1000)
-    _stat(root, 10, "sshd", 100)
+    fake.process(20, "ffmpeg (camera)", 1000)
+    fake.process(10, "sshd", 100)
     warnings = system_warnings(root, sample_s=0.5, sleep=sleep)
     assert len(warnings) == 1 and "ffmpeg (camera) (pid 20) 80%" in warnings[0]
 
 
 def test_governor_turbo_boost_swap_and_jetson_clocks(tmp_path: Path) -> None:
-    root = _quiet_tree(tmp_path)
-    (root / "sys/devices/system/cpu/cpufreq/policy0/scaling_governor").write_text("schedutil\n")
-    (root / "sys/devices/system/cpu/intel_pstate").mkdir(parents=True)
-    (root / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
-    (root / "proc/meminfo").write_text("SwapTotal: 2097148 kB\nSwapFree: 1048572 kB\n")
+    fake = _quiet_tree(tmp_path)
+    root = fake.root
+    fake.scaling_governor(0, "schedutil")
+    fake.intel_no_turbo(0)
+    fake.meminfo(SwapTotal=2097148, SwapFree=1048572)
     unlocked = {"jetson_clocks": {"locked": False}}
     text = "\n".join(system_warnings(root, sleep=lambda s: None, jetson=unlocked))
     assert "governor schedutil on 1 of 1 policies" in text
@@ -65,8 +61,8 @@ def test_governor_turbo_boost_swap_and_jetson_clocks(tmp_path: Path) -> None:
     assert "Jetson clocks are not locked" in text
     locked = system_warnings(root, sleep=lambda s: None, jetson={"jetson_clocks": {"locked": True}})
     assert not any("Jetson" in w for w in locked)
-    (root / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")
-    (root / "sys/devices/system/cpu/cpufreq/boost").write_text("1\n")
+    fake.intel_no_turbo(1)
+    fake.cpufreq_boost(1)
     assert any("CPU frequency boost is on" in w for w in system_warnings(root, sleep=lambda s: None))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fakes import SYNTHETIC_PROBE
+from support.fakes import SYNTHETIC_PROBE, FakeRoot
 
 from edgeprof.gguf import (
     ModelShape,
@@ -99,8 +99,8 @@ def test_bytes_per_token_hand_computed() -> None:
 
 
 def test_meminfo_and_fit_check(tmp_path: Path) -> None:
-    (tmp_path / "proc").mkdir()
-    (tmp_path / "proc/meminfo").write_text("MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
+    # MemAvailable padded into the kernel's column, which the reader must split through
+    FakeRoot(tmp_path).write("proc/meminfo", "MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
     assert mem_available_mb(tmp_path) == 3200.0
     assert mem_available_mb(tmp_path / "nowhere") is None
     pred = predict_memory(
