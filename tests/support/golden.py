@@ -104,12 +104,6 @@ BAD_PLANS: dict[str, str] = {
 }
 
 
-def _demo_builder() -> Callable[..., dict[str, Path]]:
-    from edgeprof.gguf import build_demo_models
-
-    return build_demo_models
-
-
 def env_for(db: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"EDGEPROF_DB": str(db), "COLUMNS": "120", "NO_COLOR": "1", "TZ": "UTC", "LC_ALL": "C.UTF-8"})
@@ -176,7 +170,8 @@ def html_tables_text(html_text: str) -> str:
 
 def check_fixture_files(work: Path) -> dict[str, str]:
     """The files the bad plans name: two tiny demo GGUFs and a file that is not GGUF (format fields)."""
-    build_demo_models = _demo_builder()
+    from edgeprof.gguf import build_demo_models
+
 
     models = build_demo_models(work / "models", "tiny")
     not_gguf = work / "models" / "notes.gguf"
@@ -235,7 +230,8 @@ def freeze() -> None:
 
 def record_db(work: Path) -> None:
     """Run the fixture plan twice (sweeps 1 and 2) into a new database and store its dump."""
-    build_demo_models = _demo_builder()
+    from edgeprof.gguf import build_demo_models
+
 
     work.mkdir(parents=True, exist_ok=True)
     models = build_demo_models(work / "models", "tiny")
