@@ -11,6 +11,10 @@ those come from:
   the kernel prints the field on every architecture since 2.6.11, so a missing field is None, never 0);
 - ``host.cpu_total_s``: every CPU's time of all kinds, so capacity = delta / wall time;
 - ``host.procs_running``: runnable tasks at the reading (the reader itself included), a gauge;
+- ``host.procs_running_others``: the same count less the runnable threads of this process and of the child,
+  read right after it (``/proc/<pid>/task/*/stat``, state ``R``), so what waits for a CPU is told apart from
+  edgeprof's own threads handling the child's last event and from the child's compute threads, whatever
+  their number; None where neither task list is readable;
 - ``proc.cpu_s``: the child's own utime + stime (all its threads), and ``self.cpu_s`` the same for this
   process (the sampler's own cost is not "other processes").
 
@@ -65,6 +69,15 @@ def parse_stat_totals(text: str) -> dict[str, float | None]:
     return out
 
 
+def task_state(text: str | None) -> str | None:
+    """The state letter (field 3: ``R`` running, ``S`` sleeping, ...) of a ``/proc/<pid>/task/<tid>/stat``
+    line, counted after the command name's last ``)`` as for the CPU ticks; None if unreadable."""
+    if not text:
+        return None
+    tail = text[text.rfind(")") + 1 :].split()
+    return tail[0] if tail else None
+
+
 def parse_pid_cpu_ticks(text: str | None) -> float | None:
     """utime + stime (jiffies) from a ``/proc/<pid>/stat`` line; None if unreadable. The command name
     (field 2) may hold spaces and parentheses, so fields are counted after its last ``)``."""
@@ -83,6 +96,7 @@ _ROLES: dict[str, MetricRole] = {
     "host.cpu_steal_s": MetricRole("cpu_time", "s", "cpu", domain="host_steal"),
     "host.cpu_total_s": MetricRole("cpu_time", "s", "cpu", domain="host_total"),
     "host.procs_running": MetricRole("run_queue", "count", "cpu"),
+    "host.procs_running_others": MetricRole("run_queue", "count", "cpu", domain="others"),
     "proc.cpu_s": MetricRole("cpu_time", "s", "cpu", domain="child"),
     "self.cpu_s": MetricRole("cpu_time", "s", "cpu", domain="self"),
 }
@@ -127,14 +141,37 @@ class ProcStatCollector(Collector):
             Metric("host.cpu_steal_s", "s", "counter", "time stolen by the hypervisor"),
             Metric("host.cpu_total_s", "s", "counter", "all CPUs' time of every kind"),
             Metric("host.procs_running", "count", "gauge", "runnable tasks (procs_running)"),
+            Metric(
+                "host.procs_running_others", "count", "gauge", "runnable tasks not edgeprof's or the child's"
+            ),
             Metric("proc.cpu_s", "s", "counter", "benchmark child's utime + stime"),
             Metric("self.cpu_s", "s", "counter", "edgeprof's own utime + stime"),
         ]
+
+    def _running_threads(self, pid: str) -> int | None:
+        """Threads of ``pid`` (or ``self``) in state R now; None when its task list cannot be read."""
+        try:
+            tasks = list(self.path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            return None
+        return sum(1 for task in tasks if task_state(read_text(task / "stat")) == "R")
+
+    def _others_running(self, procs_running: float | None, pid: int | None) -> float | None:
+        if procs_running is None:
+            return None
+        ours = [self._running_threads("self"), self._running_threads(str(pid)) if pid else None]
+        known = [n for n in ours if n is not None]
+        if not known:
+            return None
+        # The counts are read microseconds apart: a thread that fell asleep in between would make the rest
+        # negative, and a negative number of tasks is no reading.
+        return max(0.0, procs_running - sum(known))
 
     def sample(self) -> SampleValues:
         totals = parse_stat_totals(read_text(self.path(PROC_STAT)) or "")
         with self._lock:
             pid = self._child_pid
+        others = self._others_running(totals["procs_running"], pid)
         child = parse_pid_cpu_ticks(read_text(self.path(f"/proc/{pid}/stat"))) if pid else None
         own = parse_pid_cpu_ticks(read_text(self.path(SELF_STAT)))
 
@@ -146,6 +183,7 @@ class ProcStatCollector(Collector):
             "host.cpu_steal_s": secs(totals["steal"]),
             "host.cpu_total_s": secs(totals["total"]),
             "host.procs_running": totals["procs_running"],
+            "host.procs_running_others": others,
             "proc.cpu_s": secs(child),
             "self.cpu_s": secs(own),
         }

@@ -7,8 +7,10 @@ measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py`
 - ``other_cores``: CPU time of every process other than the llama.cpp child and edgeprof itself, per second
   of the rep (all CPUs' busy time minus the child's and our own utime + stime) -- 1.0 is one core's worth;
 - ``steal_fraction``: the hypervisor's steal time as a share of the machine's CPU capacity;
-- ``runq_excess``: the median run-queue length (``procs_running``) beyond what the benchmark itself puts
-  there (its threads plus the sampler reading the file).
+- ``runq_excess``: the median number of runnable tasks that are neither the benchmark child's threads nor
+  edgeprof's (``procs_running`` less both, counted by the collector at each reading); for sweeps recorded
+  before that count existed, ``procs_running`` beyond the child's compute threads and the sampler. Judged
+  only over a rep with at least ``min_runq_readings`` readings: one instantaneous count is a coin toss.
 
 A rep is ``contended`` when any of them passes its threshold; the run is ``contended`` when any steady rep
 was, ``quiet`` when every judged rep was quiet, ``inconclusive`` when none could be judged (no counters).
@@ -45,6 +47,10 @@ class InterferenceThresholds:
     # One runnable task more than the benchmark's own (median over the rep's readings): something else
     # waits for a CPU the whole time.
     max_runq_excess: float = 1.0
+    # An instantaneous count read once or twice in a rep says where the scheduler happened to be at that
+    # microsecond (edgeprof's main thread handling the child's event, a kernel worker): three readings at
+    # least before a median of them is a figure about the rep.
+    min_runq_readings: int = 3
     # /proc counts CPU time in USER_HZ ticks (10 ms on every mainstream kernel build), so each counter's
     # delta can be a tick off. ``other_cores`` is three counters (machine, child, edgeprof): over readings
     # 20 ms apart that is +-1.5 cores of pure rounding. A figure is judged only where its rounding error
@@ -106,7 +112,7 @@ def _by_domain(series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole]
         if role.role == "cpu_time" and role.domain:
             out.setdefault(role.domain, metric)
         elif role.role == "run_queue":
-            out.setdefault("run_queue", metric)
+            out.setdefault("run_queue_others" if role.domain == "others" else "run_queue", metric)
     return out
 
 
@@ -169,21 +175,31 @@ def _run_queue(
     entry: dict[str, Any],
     reasons: list[str],
     inside: list[float] | None,
+    others: bool,
     benchmark_threads: int | None,
     th: InterferenceThresholds,
 ) -> bool:
-    """Runnable tasks beyond the benchmark's own (``inside``: the rep's readings); whether judged."""
+    """Runnable tasks beyond the benchmark's own (``inside``: the rep's readings; ``others``: of the count
+    that already leaves out the child's and edgeprof's threads); whether judged."""
     if inside is None:
         return False
     runq = median(inside) if inside else None
     entry["runq_median"] = rounded(runq, 1)
-    if runq is None or benchmark_threads is None:
+    if runq is None or (benchmark_threads is None and not others):
         return False
-    own_tasks = benchmark_threads + 1  # the child's compute threads and the sampler reading the file
-    excess = runq - own_tasks
+    if len(inside) < th.min_runq_readings:
+        entry["runq_note"] = f"{len(inside)} run-queue reading(s) in the rep; {th.min_runq_readings} needed"
+        return False
+    if others:
+        excess = runq
+        why = f"a median of {runq:g} runnable tasks of other processes"
+    else:
+        own_tasks = (benchmark_threads or 0) + 1  # the child's compute threads and the sampler reading
+        excess = runq - own_tasks
+        why = f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own"
     entry["runq_excess"] = rounded(excess, 1)
     if excess >= th.max_runq_excess:
-        reasons.append(f"{runq:g} runnable tasks for {own_tasks} of the benchmark's own")
+        reasons.append(why)
     return True
 
 
@@ -203,7 +219,8 @@ def judge_rep(
 
     entry: dict[str, Any] = {"rep": rep.rep, "duration_s": rounded(rep.t_end - rep.t_start)}
     reasons: list[str] = []
-    runq_name = names.get("run_queue")
+    others = "run_queue_others" in names
+    runq_name = names.get("run_queue_others", names.get("run_queue"))
     inside = (
         [v for t, v in points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
         if runq_name is not None
@@ -212,7 +229,7 @@ def judge_rep(
     judged = [
         _other_cores(entry, reasons, delta("host_busy"), delta("child"), delta("self"), th),
         _steal(entry, reasons, delta("host_total"), delta("host_steal"), th),
-        _run_queue(entry, reasons, inside, benchmark_threads, th),
+        _run_queue(entry, reasons, inside, others, benchmark_threads, th),
     ]
     entry["reasons"] = reasons
     entry["status"] = "contended" if reasons else "quiet" if any(judged) else "unknown"

@@ -49,3 +49,29 @@ def test_collector_reads_an_injected_proc_in_seconds(tmp_path: Path) -> None:
     assert values["proc.cpu_s"] == pytest.approx(250 / tck)
     assert values["self.cpu_s"] == 0.0
     assert ProcStatCollector(tmp_path / "nothing").available().ok is False
+
+
+def _task(fake: FakeRoot, pid: str, tid: int, state: str) -> None:
+    """One thread's /proc/<pid>/task/<tid>/stat line (synthetic), in the kernel's format."""
+    line = f"{tid} (t{tid}) {state} 1 1 1 0 -1 0 0 0 0 0 1 0 0 0 20 0 1 0 1\n"
+    fake.write(f"proc/{pid}/task/{tid}/stat", line)
+
+
+def test_others_running_leaves_out_the_childs_and_edgeprofs_runnable_threads(tmp_path: Path) -> None:
+    # synthetic: 5 runnable tasks, of which the child's 2 compute threads and edgeprof's reader and main
+    # thread; one child thread sleeps. What is left is one task of another process.
+    fake = FakeRoot(tmp_path)
+    fake.proc_stat(busy=300, total=1000, steal=0, running=5)
+    fake.process(77, "llama", 250)
+    fake.process(1, "edgeprof", 0, folder="self")
+    for tid, state in ((77, "R"), (78, "R"), (79, "S")):
+        _task(fake, "77", tid, state)
+    for tid, state in ((1, "R"), (2, "R"), (3, "S")):
+        _task(fake, "self", tid, state)
+    values = ProcStatCollector(tmp_path, child_pid=77).sample()
+    assert values["host.procs_running"] == 5.0
+    assert values["host.procs_running_others"] == 1.0
+    # without any task list the count is unknown, never the raw run queue
+    bare = FakeRoot(tmp_path / "bare")
+    bare.proc_stat(busy=1, total=10, steal=0, running=3)
+    assert ProcStatCollector(bare.root).sample()["host.procs_running_others"] is None

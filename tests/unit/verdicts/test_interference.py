@@ -17,6 +17,7 @@ def _series(
     runq: float = 2.0,
     n: int = 11,
     step: float = 0.1,
+    others: float | None = None,
 ):
     """Counters (seconds) sampled every ``step`` s (0.1 s over 1 s by default) on a 2-CPU machine."""
     names = ("host.cpu_busy_s", "host.cpu_total_s", "host.cpu_steal_s", "host.procs_running")
@@ -29,6 +30,8 @@ def _series(
         out["proc.cpu_s"].append((t, child_cores * t))
         out["self.cpu_s"].append((t, 0.01 * t))
         out["host.procs_running"].append((t, runq))
+        if others is not None:
+            out.setdefault("host.procs_running_others", []).append((t, others))
     return out
 
 
@@ -113,3 +116,26 @@ def test_stability_note_says_whether_instability_coincides_with_contention() -> 
     assert "competed for the CPU" in stability_note(row | {"interference_verdict": "contended"})
     assert "quiet machine" in stability_note(row | {"interference_verdict": "quiet"})
     assert stability_note(row | {"stability_verdict": "stable", "interference_verdict": "contended"}) == ""
+
+
+def test_the_run_queue_of_other_processes_is_judged_without_guessing_the_benchmarks_threads() -> None:
+    """The collector's count that leaves out the child's and edgeprof's own threads decides: 6 runnable
+    tasks of which none is another process's is quiet whatever thread count was assumed; one other task
+    waiting through the rep is contended."""
+    busy_ours = _series(1.0, 0.0, runq=6.0, others=0.0)
+    roles = declared_roles(busy_ours)
+    value, evidence = interference_verdict(REPS, busy_ours, roles, benchmark_threads=1)
+    assert value == "quiet", evidence
+    assert evidence["reps"][0]["runq_excess"] == 0.0
+    waiting = _series(1.0, 0.0, runq=3.0, others=1.0)
+    value, evidence = interference_verdict(REPS, waiting, roles, benchmark_threads=None)
+    assert value == "contended"
+    assert "a median of 1 runnable tasks of other processes" in evidence["reasons"][0]
+
+
+def test_a_rep_with_too_few_run_queue_readings_is_not_judged_by_them() -> None:
+    """One or two instantaneous counts in a rep are where the scheduler happened to be, not a figure."""
+    two = _series(1.0, 0.0, runq=6.0, n=3, step=0.5)  # readings at 0, 0.5 and 1.0 s: two per rep
+    rep = judge_rep(Rep(0, 0.0, 0.5), two, ROLES, benchmark_threads=1)
+    assert "runq_excess" not in rep and rep["runq_note"] == "2 run-queue reading(s) in the rep; 3 needed"
+    assert "runnable" not in " ".join(rep["reasons"])
