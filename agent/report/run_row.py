@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof.device import comparable_state
+from edgeprof.report.cells import OUTPUT_CHARS
 from edgeprof.report.workload import output_until_eos, workload_fields
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run
@@ -52,7 +53,6 @@ def output_tokens(run: Run) -> list[int] | None:
 
 # An output shorter than this is not judged an echo: "Yes." may well be in the prompt and be an answer.
 ECHO_MIN_CHARS = 12
-ECHO_HEAD_CHARS = 40
 
 
 def _normal(text: str) -> str:
@@ -72,10 +72,12 @@ def prompt_texts(workload: dict[str, Any]) -> list[str]:
 
 
 def echoes_prompt(output: str | None, prompts: Sequence[str]) -> bool:
-    """Whether an output starts by repeating its prompt: its first words (whitespace and case aside) are
-    text of the prompt, or of the prompt said again and again. A model that echoes instead of answering
-    still runs at full speed and stops at n_predict, so nothing else in its row tells it apart."""
-    head = _normal(output or "")[:ECHO_HEAD_CHARS]
+    """Whether an output only repeats its prompt: its first ``OUTPUT_CHARS`` characters (what the report
+    shows; whitespace and case aside) are all text of the prompt, or of the prompt said again and again. A
+    model that restates a question and then answers it within them is not an echo. One that echoes
+    instead of answering still runs at full speed and stops at n_predict: nothing else in its row tells it
+    apart."""
+    head = _normal(output or "")[:OUTPUT_CHARS]
     if len(head) < ECHO_MIN_CHARS:
         return False
     for prompt in prompts:

@@ -268,6 +268,7 @@ def test_echo_is_judged_on_the_prompt_the_user_wrote() -> None:
     assert echoes_prompt("  TELL me about the   weather in Paris", [PROMPT])  # case and whitespace aside
     assert echoes_prompt("hello hello hello hello hello", ["hello"])  # a short prompt said again and again
     assert not echoes_prompt(ANSWER, [PROMPT])
+    assert not echoes_prompt(f"{PROMPT} {ANSWER}", [PROMPT])  # restated, then answered: no echo
     assert not echoes_prompt("Tell me.", [PROMPT])  # too short to judge: may be an answer
     assert not echoes_prompt(None, [PROMPT]) and not echoes_prompt(ECHO, [])
     chat = {"name": "c", "messages": [["system", "Be brief."], ["user", PROMPT]], "n_predict": 8}
