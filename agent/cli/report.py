@@ -51,6 +51,17 @@ ColumnsOption = Annotated[
     ),
 ]
 
+ShowOutputOption = Annotated[
+    bool,
+    typer.Option(
+        "--show-output",
+        help=(
+            "Below the table, the first 120 characters of each config's generated text, control "
+            "characters escaped (Markdown and --html always show them)."
+        ),
+    ),
+]
+
 REPORT_EPILOG = (
     "Example: edgeprof report  ·  "
     "edgeprof report --sweep 3 --format md  ·  "
@@ -66,6 +77,7 @@ def report(
     device: DeviceOption = None,
     wide: WideOption = False,
     columns: ColumnsOption = None,
+    show_output: ShowOutputOption = False,
 ) -> None:
     """One row per config: cold start apart from steady state, quality beside speed, verdicts.
 
@@ -93,7 +105,9 @@ def report(
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
     if fmt is ReportFormat.table:
-        typer.echo(render_table(rows, width=_terminal_width(), columns=picked, wide=wide))
+        typer.echo(
+            render_table(rows, width=_terminal_width(), columns=picked, wide=wide, show_output=show_output)
+        )
     else:
         typer.echo(RENDERERS[fmt.value](rows))
 

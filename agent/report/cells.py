@@ -7,6 +7,7 @@ beside the figure it divides.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,13 +91,43 @@ def fmt_bandwidth(row: Row) -> str:
     return f"{row['bw_gbps']:.1f}{pct}"
 
 
+def quality_at(row: Row) -> str:
+    """' @ctx 128' when the row's quality figures were measured at another ctx than the row's own (a speed
+    row carries its model's quality run, which may have scored at another ctx), '' when they are its own."""
+    measured_at = row.get("quality_ctx")
+    if measured_at is None or measured_at == row.get("ctx"):
+        return ""
+    return f" @ctx {measured_at}"
+
+
 def fmt_quality(row: Row) -> str:
-    """'KLD 0.0312 / 92.1 %' for a table cell; 'reference' for the reference itself; '—' when none."""
+    """'KLD 0.0312 / 92.1 %' for a table cell, with '@ctx N' where it was measured at another ctx;
+    'reference' for the reference itself; '—' when none."""
     if row.get("kld_mean") is None:
         return EMPTY
     if row.get("quality_reference_label") == row.get("model_label"):
         return "reference"
-    return f"{row['kld_mean']:.4f} / {row['same_top_pct']:.1f}%"
+    return f"{row['kld_mean']:.4f} / {row['same_top_pct']:.1f}%{quality_at(row)}"
+
+
+def _ppl_number(value: float, signed: bool = False) -> str:
+    # a random-weight model's perplexity is astronomical (1e43): three significant digits there
+    sign = "+" if signed else ""
+    return f"{value:{sign}.3f}" if abs(value) < 1e4 else f"{value:{sign}.3g}"
+
+
+def fmt_ppl(row: Row) -> str:
+    """'10.123 / +0.045': the variant's perplexity and its difference from the reference's on the same
+    text ('ref' for the reference itself), with '@ctx N' where it was measured at another ctx."""
+    if row.get("ppl") is None:
+        return EMPTY
+    if row.get("quality_reference_label") == row.get("model_label"):
+        delta = "ref"
+    elif row.get("delta_ppl") is None:
+        delta = EMPTY
+    else:
+        delta = _ppl_number(row["delta_ppl"], signed=True)
+    return f"{_ppl_number(row['ppl'])} / {delta}{quality_at(row)}"
 
 
 def fmt_tokens_out(row: Row) -> str:
@@ -121,3 +152,73 @@ def fmt_served(row: Row) -> str:
     if row["serving_requests"] is None:
         return EMPTY
     return f"{row['serving_ok']}/{row['serving_requests']}"
+
+
+# -- generated text: the first characters of a config's output, never able to reach a terminal as control --
+OUTPUT_CHARS = 120
+_NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# control, format (bidi overrides, zero-width), line/paragraph separators, surrogates, private, unassigned
+_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def _escape(code: int) -> str:
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control or format character written as an escape (``\\n``, ``\\x1b``,
+    ``\\u202e``): generated text can then never start an escape sequence in a terminal, break a table's
+    line or reorder what is shown. A backslash is doubled, so an escape reads unambiguously."""
+    out: list[str] = []
+    for ch in text:
+        if ch in _NAMED_ESCAPES:
+            out.append(_NAMED_ESCAPES[ch])
+        elif unicodedata.category(ch) in _HIDDEN:
+            out.append(_escape(ord(ch)))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def output_head(row: Row) -> str | None:
+    """The first ``OUTPUT_CHARS`` characters of the row's generated text, made visible, '…' where it goes
+    on; '(empty)' for an output with no text; None where no text was stored (quality runs, older DBs)."""
+    text = row.get("_output_text")
+    if text is None:
+        return None
+    if text == "":
+        return "(empty)"
+    return visible(text[:OUTPUT_CHARS]) + ("…" if len(text) > OUTPUT_CHARS else "")
+
+
+def md_code(text: str) -> str:
+    """``text`` as a Markdown code span, so nothing in it is read as Markdown or HTML (CommonMark: a fence
+    longer than any backtick run inside, padded where the text starts or ends with a backtick or a space)."""
+    run = longest = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = text[:1] in ("`", " ") or text[-1:] in ("`", " ")
+    return f"{fence} {text} {fence}" if pad else f"{fence}{text}{fence}"
+
+
+ECHO_MARK = "echoes the prompt: "
+
+
+def fmt_output(row: Row) -> str:
+    """The Markdown cell of the generated text: a code span, marked where the output repeats the prompt."""
+    head = output_head(row)
+    if head is None:
+        return EMPTY
+    return (ECHO_MARK if row.get("_output_echo") else "") + md_code(head)
+
+
+def fmt_output_html(row: Row) -> str:
+    """The HTML cell of the generated text (escaped by the page), marked where it repeats the prompt."""
+    head = output_head(row)
+    if head is None:
+        return EMPTY
+    return (ECHO_MARK if row.get("_output_echo") else "") + head

@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from edgeprof.report.cells import (
+    OUTPUT_CHARS,
     fmt_agreement,
     fmt_bandwidth,
     fmt_both,
     fmt_memory,
+    fmt_output,
+    fmt_output_html,
     fmt_pair,
+    fmt_ppl,
     fmt_quality,
     fmt_served,
     fmt_spread,
@@ -92,6 +96,7 @@ DATA: frozenset[Format] = frozenset({"csv", "json"})
 SHOWN: frozenset[Format] = frozenset({"table", "md", "html"})
 TEXT: frozenset[Format] = frozenset({"table", "md"})
 HTML: frozenset[Format] = frozenset({"html"})
+MD_HTML: frozenset[Format] = frozenset({"md", "html"})
 
 # Which rows each table shows: quality rows sit in the configs table beside the speed rows.
 TABLES: dict[str, frozenset[RowKind]] = {
@@ -335,7 +340,9 @@ COLUMNS: tuple[Column, ...] = (
            formats=HTML, style="num"),
     column("agree", "agree vs ref", lambda r: fmt_agreement(r, " prefix"), html_fmt=fmt_agreement,
            width_rank=1),
-    column("kld", "KLD / same-top", fmt_quality, formats=TEXT, width_rank=22),
+    column("kld", "KLD / same-top", fmt_quality, width_rank=22),
+    # perplexity beside KLD: both from the model's quality run, '@ctx N' where it scored at another ctx
+    column("ppl", "PPL / ΔPPL", fmt_ppl, width_rank=15),
     column("tg_ref", "tg×ref", value_of("tg_ratio_vs_ref", 2), style="num", width_rank=20),
     column("pp_ref", "pp×ref", value_of("pp_ratio_vs_ref", 2), formats=TEXT, width_rank=2),
     column("temp", "start/max °C", lambda r: fmt_both(r, "start_temp_c", "temp_max_c"), unit="°C",
@@ -349,6 +356,10 @@ COLUMNS: tuple[Column, ...] = (
            width_rank=21),
     column("interference", "interference", value_of("interference_verdict"), style="badge",
            field="interference_verdict", width_rank=10),
+    # the start of what the config generated (Markdown and HTML; the terminal with ``report --show-output``),
+    # every control character made visible, marked where it only repeats the prompt
+    column("output", f"output (first {OUTPUT_CHARS} chars)", fmt_output, rows=SPEED, formats=MD_HTML,
+           html_fmt=fmt_output_html),
     # the serving levels' latency and throughput (client-side, nearest rank)
     column("s_ttft", "TTFT p50/p99 ms", lambda r: fmt_pair(r, "serving_ttft_ms_p50", "serving_ttft_ms_p99"),
            unit="ms", rows=SERVING, style="num"),

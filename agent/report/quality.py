@@ -1,8 +1,9 @@
 """Report fields of the quality runs: KLD, same top token and perplexity vs the reference.
 
 A quality run's own row carries its figures; every speed row of the same model label in the sweep carries
-the same figures too (``quality_run_id`` says which run they come from), so that "Q4_K_M: 31 t/s, KLD 0.03,
-same top 92 %" reads on one line and a recommendation can weigh speed against quality per row.
+the figures of one of them too (``quality_run_id`` says which run, ``quality_ctx`` at which ctx it scored:
+the one at the row's own ctx where the sweep has it), so that "Q4_K_M: 31 t/s, KLD 0.03, same top 92 %"
+reads on one line and a recommendation can weigh speed against quality per row.
 """
 
 from __future__ import annotations
@@ -58,14 +59,19 @@ def attach_quality(session: Session, rows: list[dict[str, Any]]) -> None:
         ):
             results[qr.run_id] = qr  # the last one written for a run speaks
     by_label: dict[str, int] = {}
+    by_label_ctx: dict[tuple[str, int], int] = {}
     for row in rows:
         rid = int(row["run_id"])
         if rid in results and row["status"] == "ok":
-            by_label.setdefault(row["model_label"], rid)  # the first quality workload in plan order
+            # the first quality workload in plan order, and the first that scored at each ctx
+            by_label.setdefault(row["model_label"], rid)
+            by_label_ctx.setdefault((row["model_label"], results[rid].ctx), rid)
     for row in rows:
         rid = int(row["run_id"])
         if rid in results:
             row.update(_values(results[rid], rid))
             continue
-        source = by_label.get(row["model_label"])
+        # a speed row carries the quality run that scored at its own ctx, where there is one; else the
+        # first one, and its cells then say at which ctx it was measured (quality_ctx)
+        source = by_label_ctx.get((row["model_label"], row["ctx"]), by_label.get(row["model_label"]))
         row.update(_values(results.get(source) if source is not None else None, source))

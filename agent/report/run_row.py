@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgeprof.device import comparable_state
+from edgeprof.report.cells import OUTPUT_CHARS
 from edgeprof.report.workload import output_until_eos, workload_fields
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run
@@ -31,18 +32,68 @@ def agreement(tokens: Sequence[int], reference: Sequence[int]) -> tuple[int, flo
     return prefix, same / n, n
 
 
-def output_tokens(run: Run) -> list[int] | None:
-    """The output of the run's first steady request (greedy: every rep gives the same tokens)."""
-    ordered = sorted(
+def _in_output_order(run: Run) -> list[Measurement]:
+    """The run's requests, steady ones first: the output of its first steady request speaks (greedy: every
+    rep gives the same tokens), a warm-up's or the cold one's where no steady rep stored one."""
+    return sorted(
         run.measurements, key=lambda m: ({"steady": 0, "warmup": 1, "cold": 2}.get(m.kind, 3), m.rep)
     )
-    for m in ordered:
+
+
+def output_tokens(run: Run) -> list[int] | None:
+    """The output of the run's first steady request (greedy: every rep gives the same tokens)."""
+    for m in _in_output_order(run):
         if m.output_tokens_json:
             value = json.loads(m.output_tokens_json)
             if isinstance(value, list):
                 # what follows an ignored EOS is not an answer: never compared with the reference
                 return output_until_eos([int(t) for t in value], m.first_eos_index)
     return None
+
+
+# An output shorter than this is not judged an echo: "Yes." may well be in the prompt and be an answer.
+ECHO_MIN_CHARS = 12
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def prompt_texts(workload: dict[str, Any]) -> list[str]:
+    """The texts a user wrote as the prompt: the ``prompt`` of a text workload, the contents of a chat's
+    messages. A synthetic ``prompt_tokens`` prompt is a filler repeated to length: a model continuing it is
+    doing what it was given, so it is never judged an echo."""
+    if workload.get("prompt_tokens"):
+        return []
+    texts = [str(content) for _role, content in workload.get("messages") or []]
+    if workload.get("prompt"):
+        texts.append(str(workload["prompt"]))
+    return [t for t in texts if _normal(t)]
+
+
+def echoes_prompt(output: str | None, prompts: Sequence[str]) -> bool:
+    """Whether an output only repeats its prompt: its first ``OUTPUT_CHARS`` characters (what the report
+    shows; whitespace and case aside) are all text of the prompt, or of the prompt said again and again. A
+    model that restates a question and then answers it within them is not an echo. One that echoes
+    instead of answering still runs at full speed and stops at n_predict: nothing else in its row tells it
+    apart."""
+    head = _normal(output or "")[:OUTPUT_CHARS]
+    if len(head) < ECHO_MIN_CHARS:
+        return False
+    for prompt in prompts:
+        said = _normal(prompt)
+        repeated = " ".join([said] * (len(head) // len(said) + 2))
+        if head in repeated:
+            return True
+    return False
+
+
+def _output(run: Run) -> dict[str, Any]:
+    """The generated text of the run's first steady request (not a schema field: the Markdown and HTML
+    tables and ``report --show-output`` show its start) and whether it repeats the prompt."""
+    text = next((m.output_text for m in _in_output_order(run) if m.output_text is not None), None)
+    prompts = prompt_texts(json.loads(run.workload_json))
+    return {"_output_text": text, "_output_echo": echoes_prompt(text, prompts)}
 
 
 def _identity(run: Run, mf: ModelFile | None) -> dict[str, Any]:
@@ -138,4 +189,5 @@ def base_row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         **_speed(run, steady),
         **_telemetry(run, steady),
         **workload_fields(run, steady),
+        **_output(run),
     }

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.plan import budget_from_plan_text
+from edgeprof.report.cells import output_head
 from edgeprof.report.render.html_parts import esc, kv_table, png_data_uri, registry_table
 from edgeprof.report.render.html_sections import (
     collectors_section,
@@ -26,6 +27,7 @@ from edgeprof.report.render.html_sections import (
     serving_section,
     verdict_section,
 )
+from edgeprof.report.render.notes import ECHO_TITLE, config_name
 from edgeprof.report.rows import build_rows
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.workload import depth_curves
@@ -147,6 +149,15 @@ NOTES = (
 )
 
 
+def _echo_warning(rows: Sequence[Row]) -> str:
+    """The configs whose output repeats the prompt, named below the table (their rows read 'ok')."""
+    echoes = [r for r in rows if r.get("_output_echo")]
+    if not echoes:
+        return ""
+    items = "".join(f"<li>{esc(config_name(r))}: <code>{esc(output_head(r))}</code></li>" for r in echoes)
+    return f"<h3>{esc(len(echoes))} config(s) with {esc(ECHO_TITLE)}</h3><ul>{items}</ul>"
+
+
 def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None = None) -> str:
     """The whole report as one HTML string (raises ``ReportError`` for an unknown sweep)."""
     everything = build_rows(session, sweep_id, include_serving=True)
@@ -164,7 +175,7 @@ def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None 
         f"<h1>edgeprof report — sweep {sweep.id}: {esc(sweep.name)}</h1>"
         f"{recommendation_section(rows)}"
         f"<h2>Summary</h2>{_summary(sweep, rows)}"
-        f"<h2>Configs</h2>{config_table}{NOTES}"
+        f"<h2>Configs</h2>{config_table}{NOTES}{_echo_warning(rows)}"
         f"{serving_section(serving, rows)}"
         f"<h2>Figures</h2>{figures}"
         f"<h2>Verdicts</h2>{verdict_section(session, runs)}"

@@ -1,13 +1,14 @@
-"""The Markdown report: the answer as a list, the configs table (columns without data left out), the notes,
-the depth curves, then the serving levels apart."""
+"""The Markdown report: the answer as a list, the configs table (columns without data left out, the start of
+each config's generated text last), the notes, the depth curves, then the serving levels apart."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from edgeprof.report.cells import md_code, output_head
 from edgeprof.report.columns import cells, shown
 from edgeprof.report.fit import recommendation_lines
-from edgeprof.report.render.notes import failure_notes
+from edgeprof.report.render.notes import ECHO_TITLE, config_name, failure_notes
 from edgeprof.report.render.serving import serving_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_empty_columns, md_escape, md_table
@@ -25,6 +26,11 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     fails = failure_notes(rows)
     if fails:
         lines += ["", "**Failed configs and device changes:**", ""] + [f"- {md_escape(f)}" for f in fails]
+    echoes = [r for r in rows if r.get("_output_echo")]
+    if echoes:
+        # the text in a code span: what a model generated is never read as Markdown or HTML
+        lines += ["", f"**Configs with {md_escape(ECHO_TITLE)}:**", ""]
+        lines += [f"- {md_escape(config_name(r))}: {md_code(str(output_head(r)))}" for r in echoes]
     depth_lines = render_depth_lines(rows)  # the curve users ask for
     if depth_lines:
         lines += ["", "**tg t/s and TTFT against context depth (steady reps):**", "", "```"]

@@ -1,10 +1,14 @@
 """The lines around the configs table that the terminal and Markdown share: failed configs, a CPU-only
-build asked to offload, device state changes, and why an unstable row is unstable."""
+build asked to offload, device state changes, why an unstable row is unstable, outputs that repeat their
+prompt, and (``report --show-output``) the start of each config's generated text."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from edgeprof.report.cells import ECHO_MARK, EMPTY, OUTPUT_CHARS, output_head
+from edgeprof.report.columns import row_kind
 
 
 def failure_notes(rows: list[dict[str, Any]]) -> list[str]:
@@ -48,3 +52,41 @@ def stability_note(row: Mapping[str, Any]) -> str:
     if interference == "quiet":
         return f"{where}: unstable on a quiet machine (no competing CPU work): look at thermals and clocks"
     return f"{where}: unstable; whether other work competed for the CPU was not measured"
+
+
+def config_name(row: Mapping[str, Any]) -> str:
+    """A config as the notes name it: model, ctx, depth (where set), ngl, threads and workload."""
+    depth = f" depth={row['depth']}" if row.get("depth") else ""
+    return (
+        f"{row['model_label']} ctx={row['ctx']}{depth} ngl={row['ngl']} thr={row['threads']} "
+        f"wl={row['workload']}"
+    )
+
+
+ECHO_TITLE = (
+    "output that repeats the prompt (the model echoed instead of answering: 'ok' and its token count say "
+    "that it ran, not that it answered; look at the chat template and the file)"
+)
+
+
+def echo_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per config whose generated text repeats its prompt, with the text's start."""
+    return [f'{config_name(r)}: "{output_head(r)}"' for r in rows if r.get("_output_echo")]
+
+
+OUTPUT_TITLE = (
+    f"Generated text (first {OUTPUT_CHARS} characters of the first steady rep; control characters shown "
+    "as escapes):"
+)
+
+
+def output_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """``report --show-output``: what each generation config produced, one line each, made visible."""
+    lines = []
+    for r in rows:
+        if row_kind(r) != "inprocess":
+            continue  # a quality run scores a text, it generates nothing
+        head = output_head(r)
+        text = EMPTY + " (no text stored)" if head is None else f'"{head}"'
+        lines.append(f"{config_name(r)}: {ECHO_MARK if r.get('_output_echo') else ''}{text}")
+    return lines

@@ -1,5 +1,5 @@
-"""The terminal report: the answer first, the configs table fitted to the terminal, the notes, the depth
-curves, then the serving levels apart.
+"""The terminal report: the answer first, the configs table fitted to the terminal, the notes (and with
+``show_output`` each config's generated text), the depth curves, then the serving levels apart.
 
 Columns without data are left out (off a Jetson: temperatures, power, J/token), columns with one value in
 every row are said once above the table (unless ``wide``), and with a ``width`` the least telling columns
@@ -13,7 +13,7 @@ from typing import Any
 
 from edgeprof.report.columns import COLUMN_KEYS, ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown
 from edgeprof.report.fit import recommendation_lines
-from edgeprof.report.render.notes import failure_notes
+from edgeprof.report.render.notes import ECHO_TITLE, OUTPUT_TITLE, echo_notes, failure_notes, output_lines
 from edgeprof.report.render.serving import serving_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_constant_columns, drop_empty_columns, fit_columns, render_grid
@@ -65,7 +65,9 @@ def render_table(
     width: int | None = None,
     columns: tuple[str, ...] | None = None,
     wide: bool = False,
+    show_output: bool = False,
 ) -> str:
+    """The terminal report; ``show_output``: the start of each config's generated text below the table."""
     everything, rows = rows, [r for r in rows if not is_serving_row(r)]
     lines = table_lines(rows, width=width, columns=columns, wide=wide)
     recs = recommendation_lines(rows)  # the report opens with the answer
@@ -77,6 +79,11 @@ def render_table(
     if fails:
         lines += ["", f"{len(fails)} note(s): failed configs, device changes, instability:"]
         lines += [f"  {f}" for f in fails]
+    echoes = echo_notes(rows)
+    if echoes:
+        lines += ["", f"{len(echoes)} config(s) with {ECHO_TITLE}:", *(f"  {e}" for e in echoes)]
+    if show_output:
+        lines += ["", OUTPUT_TITLE, *(f"  {x}" for x in output_lines(rows))]
     depth_lines = render_depth_lines(rows)
     if depth_lines:
         lines += ["", "tg t/s and TTFT against context depth (steady reps):"]
