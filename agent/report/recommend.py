@@ -27,10 +27,10 @@ from typing import Any
 from edgeprof.plan import QualityBudget
 from edgeprof.report.reference import PARAM_KEYS
 from edgeprof.report.speed_ratio import SpeedRatio, speed_ratio
+from edgeprof.runners.registry import DEFAULT_RUNNER
 
 # Named in every recommendation line; the other parameters only where the sweep varies them.
 NAMED_AXES = ("ctx", "depth", "ngl", "threads")
-DEFAULT_RUNNER = "llama-cpp"
 
 
 @dataclass(frozen=True)
