@@ -537,6 +537,11 @@ _V14_MEMORY_BANDWIDTH = (
     "ALTER TABLE sweep ADD COLUMN bw_datasheet_source TEXT",
 )
 
+# The model's weights without the file's metadata: bits per weight from the tensor sizes, so a large
+# vocabulary or metadata block cannot reorder two variants (NULL for files recorded before: read as the file
+# size).
+_V15_TENSOR_BYTES = ("ALTER TABLE model_file ADD COLUMN tensor_bytes BIGINT",)
+
 _V8_QUALITY = (
     """
     CREATE TABLE quality_result (
@@ -618,6 +623,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "serving path: runner per run and build, serving levels and requests", _V12_SERVING),
     Migration(13, "energy source per run: basis, whole-board coverage, metrics summed", _V13_ENERGY_SOURCE),
     Migration(14, "memory prediction, bytes per token, bandwidth, bandwidth probe", _V14_MEMORY_BANDWIDTH),
+    Migration(15, "model file: tensor data bytes (bits per weight from the tensors)", _V15_TENSOR_BYTES),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

@@ -97,6 +97,8 @@ class ModelFile(Base):
     n_layers: Mapped[int | None] = mapped_column(Integer)
     context_length: Mapped[int | None] = mapped_column(Integer)
     vocab_size: Mapped[int | None] = mapped_column(Integer)
+    # sum of the tensors' data sizes (NULL: recorded before it was stored)
+    tensor_bytes: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Sweep(Base):

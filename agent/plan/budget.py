@@ -1,4 +1,5 @@
-"""The plan's ``[quality_budget]`` table: what the recommendation accepts against the reference."""
+"""The plan's ``[quality_budget]`` table: what the recommendation accepts against the reference, and how
+much evidence it wants before it calls one variant faster than another."""
 
 from __future__ import annotations
 
@@ -14,16 +15,65 @@ else:  # pragma: no cover - Python 3.10 (JetPack 6)
 
 @dataclass(frozen=True)
 class QualityBudget:
-    """Plan table ``[quality_budget]``: ``kld_mean`` (max mean KLD) and ``same_top_pct`` (min %)."""
+    """Plan table ``[quality_budget]``: ``kld_mean`` (max mean KLD) and ``same_top_pct`` (min %) bound the
+    quality; ``min_reps`` (steady reps each side) and ``confidence_pct`` (of the interval of the speed ratio)
+    bound the evidence a "faster" needs."""
 
     kld_mean: float = 0.05
     same_top_pct: float = 90.0
+    # With 3 steady reps a side no rank interval at 95 % can exclude a ratio of 1 whatever the figures, with 4
+    # only the extreme ordering (every rep of one above every rep of the other) can; 5 is the least where the
+    # interval rests on more than that one ordering and the median survives two outlier reps.
+    min_reps: int = 5
+    confidence_pct: float = 95.0
 
     def describe(self) -> str:
         return f"mean KLD ≤ {self.kld_mean:g}, same-top ≥ {self.same_top_pct:g} %"
 
 
-BUDGET_KEYS = {"kld_mean", "same_top_pct"}
+BUDGET_KEYS = {"kld_mean", "same_top_pct", "min_reps", "confidence_pct"}
+# The most steady reps a plan may ask for (agent/plan/bounds.py MAX_STEADY): a larger min_reps could never
+# be met.
+MAX_MIN_REPS = 1_000
+
+
+def _number(raw: dict[str, Any], key: str, problems: list[str]) -> float | None:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problems.append(f"quality_budget.{key}: expected a number, got {value!r}")
+        return None
+    return float(value)
+
+
+def _check(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """The valid values of the table, each invalid one appended to ``problems``."""
+    values: dict[str, Any] = {}
+    for key, lo, hi in (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0)):
+        if key not in raw or (value := _number(raw, key, problems)) is None:
+            continue
+        if value < lo or (hi is not None and value > hi):
+            bound = f"between {lo:g} and {hi:g}" if hi is not None else f">= {lo:g}"
+            problems.append(f"quality_budget.{key}: must be {bound}, got {raw[key]}")
+        else:
+            values[key] = value
+    if "min_reps" in raw:
+        reps = raw["min_reps"]
+        if isinstance(reps, bool) or not isinstance(reps, int):
+            problems.append(f"quality_budget.min_reps: expected a whole number, got {reps!r}")
+        elif not 2 <= reps <= MAX_MIN_REPS:
+            problems.append(f"quality_budget.min_reps: must be between 2 and {MAX_MIN_REPS}, got {reps}")
+        else:
+            values["min_reps"] = reps
+    if "confidence_pct" in raw and (level := _number(raw, "confidence_pct", problems)) is not None:
+        # 100 % would be an interval without bounds: no variant could ever be faster
+        if not 50.0 <= level < 100.0:
+            problems.append(
+                "quality_budget.confidence_pct: must be at least 50 and below 100, "
+                f"got {raw['confidence_pct']}"
+            )
+        else:
+            values["confidence_pct"] = level
+    return values
 
 
 def parse_budget(raw: Any, problems: list[str]) -> QualityBudget:
@@ -36,19 +86,7 @@ def parse_budget(raw: Any, problems: list[str]) -> QualityBudget:
     for key in sorted(set(raw) - BUDGET_KEYS):
         allowed = ", ".join(sorted(BUDGET_KEYS))
         problems.append(f"quality_budget.{key}: unknown key (expected one of {allowed})")
-    values: dict[str, float] = {}
-    for key, lo, hi in (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0)):
-        if key not in raw:
-            continue
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            problems.append(f"quality_budget.{key}: expected a number, got {value!r}")
-        elif value < lo or (hi is not None and value > hi):
-            bound = f"between {lo:g} and {hi:g}" if hi is not None else f">= {lo:g}"
-            problems.append(f"quality_budget.{key}: must be {bound}, got {value}")
-        else:
-            values[key] = float(value)
-    return QualityBudget(**values)
+    return QualityBudget(**_check(raw, problems))
 
 
 def budget_from_plan_text(text: str | None) -> QualityBudget:

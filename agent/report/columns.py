@@ -53,8 +53,9 @@ Style = Literal["text", "num", "badge", "status"]
 # v4 how energy was measured and whether other work competed for the CPU; v5 context depth, tokens out and
 # EOS, the prompt as tokenized and llama.cpp's parameters in effect; v6 predicted memory, achieved
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
-# of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto".
-REPORT_SCHEMA_VERSION = 9
+# of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
+# recommendation's evidence.
+REPORT_SCHEMA_VERSION = 10
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,15 @@ COLUMNS: tuple[Column, ...] = (
     field("sweep_uid", "string|null"),
     # v9: "on"/"off" as llama.cpp resolved flash_attn (null: older runs, or llama.cpp said nothing)
     field("flash_attn_effective", "string|null", rows=LOCAL),
+    # v10: the recommendation's evidence (agent/report/recommend.py): its condition's decision, why a row did
+    # not compete or decide, the row's speed against the recommended variant with the rank interval the
+    # decision used, and the reference check
+    field("recommendation_decision", "string|null", rows=SPEED),
+    field("recommendation_excluded", "string|null", rows=SPEED),
+    field("tg_ratio_vs_best", "number|null", rows=SPEED),
+    field("tg_ratio_vs_best_ci_low", "number|null", rows=SPEED),
+    field("tg_ratio_vs_best_ci_high", "number|null", rows=SPEED),
+    field("quality_warning", "string|null", rows=LOCAL),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),

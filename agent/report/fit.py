@@ -8,7 +8,12 @@ measured memory, achieved bandwidth, and the recommendation.
   ``bw_pct``: its share of the sweep's measured probe figure, ``bw_datasheet_pct`` of the board's datasheet
   figure (Jetson). Both NULL where the figure they divide by is missing, and ``bw_pct`` also where layers
   ran on a discrete GPU (they read VRAM, which the host probe did not measure);
-- ``recommendation``: "best" / "runner_up" for the rows agent/report/recommend.py picked, NULL otherwise.
+- ``recommendation``: "best" / "runner_up" for the rows agent/report/recommend.py picked, NULL otherwise;
+  ``recommendation_decision`` what the row's condition came to ("faster", "tie", "only", "no_decision",
+  "none"), ``recommendation_excluded`` why the row did not compete or could not decide, and
+  ``tg_ratio_vs_best`` (with ``_ci_low`` / ``_ci_high``) its steady tg median against the recommended
+  variant's, with the rank interval the decision used;
+- ``quality_warning``: why the group's KLD figures may measure distance from a lossy reference.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from edgeprof.report.recommend import (
     Recommendation,
     mark_rows,
     recommend,
+    reference_warnings,
     render_recommendations,
 )
 from edgeprof.stats import Summary
@@ -50,6 +56,12 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         sheet = sweep.bw_datasheet_gbps if sweep is not None else None
         detail = json.loads(run.mem_prediction_json) if run is not None and run.mem_prediction_json else {}
         on_dgpu = bool(row["ngl"] > 0 and detail.get("gpu_mb") and not detail.get("unified"))
+        # for the recommendation, not the schema: the reps its speed ratios are taken over, and whether the
+        # row is a quality workload's own (no speed to rank)
+        row["_tg_tps_reps"] = [m.tg_tps for m in steady if m.tg_tps is not None]
+        row["_workload_kind"] = (
+            json.loads(run.workload_json).get("kind", "generation") if run is not None else None
+        )
         row.update(
             {
                 "mem_predicted_mb": run.mem_predicted_mb if run is not None else None,
@@ -67,8 +79,11 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         budget = budget_from_plan_text(only.plan_text if only is not None else None)
     recs = recommend(rows, budget)
     mark_rows(rows, recs)
+    warnings = reference_warnings(rows)
+    for row in rows:
+        row["quality_warning"] = "; ".join(warnings.get(str(row["model_group"]), [])) or None
     note = bandwidth_note(rows, session)
-    lines = render_recommendations(recs)
+    lines = render_recommendations(recs, warnings)
     for row in rows:
         # for the renderers, not the schema; text only (a Recommendation holds its rows: a cycle)
         row["_recommendation_lines"] = lines

@@ -1,25 +1,69 @@
-"""The answer: which variant to run here, per (model group, ctx, ngl, workload).
+"""The answer: which variant to run here, per condition — (model group, runner, ctx, depth, ngl, threads,
+workload, and every other llama.cpp parameter of the sweep). Only the files of a group (its quants) compete
+within one condition: another depth or thread count is another question, never a rival.
 
-The fastest variant (steady tg_tps median) whose quality stays within the plan's budget (mean KLD and
-same-top-token share against the group's reference, from a ``kind = "quality"`` workload) and that ran —
-a config predicted not to fit is stored ``skipped_memory`` and is never a candidate — with the runner-up and
-the evidence for both, one line each.
-
-Rules, each for a reason:
+The rules, each for a reason:
+- a variant competes only when it ran (a config predicted not to fit is stored ``skipped_memory`` and never
+  started), has steady decode reps, and is within the plan's quality budget (mean KLD and same-top share
+  against the group's reference, from a ``kind = "quality"`` workload). Every other one is listed with its
+  reason, so a variant missing from the answer is never a mystery;
 - a variant without a quality measurement is not within the budget (unknown is not "good enough"); the
-  reference is, by definition (KLD 0 against itself). Where no variant of a group has a quality
-  measurement at all the line says so and falls back to speed alone, rather than recommending nothing;
-- speed is compared on the medians; the min–max spread and n are printed so a reader can see when two
-  variants overlap (the line then says "within noise").
+  reference is, by definition (KLD 0 against itself). Where no variant of a group has a quality measurement
+  at all the line says so and falls back to speed alone, rather than recommending nothing;
+- a variant is "faster" only beyond the noise: both sides have ``min_reps`` steady reps and the rank
+  interval of the ratio of their medians (agent/report/speed_ratio.py) excludes 1. Otherwise the variants
+  tie and the tie goes to quality (lower KLD; without KLD, more bits per weight);
+- rows marked ``contended`` or ``unstable``, or with fewer than ``min_reps`` steady reps, never decide: their
+  medians may say more about the machine than about the file, so the line says "no decision" and names them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.plan import QualityBudget
+from edgeprof.report.reference import PARAM_KEYS
+from edgeprof.report.speed_ratio import SpeedRatio, speed_ratio
+from edgeprof.runners.registry import DEFAULT_RUNNER
+
+# Named in every recommendation line; the other parameters only where the sweep varies them.
+NAMED_AXES = ("ctx", "depth", "ngl", "threads")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """What is held fixed while the quants of a group compete."""
+
+    model_group: str
+    workload: str
+    runner: str
+    params: tuple[tuple[str, Any], ...]  # every PARAM_KEYS value, depth None read as 0
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Condition:
+        params = tuple((k, (row.get(k) or 0) if k == "depth" else row.get(k)) for k in PARAM_KEYS)
+        return cls(
+            str(row["model_group"]), str(row["workload"]), str(row.get("runner") or DEFAULT_RUNNER), params
+        )
+
+    def describe(self, varying: Sequence[str] = (), show_group: bool = True) -> str:
+        values = dict(self.params)
+        parts = [f"{k} {values[k]}" for k in NAMED_AXES]
+        parts += [self.workload, self.runner]
+        parts += [f"{k} {_word(values[k])}" for k in PARAM_KEYS if k in varying and k not in NAMED_AXES]
+        where = ", ".join(parts)
+        return f"{self.model_group}: {where}" if show_group else where
+
+
+def _word(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 @dataclass
@@ -33,43 +77,109 @@ class Candidate:
     def label(self) -> str:
         return str(self.row["model_label"])
 
+    @property
+    def reps(self) -> list[float]:
+        """The steady reps' tg t/s (attached by agent/report/fit.py from the stored measurements)."""
+        return [float(v) for v in self.row.get("_tg_tps_reps") or [] if v is not None and v > 0]
+
+    @property
+    def median(self) -> float:
+        return float(self.row["tg_tps_median"])
+
+    def quality_key(self) -> tuple[float, float, float]:
+        """Better quality first: lower KLD (the reference's is 0), then more bits per weight, then faster."""
+        kld = 0.0 if self.is_reference and self.kld_mean is None else self.kld_mean
+        bpw = self.row.get("bits_per_weight")
+        return (math.inf if kld is None else kld, -(bpw or 0.0), -self.median)
+
 
 @dataclass
 class Recommendation:
-    model_group: str
-    ctx: int
-    ngl: int
-    workload: str
+    condition: Condition
     budget: QualityBudget
     best: Candidate | None
     runner_up: Candidate | None
     quality_known: bool
-    excluded: list[str] = field(default_factory=list)
+    # "faster" (beyond noise), "tie" (within noise, chosen for quality), "only" (one variant left),
+    # "no_decision" (rows too noisy to decide), "none" (no variant left)
+    decision: str = "none"
+    excluded: list[str] = field(default_factory=list)  # "label: reason", for the lines
+    reasons: dict[int, str] = field(default_factory=dict)  # run id -> why it did not compete or decide
+    undecided: list[str] = field(default_factory=list)  # "label (why its speed cannot decide)"
+    ratios: dict[int, SpeedRatio] = field(default_factory=dict)  # run id -> best ÷ that row
+    tied: list[Candidate] = field(default_factory=list)  # beyond the runner-up, within noise of the best
+    caveat: str | None = None  # the only variant left: why its own figures are not clean
+    noisy: bool = False  # an undecided row is contended or unstable
+    too_few: bool = False  # an undecided row has fewer than min_reps steady reps
 
-    def lines(self, show_group: bool = True) -> list[str]:
-        where = f"ctx {self.ctx}, ngl {self.ngl}, {self.workload}"
-        if show_group:
-            where = f"{self.model_group}: {where}"
-        if self.best is None:
+    @property
+    def model_group(self) -> str:
+        return self.condition.model_group
+
+    def lines(self, show_group: bool = True, varying: Sequence[str] = ()) -> list[str]:
+        where = self.condition.describe(varying, show_group)
+        if self.decision == "none":
             why = "; ".join(self.excluded) if self.excluded else "no variant ran"
             return [f"Recommendation ({where}): none — {why}"]
-        rule = f"fastest within {self.budget.describe()} that fits in memory"
-        if not self.quality_known:
-            rule = 'fastest that fits in memory; quality NOT measured (add a kind = "quality" workload)'
-        out = [f"Recommendation ({where}): {self.best.label} — {rule}"]
-        out.append(f"  evidence: {evidence(self.best)}")
-        if self.runner_up is not None:
-            overlap = _overlap(self.best.row, self.runner_up.row)
-            out.append(f"  runner-up: {evidence(self.runner_up)}{' (within noise)' if overlap else ''}")
+        if self.decision == "no_decision" or self.best is None:
+            out = [f"Recommendation ({where}): no decision: {'; '.join(self.undecided)}; {self._rerun()}"]
         else:
-            out.append("  runner-up: none within the budget")
+            out = [f"Recommendation ({where}): {self.best.label} — {self._rule()}"]
+            out.append(f"  evidence: {evidence(self.best)}")
+            out += self._runner_up_lines()
+        return out + [f"  excluded: {x}" for x in self.excluded]
+
+    def _rule(self) -> str:
+        assert self.best is not None
+        unknown = '; quality NOT measured (add a kind = "quality" workload)' if not self.quality_known else ""
+
+        def scope(fit: str) -> str:
+            within = f"within {self.budget.describe()} " if self.quality_known else ""
+            return f"{within}that {fit} in memory"
+
+        if self.decision == "faster":
+            return f"fastest {scope('fits')}{unknown}"
+        if self.decision == "only":
+            note = f" (its own speed figures: {self.caveat})" if self.caveat else ""
+            return f"the only variant {scope('fits')}{note}{unknown}"
+        assert self.runner_up is not None
+        ratio = self.ratios[int(self.runner_up.row["run_id"])]
+        return (
+            f"tie within noise with {self.runner_up.label} ({ratio.describe()}); chose {self.best.label} "
+            f"{tie_break(self.best, self.runner_up)}; among the variants {scope('fit')}{unknown}"
+        )
+
+    def _runner_up_lines(self) -> list[str]:
+        if self.runner_up is None:
+            return ["  runner-up: none within the budget"] if self.decision == "only" else []
+        out = [f"  runner-up: {evidence(self.runner_up)}"]
+        ratio = self.ratios.get(int(self.runner_up.row["run_id"]))
+        if self.decision == "faster" and ratio is not None and self.best is not None:
+            out[0] += f" · {self.best.label} faster beyond noise ({ratio.describe()})"
+        out += [
+            f"  also within noise: {c.label} ({self.ratios[int(c.row['run_id'])].describe()})"
+            for c in self.tied
+        ]
         return out
 
+    def _rerun(self) -> str:
+        reps = f"with [repeat] steady ≥ {self.budget.min_reps}"
+        if self.noisy and self.too_few:
+            return f"rerun on a quiet machine {reps}"
+        return "rerun on a quiet machine" if self.noisy else f"rerun {reps}"
 
-def _overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    if None in (a.get("tg_tps_min"), a.get("tg_tps_max"), b.get("tg_tps_min"), b.get("tg_tps_max")):
-        return False
-    return bool(a["tg_tps_min"] <= b["tg_tps_max"] and b["tg_tps_min"] <= a["tg_tps_max"])
+
+def tie_break(chosen: Candidate, other: Candidate) -> str:
+    """Why the tie went to ``chosen``, in words."""
+    a, b = chosen.quality_key(), other.quality_key()
+    if a[0] < b[0]:
+        theirs = "KLD not measured" if math.isinf(b[0]) else f"KLD {b[0]:.4f}"
+        return f"for quality (KLD {a[0]:.4f} against {theirs})"
+    if a[0] == b[0] and a[1] < b[1]:
+        return f"for quality (more bits per weight: {-a[1]:.2f} against {-b[1]:.2f})"
+    if a[2] < b[2]:
+        return "on the higher median: same quality"
+    return "as listed first: same quality, same median"
 
 
 def evidence(c: Candidate) -> str:
@@ -119,26 +229,105 @@ def _quality_of(
     return same[0]["kld_mean"], same[0].get("same_top_pct")
 
 
-def _is_speed_row(row: Mapping[str, Any]) -> bool:
+def is_speed_row(row: Mapping[str, Any]) -> bool:
+    """A generation workload's row; a quality workload's own rows carry no speed to rank."""
+    kind = row.get("_workload_kind")
+    if kind is not None:
+        return kind != "quality"
     return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 
-def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None) -> list[Recommendation]:
-    """One recommendation per (model group, ctx, ngl, workload) of the speed rows, in the rows' order."""
-    budget = budget or QualityBudget()
-    keys: list[tuple[str, int, int, str]] = []
-    groups: dict[tuple[str, int, int, str], list[Mapping[str, Any]]] = {}
+def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str | None:
+    """Why ``c`` does not compete in its condition, or None."""
+    r = c.row
+    detail = f": {r['reason']}" if r.get("reason") else ""
+    if r["status"] == "skipped_memory":
+        return f"does not fit in memory (skipped_memory{detail})"
+    if r["status"] != "ok":
+        return f"failed ({r['status']}{detail})"
+    if r.get("tg_tps_median") is None:
+        return "no steady decode measured"
+    if not quality_known or c.is_reference:
+        return None
+    if c.kld_mean is None:
+        return "quality not measured"
+    over = [f"KLD {c.kld_mean:.4f} over {budget.kld_mean:g}"] if c.kld_mean > budget.kld_mean else []
+    if c.same_top_pct is not None and c.same_top_pct < budget.same_top_pct:
+        over.append(f"same-top {c.same_top_pct:.1f} % under {budget.same_top_pct:g} %")
+    return f"outside the quality budget: {', '.join(over)}" if over else None
+
+
+# Why a row's speed cannot decide: its verdicts say the machine, not the file, may have set its median.
+CONTENDED = "contended"
+UNSTABLE = "unstable"
+
+
+def noise_flags(c: Candidate, budget: QualityBudget) -> list[str]:
+    """Why ``c``'s speed cannot decide anything (empty: it can)."""
+    flags = []
+    if c.row.get("interference_verdict") == "contended":
+        flags.append(CONTENDED)
+    if c.row.get("stability_verdict") == "unstable":
+        flags.append(UNSTABLE)
+    n = len(c.reps)
+    if n < budget.min_reps:
+        flags.append(f"{n} steady reps < {budget.min_reps}")
+    return flags
+
+
+def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
+    """Fill ``rec``'s decision, best, runner-up and ratios from the variants left in the competition."""
+    budget = rec.budget
+    if not eligible:
+        rec.decision = "none"
+        return
+    if len(eligible) == 1:  # nothing to compare: the budget and the memory check decided
+        rec.decision, rec.best = "only", eligible[0]
+        rec.caveat = ", ".join(noise_flags(eligible[0], budget)) or None
+        return
+    for c in eligible:
+        flags = noise_flags(c, budget)
+        if flags:
+            rec.reasons[int(c.row["run_id"])] = ", ".join(flags)
+            rec.undecided.append(f"{c.label} ({', '.join(flags)})")
+            rec.noisy = rec.noisy or CONTENDED in flags or UNSTABLE in flags
+            rec.too_few = rec.too_few or len(c.reps) < budget.min_reps
+    if rec.undecided:
+        rec.decision = "no_decision"
+        return
+    by_speed = sorted(eligible, key=lambda c: -c.median)
+    fastest = by_speed[0]
+    vs_fastest = {id(c): speed_ratio(fastest.reps, c.reps, budget.confidence_pct) for c in by_speed[1:]}
+    tied = [fastest] + [c for c in by_speed[1:] if not _faster(vs_fastest[id(c)])]
+    if len(tied) == 1:
+        rec.decision, rec.best, rec.runner_up = "faster", fastest, by_speed[1]
+    else:
+        tied.sort(key=Candidate.quality_key)
+        rec.decision, rec.best, rec.runner_up, rec.tied = "tie", tied[0], tied[1], tied[2:]
+    best = rec.best
+    assert best is not None
+    for c in eligible:
+        if c is not best:
+            rec.ratios[int(c.row["run_id"])] = speed_ratio(best.reps, c.reps, budget.confidence_pct)
+
+
+def _faster(r: SpeedRatio) -> bool:
+    return r.low is not None and r.low > 1.0
+
+
+def _conditions(rows: Sequence[Mapping[str, Any]]) -> dict[Condition, list[Mapping[str, Any]]]:
+    groups: dict[Condition, list[Mapping[str, Any]]] = {}
     for row in rows:
-        if not _is_speed_row(row):
-            continue  # a quality workload's own rows carry no speed to rank
-        key = (str(row["model_group"]), int(row["ctx"]), int(row["ngl"]), str(row["workload"]))
-        if key not in groups:
-            keys.append(key)
-            groups[key] = []
-        groups[key].append(row)
+        if is_speed_row(row):
+            groups.setdefault(Condition.of(row), []).append(row)
+    return groups
+
+
+def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None) -> list[Recommendation]:
+    """One recommendation per condition of the speed rows, in the rows' order."""
+    budget = budget or QualityBudget()
     out: list[Recommendation] = []
-    for key in keys:
-        members = groups[key]
+    for condition, members in _conditions(rows).items():
         cands: list[Candidate] = []
         for row in members:
             kld, top = _quality_of(row, rows)
@@ -146,57 +335,126 @@ def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = 
             is_ref = ref_label is not None and row["model_label"] == ref_label
             cands.append(Candidate(row, kld, top, is_ref))
         quality_known = any(c.kld_mean is not None for c in cands)
-        excluded: list[str] = []
+        rec = Recommendation(condition, budget, None, None, quality_known)
         eligible: list[Candidate] = []
         for c in cands:
-            r = c.row
-            if r["status"] != "ok" or r.get("tg_tps_median") is None:
-                reason = r["status"] if r["status"] != "ok" else "no steady decode measured"
-                excluded.append(f"{c.label}: {reason}" + (f" ({r['reason']})" if r.get("reason") else ""))
-                continue
-            if quality_known and not c.is_reference:
-                if c.kld_mean is None:
-                    excluded.append(f"{c.label}: quality not measured")
-                    continue
-                if c.kld_mean > budget.kld_mean or (
-                    c.same_top_pct is not None and c.same_top_pct < budget.same_top_pct
-                ):
-                    top_s = f", same-top {c.same_top_pct:.1f} %" if c.same_top_pct is not None else ""
-                    excluded.append(f"{c.label}: outside the quality budget (KLD {c.kld_mean:.4f}{top_s})")
-                    continue
-            eligible.append(c)
-        eligible.sort(key=lambda c: -float(c.row["tg_tps_median"]))
-        out.append(
-            Recommendation(
-                model_group=key[0],
-                ctx=key[1],
-                ngl=key[2],
-                workload=key[3],
-                budget=budget,
-                best=eligible[0] if eligible else None,
-                runner_up=eligible[1] if len(eligible) > 1 else None,
-                quality_known=quality_known,
-                excluded=excluded,
-            )
-        )
+            reason = exclusion(c, budget, quality_known)
+            if reason is None:
+                eligible.append(c)
+            else:
+                rec.excluded.append(f"{c.label}: {reason}")
+                rec.reasons[int(c.row["run_id"])] = reason
+        decide(rec, eligible)
+        out.append(rec)
     return out
 
 
-def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) -> None:
-    """Set each row's ``recommendation``: "best", "runner_up" or None."""
-    role: dict[int, str] = {}
+def varying_axes(recs: Sequence[Recommendation]) -> list[str]:
+    """The parameters whose value differs between the conditions (each line names them)."""
+    values: dict[str, set[Any]] = {}
     for rec in recs:
+        for k, v in rec.condition.params:
+            values.setdefault(k, set()).add(v)
+    return [k for k, vs in values.items() if len(vs) > 1]
+
+
+def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) -> None:
+    """Set each row's recommendation fields: its role ("best", "runner_up" or None), its condition's
+    decision, why it did not compete or decide, and its speed against the recommended variant."""
+    marks: dict[int, dict[str, Any]] = {}
+    for rec in recs:
+        for row_id in (int(r["run_id"]) for r in _members(rec, rows)):
+            ratio = rec.ratios.get(row_id)
+            marks[row_id] = {
+                "recommendation_decision": rec.decision,
+                "recommendation_excluded": rec.reasons.get(row_id),
+                "tg_ratio_vs_best": round(1 / ratio.ratio, 4) if ratio else None,
+                "tg_ratio_vs_best_ci_low": round(1 / ratio.high, 4) if ratio and ratio.high else None,
+                "tg_ratio_vs_best_ci_high": round(1 / ratio.low, 4) if ratio and ratio.low else None,
+            }
         if rec.best is not None:
-            role[int(rec.best.row["run_id"])] = "best"
+            marks[int(rec.best.row["run_id"])].update(recommendation="best", tg_ratio_vs_best=1.0)
         if rec.runner_up is not None:
-            role[int(rec.runner_up.row["run_id"])] = "runner_up"
+            marks[int(rec.runner_up.row["run_id"])]["recommendation"] = "runner_up"
     for row in rows:
-        row["recommendation"] = role.get(int(row["run_id"]))
+        mark = marks.get(int(row["run_id"]), {})
+        row["recommendation"] = mark.get("recommendation")
+        for key in ("recommendation_decision", "recommendation_excluded", "tg_ratio_vs_best",
+                    "tg_ratio_vs_best_ci_low", "tg_ratio_vs_best_ci_high"):  # fmt: skip
+            row[key] = mark.get(key)
 
 
-def render_recommendations(recs: Sequence[Recommendation]) -> list[str]:
-    show_group = len({r.model_group for r in recs}) > 1
+def _members(rec: Recommendation, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in rows if is_speed_row(r) and Condition.of(r) == rec.condition]
+
+
+def render_recommendations(
+    recs: Sequence[Recommendation], warnings: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """The lines of every recommendation, then the reference check's warnings (``reference_warnings``)."""
+    warnings = warnings or {}
+    show_group = len({r.model_group for r in recs} | set(warnings)) > 1
+    varying = varying_axes(recs)
     lines: list[str] = []
     for rec in recs:
-        lines += rec.lines(show_group=show_group)
+        lines += rec.lines(show_group=show_group, varying=varying)
+    for group, found in warnings.items():
+        lines += [f"Reference check{f' ({group})' if show_group else ''}: {w}" for w in found]
     return lines
+
+
+# Below this the reference is itself a quantized file (Q8_0 is 8.5 bits per weight; F16 and BF16 are 16).
+REFERENCE_MIN_BPW = 9.0
+MEANING = "the reference may itself be dequantized; KLD then measures distance from that file"
+
+
+def reference_warnings(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per model group, the signs that its KLD figures measure the distance from a lossy file rather than
+    from the original weights: a reference under ``REFERENCE_MIN_BPW`` bits per weight, or a variant with
+    fewer bits per weight that comes out closer to the reference (by more than the larger of the two
+    standard errors) than one with more — what a reference dequantized from a low-bit file gives."""
+    by_group: dict[str, dict[str, Mapping[str, Any]]] = {}
+    bpw_of: dict[tuple[str, str], float] = {}
+    reference: dict[str, str] = {}
+    for row in rows:
+        key = (str(row["model_group"]), str(row["model_label"]))
+        if row.get("bits_per_weight") is not None:
+            bpw_of.setdefault(key, float(row["bits_per_weight"]))
+        if row.get("kld_mean") is None or row.get("status") != "ok":
+            continue
+        by_group.setdefault(key[0], {}).setdefault(key[1], row)
+        if row.get("quality_reference_label"):
+            reference.setdefault(key[0], str(row["quality_reference_label"]))
+    out: dict[str, list[str]] = {}
+    for group, variants in by_group.items():
+        ref = reference.get(group)
+        found: list[str] = []
+        ref_bpw = bpw_of.get((group, ref)) if ref is not None else None
+        if ref_bpw is not None and ref_bpw < REFERENCE_MIN_BPW:
+            found.append(
+                f"the reference {ref} has {ref_bpw:.2f} bits per weight (under {REFERENCE_MIN_BPW:g}): it is "
+                "itself quantized; KLD then measures distance from that file, not from the original weights"
+            )
+        ranked = sorted(
+            ((bpw_of[(group, label)], row) for label, row in variants.items()
+             if label != ref and (group, label) in bpw_of),
+            key=lambda item: item[0],
+        )  # fmt: skip
+        for i, (low_bpw, low) in enumerate(ranked):
+            for high_bpw, high in ranked[i + 1 :]:
+                if low_bpw < high_bpw and _closer(low, high):
+                    found.append(
+                        f"{low['model_label']} ({low_bpw:.2f} bits per weight) has a lower KLD than "
+                        f"{high['model_label']} ({high_bpw:.2f}): {low['kld_mean']:.4f} against "
+                        f"{high['kld_mean']:.4f}; {MEANING}"
+                    )
+        if found:
+            out[group] = found
+    return out
+
+
+def _closer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether ``a``'s mean KLD is below ``b``'s by more than the larger standard error of the two."""
+    noise = max(float(a.get("kld_se") or 0.0), float(b.get("kld_se") or 0.0))
+    return float(a["kld_mean"]) < float(b["kld_mean"]) - noise
+

@@ -96,10 +96,19 @@ def _output(run: Run) -> dict[str, Any]:
     return {"_output_text": text, "_output_echo": echoes_prompt(text, prompts)}
 
 
+def bits_per_weight(mf: ModelFile | None) -> float | None:
+    """Bits per parameter from the GGUF tensor sizes (what the weights take, without the metadata and the
+    tokenizer, which a large vocabulary makes big); from the file size where the file was recorded before the
+    tensor sizes were stored."""
+    if mf is None or not mf.n_params:
+        return None
+    return (mf.tensor_bytes or mf.size_bytes) * 8 / mf.n_params
+
+
 def _identity(run: Run, mf: ModelFile | None) -> dict[str, Any]:
     """What the row is: its sweep and run, the model file, the workload and the parameters."""
     workload = json.loads(run.workload_json)
-    bpw = mf.size_bytes * 8 / mf.n_params if mf is not None and mf.n_params else None
+    bpw = bits_per_weight(mf)
     return {
         "sweep_id": run.sweep_id,
         "run_id": run.id,

@@ -26,11 +26,14 @@ def get_or_create_model_file(
         select(ModelFile).where(ModelFile.path == path).order_by(ModelFile.id.desc())
     ).first()
     if known is not None and known.size_bytes == info.size_bytes and known.mtime_ns == info.mtime_ns:
+        if known.tensor_bytes is None:  # recorded before the tensor sizes were stored
+            known.tensor_bytes = info.tensor_bytes or None
         return known
     digest = sha256_file(path, progress=progress)
     existing = session.scalar(select(ModelFile).where(ModelFile.path == path, ModelFile.sha256 == digest))
     if existing is not None:
         existing.size_bytes, existing.mtime_ns = info.size_bytes, info.mtime_ns
+        existing.tensor_bytes = existing.tensor_bytes or info.tensor_bytes or None
         return existing
     mf = ModelFile(
         path=path,
@@ -45,6 +48,7 @@ def get_or_create_model_file(
         n_layers=info.n_layers,
         context_length=info.context_length,
         vocab_size=info.vocab_size,
+        tensor_bytes=info.tensor_bytes or None,
     )
     return add_unique(session, mf, path=path, sha256=digest)
 

@@ -4,7 +4,13 @@ imports it only when it draws."""
 
 from edgeprof.report.figures.comparison import COMPARISON_PANELS, comparison_png
 from edgeprof.report.figures.depth import depth_png
-from edgeprof.report.figures.pareto import has_speed_vs_kld, pareto_front, speed_vs_kld_png
+from edgeprof.report.figures.pareto import (
+    has_speed_vs_kld,
+    outside_budget,
+    pareto_front,
+    speed_vs_kld_figure,
+    speed_vs_kld_png,
+)
 from edgeprof.report.figures.serving import has_serving_curves, serving_png, serving_series
 from edgeprof.report.figures.timeline import (
     MAX_LINES,
@@ -25,10 +31,12 @@ __all__ = [
     "has_serving_curves",
     "has_speed_vs_kld",
     "load_samples",
+    "outside_budget",
     "pareto_front",
     "plot_lines",
     "serving_png",
     "serving_series",
+    "speed_vs_kld_figure",
     "speed_vs_kld_png",
     "timeline_figure",
     "timeline_panels",

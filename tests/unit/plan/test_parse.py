@@ -92,6 +92,7 @@ max_configs = 0
 
 [quality_budget]
 kld_mean = -1
+min_reps = 0
 
 [repeat]
 steady = 0
@@ -115,6 +116,7 @@ n_ubatch = 256
         "repeat.steady",
         "run.timeout_s",
         "quality_budget.kld_mean",
+        "quality_budget.min_reps",
         "run.allow_power_mode_change",
         "run.cold_cache",
         "cooldown.delay_s",

@@ -1,5 +1,6 @@
 """The recommendation: the fastest variant within the quality budget that fits, on a
-hand-built (synthetic) fixture DB and on synthetic report rows."""
+hand-built (synthetic) fixture DB and on synthetic report rows. What counts as faster (noise, conditions,
+exclusions, the reference check) is in test_recommend_evidence.py."""
 
 from __future__ import annotations
 
@@ -30,15 +31,17 @@ NOW = datetime(2026, 1, 2, 3, 4, 5)
 
 # Synthetic figures. (label, quant, bytes, steady tg t/s, KLD, same-top %, status)
 # F16 is the reference; Q4_K_M is fastest but outside the default budget (KLD 0.08 > 0.05); Q3_K_S would be
-# faster still but was predicted not to fit. Expected: Q5_K_M best, Q8_0 runner-up.
+# faster still but was predicted not to fit. Expected: Q5_K_M best, Q8_0 runner-up. Five steady reps each,
+# the least the recommendation decides on.
 VARIANTS: tuple[tuple[str, str, int, list[float], float, float, str], ...] = (
-    ("demo-f16", "F16", 4_000_000, [10.0, 10.5, 9.5], 0.0, 100.0, "ok"),
-    ("demo-q8_0", "Q8_0", 2_125_000, [18.0, 18.5, 17.5], 0.0012, 99.1, "ok"),
-    ("demo-q5_k_m", "Q5_K_M", 1_375_000, [22.0, 22.4, 21.6], 0.011, 96.8, "ok"),
-    ("demo-q4_k_m", "Q4_K_M", 1_200_000, [26.0, 26.5, 25.5], 0.08, 88.0, "ok"),
+    ("demo-f16", "F16", 4_000_000, [10.0, 10.5, 9.5, 10.2, 9.8], 0.0, 100.0, "ok"),
+    ("demo-q8_0", "Q8_0", 2_125_000, [18.0, 18.5, 17.5, 18.2, 17.8], 0.0012, 99.1, "ok"),
+    ("demo-q5_k_m", "Q5_K_M", 1_375_000, [22.0, 22.4, 21.6, 22.2, 21.8], 0.011, 96.8, "ok"),
+    ("demo-q4_k_m", "Q4_K_M", 1_200_000, [26.0, 26.5, 25.5, 26.2, 25.8], 0.08, 88.0, "ok"),
     ("demo-q3_k_s", "Q3_K_S", 900_000, [], 0.2, 80.0, "skipped_memory"),
 )
 N_PARAMS = 2_000_000
+CONDITION = "ctx 512, depth 0, ngl 0, threads 2, gen, llama-cpp"  # what the recommendation holds fixed
 
 
 def _run(sweep_id: int, seq: int, mf: ModelFile, label: str, workload: str, status: str, **kw: Any) -> Run:
@@ -52,7 +55,11 @@ def _run(sweep_id: int, seq: int, mf: ModelFile, label: str, workload: str, stat
         model_path=mf.path,
         workload_name=workload,
         workload_hash="w" * 64,
-        workload_json=json.dumps({"name": workload, "n_predict": 64}),
+        workload_json=json.dumps(
+            {"name": workload, "kind": "quality", "n_predict": 0}
+            if workload == "kld"
+            else {"name": workload, "n_predict": 64}
+        ),
         params_json="{}",
         repeat_json=json.dumps({"cold": 1, "warmup": 0, "steady": 3}),
         n_ctx=512,
@@ -171,14 +178,21 @@ def test_recommendation_picks_the_fastest_within_budget_that_fits(tmp_path: Path
     assert by[("demo-q3_k_s", "gen")]["status"] == "skipped_memory"
     text = render_table(rows)
     first = text.splitlines()[0]
-    assert first.startswith("Recommendation (ctx 512, ngl 0, gen): demo-q5_k_m")
+    assert first.startswith(f"Recommendation ({CONDITION}): demo-q5_k_m")
     assert "mean KLD ≤ 0.05, same-top ≥ 90 %" in first
     evidence, runner = text.splitlines()[1:3]
-    assert "evidence: demo-q5_k_m (Q5_K_M) · tg 22.0 t/s [21.6–22.4] n=3" in evidence
+    assert "evidence: demo-q5_k_m (Q5_K_M) · tg 22.0 t/s [21.6–22.4] n=5" in evidence
     assert "KLD 0.0110, same-top 96.8 %" in evidence
     assert runner.strip().startswith("runner-up: demo-q8_0 (Q8_0) · tg 18.0 t/s")
+    assert runner.endswith("demo-q5_k_m faster beyond noise (ratio 1.22, 95 % CI 1.19–1.26)")
+    assert text.splitlines()[3:5] == [
+        "  excluded: demo-q4_k_m: outside the quality budget: KLD 0.0800 over 0.05, "
+        "same-top 88.0 % under 90 %",
+        "  excluded: demo-q3_k_s: does not fit in memory (skipped_memory: predicted not to fit: "
+        "needs ≈ 150 MB, 140 MB available)",
+    ]
     md_first = render_markdown(rows).splitlines()[0]
-    assert md_first.startswith("- Recommendation (ctx 512, ngl 0, gen): demo-q5_k_m")
+    assert md_first.startswith(f"- Recommendation ({CONDITION}): demo-q5_k_m")
 
 
 def test_plan_budget_changes_the_answer(tmp_path: Path) -> None:
@@ -232,6 +246,7 @@ def _row(
         "tg_tps_min": tg,
         "tg_tps_max": tg,
         "tg_tps_n": 5 if tg is not None else 0,
+        "_tg_tps_reps": [tg] * 5 if tg is not None else [],
         "kld_mean": kld,
         "same_top_pct": top,
         "reference_label": "f16",
@@ -316,5 +331,5 @@ def test_html_opens_with_the_recommendation_and_draws_speed_vs_kld(tmp_path: Pat
     with new_session(engine) as s:
         page = render_html(s, sweep_id)
     assert page.index("<h2>Recommendation</h2>") < page.index("<h2>Summary</h2>")
-    assert "Recommendation (ctx 512, ngl 0, gen): demo-q5_k_m" in page
+    assert f"Recommendation ({CONDITION}): demo-q5_k_m" in page
     assert "<h3>Speed against KLD per ctx (Pareto front)</h3><img" in page
