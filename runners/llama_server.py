@@ -255,12 +255,15 @@ def payload_for(job: dict[str, Any], idx: int) -> dict[str, Any]:
     }
 
 
-async def _get_json(base: str, path: str, timeout_s: float = 5.0) -> tuple[int | None, Any]:
+async def _get_json(
+    base: str, path: str, timeout_s: float = 5.0, client: Any = None
+) -> tuple[int | None, Any]:
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as c:
-            r = await c.get(base + path)
+        async with contextlib.AsyncExitStack() as stack:
+            c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
+            r = await c.get(base + path, timeout=timeout_s)
             try:
                 return r.status_code, r.json()
             except ValueError:
@@ -269,17 +272,29 @@ async def _get_json(base: str, path: str, timeout_s: float = 5.0) -> tuple[int |
         return None, None
 
 
-async def scrape_metrics(base: str, timeout_s: float = 5.0) -> dict[str, float] | None:
+async def scrape_metrics(base: str, timeout_s: float = 5.0, client: Any = None) -> dict[str, float] | None:
+    """``/metrics`` parsed; on ``client`` (kept alive) where given. A fresh ``httpx.AsyncClient`` costs
+    ~25 ms of CPU (its TLS context) on the event loop that times the streams: once per poll, that slowed
+    a one-thread server's decode by ~10 % on a 2-core machine."""
     import httpx
 
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as c:
-            r = await c.get(base + "/metrics")
+        async with contextlib.AsyncExitStack() as stack:
+            c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
+            r = await c.get(base + "/metrics", timeout=timeout_s)
             if r.status_code != 200:
                 return None
             return loadgen.parse_prometheus(r.text)
     except (httpx.HTTPError, OSError):
         return None
+
+
+def control_client() -> Any:
+    """One kept-alive connection for the driver's own requests (``/health``, ``/props``, ``/metrics``),
+    made before anything is timed; one connection, so it holds one of the server's HTTP threads."""
+    import httpx
+
+    return httpx.AsyncClient(limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
 
 
 class _Server:
@@ -407,6 +422,7 @@ class _Drive:
         self.conc = int(job["params"].get("concurrency") or 1)
         # only the test suite arms fault injection (as for the worker's EDGEPROF_TEST_FAULT)
         self.fault = env.get(SERVER_FAULT_ENV, "") if env.get(FAULT_ARM_ENV) == FAULT_ARM_VALUE else ""
+        self.control: Any = None  # the kept-alive client of ``control_client``, while ``run`` runs
 
     def phase(self, name: str, t0: float, t1: float, kind: str | None = None) -> None:
         ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
@@ -424,12 +440,16 @@ class _Drive:
 
     async def run(self) -> None:
         """ready → cold request → warm-ups → the measured level, then what the level's requests say."""
+        async with control_client() as self.control:
+            await self.steps()
+
+    async def steps(self) -> None:
         res = self.res
         if not await self.wait_ready():
             return
         assert res.t_ready is not None
         self.phase("load", self.srv.t_spawn, res.t_ready, "cold")
-        _code, props = await _get_json(self.base, "/props")
+        _code, props = await _get_json(self.base, "/props", client=self.control)
         res.props = props if isinstance(props, dict) else None
         # the first request of a fresh server (its first token closes the cold start)
         if not await self.level("cold", 1, None, 0, 1):
@@ -439,12 +459,12 @@ class _Drive:
         if n_warm and not await self.level("warmup", n_warm, None, 1, self.conc):
             return
         # the measured load; the counters are scraped around it, so their deltas are the level's own
-        res.metrics_before = await scrape_metrics(self.base)
+        res.metrics_before = await scrape_metrics(self.base, client=self.control)
         n_req = self.serving.get("requests")
         n = int(n_req) if n_req is not None else None
         if not await self.level("measured", n, self.serving.get("duration_s"), 1 + n_warm, self.conc):
             return
-        res.metrics_after = await scrape_metrics(self.base)
+        res.metrics_after = await scrape_metrics(self.base, client=self.control)
         self.judge_level()
 
     async def wait_ready(self) -> bool:
@@ -460,7 +480,7 @@ class _Drive:
                 res.status = "load_failed"
                 res.reason = f"llama-server exited (code {srv.proc.returncode}) before it was ready"
                 return False
-            code, _body = await _get_json(self.base, "/health", timeout_s=2.0)
+            code, _body = await _get_json(self.base, "/health", timeout_s=2.0, client=self.control)
             if code == 200:
                 res.t_ready = time.monotonic()
                 return True
@@ -487,7 +507,7 @@ class _Drive:
             self.srv.poll_peak()
             if self.heartbeat is not None:
                 self.heartbeat()
-            got = await scrape_metrics(self.base, timeout_s=2.0)
+            got = await scrape_metrics(self.base, timeout_s=2.0, client=self.control)
             target = self.fault == "kill@level" or self.fault == f"kill@level:c{c}"
             if target and kind == "measured" and self.srv.alive():
                 os.kill(self.srv.proc.pid, signal.SIGKILL)

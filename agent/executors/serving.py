@@ -240,6 +240,10 @@ class ServingExecutor:
         if budget.get("fits") is False:
             return self.refuse(session, run, spec, budget)
         job = serving_job(spec, mf.vocab_size if mf is not None else None)
+        # No write transaction open while the server runs: the sampler's sink and the lease's heartbeats
+        # write from other connections, and would wait out SQLite's busy timeout (the sampler blocked in
+        # its flush takes no readings: a level without telemetry).
+        session.commit()
         res = run_serving(job, spec.timeout_s, on_event=ctx.on_event, env=ctx.env, heartbeat=ctx.heartbeat)
         store_result(session, run, spec, res, budget)
         run.status, run.reason = res.status, res.reason

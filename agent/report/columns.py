@@ -137,6 +137,13 @@ def is_serving_runner(runner: str | None) -> bool:
     return True if info is None else info.serving
 
 
+def fmt_percentiles(row: Row, prefix: str, *names: str) -> str:
+    """'p50/p90/p99' of one serving distribution (``prefix_p50`` ...), '—' when the first is not measured."""
+    if row[f"{prefix}_{names[0]}"] is None:
+        return fmt_value(None)
+    return "/".join(fmt_value(row[f"{prefix}_{name}"]) for name in names)
+
+
 def row_kind(row: Row) -> RowKind:
     """Which kind of row a report row is: a serving level, a quality run's own row, or a speed row."""
     if is_serving_runner(row.get("runner")):
@@ -207,7 +214,7 @@ COLUMNS: tuple[Column, ...] = (
     field("device_state_changed", "boolean|null"),
     # verdicts (agent/verdicts/throttle.py, store.py): null when the run was recorded without telemetry
     field("throttle_verdict", "string|null", rows=LOCAL),
-    field("stability_verdict", "string|null", rows=LOCAL),
+    field("stability_verdict", "string|null", rows=LOCAL | SERVING),
     # v3: KL divergence / same top / perplexity vs the reference (agent/report/quality.py); every speed row
     # of a model label carries its quality run's figures, so speed and quality read on one line
     field("kld_mean", "number|null", rows=LOCAL),
@@ -238,15 +245,15 @@ COLUMNS: tuple[Column, ...] = (
     # and whether other processes competed for the CPU during the steady reps (agent/verdicts/interference.py)
     field("energy_basis", "string|null"),
     field("energy_whole_board", "boolean|null"),
-    field("interference_verdict", "string|null", rows=LOCAL),
+    field("interference_verdict", "string|null", rows=LOCAL | SERVING),
     # v5: depth, tokens out and EOS, prompt as tokenized, parameters in effect (agent/report/workload.py)
     field("depth", "integer|null", "tokens"),
-    field("tokens_out_median", "number|null", "tokens", SPEED),
-    field("tokens_out_min", "integer|null", "tokens", SPEED),
+    field("tokens_out_median", "number|null", "tokens", SPEED | SERVING),
+    field("tokens_out_min", "integer|null", "tokens", SPEED | SERVING),
     field("eos_count", "integer", "reps"),
     field("finish_reasons", "string|null", rows=SPEED),
     field("ignore_eos", "boolean|null"),
-    field("prompt_n_tokens", "integer|null", "tokens", SPEED),
+    field("prompt_n_tokens", "integer|null", "tokens", SPEED | SERVING),
     field("prompt_sha256", "string|null", rows=SPEED),
     field("parse_special", "boolean|null", rows=SPEED),
     field("kv_used_cells", "integer|null", "cells", SPEED),
@@ -371,14 +378,18 @@ COLUMNS: tuple[Column, ...] = (
     column("output", f"output (first {OUTPUT_CHARS} chars)", fmt_output, rows=SPEED, formats=MD_HTML,
            html_fmt=fmt_output_html),
     # the serving levels' latency and throughput (client-side, nearest rank)
-    column("s_ttft", "TTFT p50/p99 ms", lambda r: fmt_pair(r, "serving_ttft_ms_p50", "serving_ttft_ms_p99"),
-           unit="ms", rows=SERVING, style="num"),
+    column("s_ttft", "TTFT p50/p90/p99 ms",
+           lambda r: fmt_percentiles(r, "serving_ttft_ms", "p50", "p90", "p99"), unit="ms", rows=SERVING,
+           style="num"),
     column("s_tpot", "TPOT p50/p99 ms", lambda r: fmt_pair(r, "serving_tpot_ms_p50", "serving_tpot_ms_p99"),
            unit="ms", rows=SERVING, style="num"),
     column("s_itl", "ITL p50/p99 ms", lambda r: fmt_pair(r, "serving_itl_ms_p50", "serving_itl_ms_p99"),
            unit="ms", rows=SERVING, style="num"),
     column("s_e2el", "E2EL p50/p99 ms", lambda r: fmt_pair(r, "serving_e2el_ms_p50", "serving_e2el_ms_p99"),
            unit="ms", rows=SERVING, style="num"),
+    # E2EL / n, TTFT included: GuideLLM's "TPOT" (README "Serving metrics")
+    column("s_e2e_tok", "E2EL/tok p50 ms", value_of("serving_tpot_e2e_ms_p50", 2), unit="ms", rows=SERVING,
+           style="num"),
     column("s_rps", "req/s", value_of("serving_request_throughput_rps", 2), unit="req/s", rows=SERVING,
            style="num"),
     column("s_out", "out tok/s", value_of("serving_output_tps"), unit="t/s", rows=SERVING, style="num"),
@@ -387,6 +398,11 @@ COLUMNS: tuple[Column, ...] = (
     column("s_deferred", "deferred", value_of("serving_max_deferred", 0), unit="requests", rows=SERVING,
            style="num"),
     column("s_slot", "slot ctx", value_of("serving_slot_n_ctx"), unit="tokens", rows=SERVING, style="num"),
+    # per level: its requests' TPOT spread, other CPU work in its window (agent/verdicts/serving.py)
+    column("s_stability", "stability", value_of("stability_verdict"), rows=SERVING, style="badge",
+           field="stability_verdict"),
+    column("s_interference", "interference", value_of("interference_verdict"), rows=SERVING, style="badge",
+           field="interference_verdict"),
     # in-process (CLI) vs HTTP API for the same model / ctx / ngl / workload (agent/report/serving.py)
     column("v_decode", "in-process decode ms/tok", value_of("inprocess_decode_ms_per_token", 2), unit="ms",
            rows=VERSUS, style="num"),

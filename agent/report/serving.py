@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 
 from edgeprof.report.columns import COLUMNS, SERVING, is_serving_runner
 from edgeprof.report.run_row import base_row
-from edgeprof.storage.models import Run, ServingLevel
+from edgeprof.stats import Summary, nearest_rank
+from edgeprof.storage.models import Run, ServingLevel, ServingRequest, Verdict
+from edgeprof.verdicts import verdicts_by_run
 
 # The fields only a serving level has (null on in-process rows).
 SERVING_FIELD_NAMES = tuple(c.name for c in COLUMNS if c.fmt is None and c.rows == SERVING)
@@ -71,14 +73,44 @@ def serving_fields(run: Run, level: ServingLevel | None) -> dict[str, Any]:
     return out
 
 
+def token_fields(session: Session, run: Run) -> dict[str, Any]:
+    """Prompt and output tokens of the level's measured successful requests, as the server counted them:
+    the prompt's median request (a text prompt's per-request prefix can move it by a token), the output's
+    median and minimum (below ``n_predict`` where a request stopped early)."""
+    query = select(ServingRequest.prompt_tokens, ServingRequest.output_tokens).where(
+        ServingRequest.run_id == run.id, ServingRequest.kind == "measured", ServingRequest.status == "ok"
+    )
+    requests = list(session.execute(query))
+    prompts = sorted(p for p, _ in requests if p is not None)
+    outs = [o for _, o in requests if o is not None]
+    median_prompt = nearest_rank(prompts, 0.5)
+    return {
+        "prompt_n_tokens": int(median_prompt) if median_prompt is not None else None,
+        "tokens_out_median": Summary.of(outs).median,
+        "tokens_out_min": min(outs) if outs else None,
+    }
+
+
+def verdict_fields(found: Mapping[str, Verdict]) -> dict[str, Any]:
+    """A level's stability and interference verdicts (``agent/verdicts/serving.py``). Its throttle verdict
+    is not shown: it is judged over the server's load phase, not over the level."""
+    return {
+        kind: found[name].value if name in found else None
+        for kind, name in (("stability_verdict", "stability"), ("interference_verdict", "interference"))
+    }
+
+
 def serving_rows(session: Session, runs: list[Run], attempts: dict[str, int]) -> list[dict[str, Any]]:
     """Report rows of the serving runs (the latest attempt per spec)."""
     rows: list[dict[str, Any]] = []
+    verdicts = verdicts_by_run(session, [run.id for run in runs])
     for run in runs:
         row = base_row(run, run.model_file)
         row["attempts"] = attempts.get(run.spec_id, 1)
         level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
         row.update(serving_fields(run, level))
+        row.update(token_fields(session, run))
+        row.update(verdict_fields(verdicts.get(run.id, {})))
         rows.append(row)
     return rows
 

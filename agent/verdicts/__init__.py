@@ -3,6 +3,7 @@
 - ``throttle``: hardware flags, clock drops under heat and tokens/s drift -> ``throttle_verdict``;
 - ``stability``: pyperf-style spread of the steady repetitions -> ``stability``;
 - ``interference``: other work competing for the CPU during the steady repetitions;
+- ``serving``: the same two questions for a serving level (its requests' TPOT, its time window);
 - ``store``: a stored run's inputs from the database, judged and stored as ``Verdict`` rows;
 - ``summary``: stored verdicts read back for reports.
 
@@ -13,6 +14,13 @@ them); ``store`` finds those roles for a stored run (``run_roles``).
 from edgeprof.verdicts.interference import InterferenceThresholds, Rep, interference_verdict, judge_rep
 from edgeprof.verdicts.result import VerdictResult
 from edgeprof.verdicts.series import spearman, value_at
+from edgeprof.verdicts.serving import (
+    LevelInputs,
+    level_inputs,
+    level_interference,
+    level_stability,
+    request_groups,
+)
 from edgeprof.verdicts.stability import StabilityThresholds, StabilityValue, stability
 from edgeprof.verdicts.store import (
     LOAD_PHASES,
@@ -56,6 +64,7 @@ __all__ = [
     "THROTTLING_TRIP_TYPES",
     "VERDICT_KINDS",
     "InterferenceThresholds",
+    "LevelInputs",
     "Rep",
     "RepSample",
     "StabilityThresholds",
@@ -76,7 +85,11 @@ __all__ = [
     "is_clock",
     "is_temperature",
     "judge_rep",
+    "level_inputs",
+    "level_interference",
+    "level_stability",
     "reference_clocks",
+    "request_groups",
     "run_roles",
     "series_of",
     "spearman",

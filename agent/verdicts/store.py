@@ -21,6 +21,7 @@ from edgeprof.storage.samples import max_value, read_samples, sample_metrics
 from edgeprof.telemetry import Series
 from edgeprof.verdicts.interference import Rep, interference_verdict
 from edgeprof.verdicts.result import VerdictResult
+from edgeprof.verdicts.serving import level_inputs, level_interference, level_stability
 from edgeprof.verdicts.stability import StabilityThresholds, stability
 from edgeprof.verdicts.throttle import (
     RepSample,
@@ -226,6 +227,13 @@ def _judge(
 ) -> dict[str, VerdictResult]:
     """kind -> verdict for one run whose inputs are gathered."""
     throttle = throttle_verdict(inputs, thresholds)
+    level = level_inputs(session, run)
+    if level is not None:  # a serving level: its requests and its window play the steady reps' part
+        return {
+            "throttle": throttle,
+            "stability": level_stability(level, stability_thresholds),
+            "interference": level_interference(level, inputs.series, inputs.roles),
+        }
     steady = sorted(inputs.reps, key=lambda r: r.rep)
     stable = stability([r.tg_tps for r in steady], stability_thresholds)
     stable.evidence["metric"] = "tg_tps"

@@ -157,6 +157,12 @@ def test_concurrency_1_and_4_produce_every_field(tmp_path: Path, tiny_models) ->
     assert c1["serving_requests"] == 8 and c1["concurrency"] == 1
     table = render_table(report_rows)
     assert "HTTP API (llama-server, streamed)" in table and "In-process (CLI) vs HTTP API" in table
+    # the tokens each level's requests had, as the server counted them; TTFT p90 and E2EL/token shown
+    assert [(r["prompt_n_tokens"], r["tokens_out_median"], r["tokens_out_min"]) for r in report_rows[1:]] == [
+        (16, 8, 8), (16, 8, 8)
+    ]
+    assert "TTFT p50/p90/p99 ms" in table and "E2EL/tok p50 ms" in table
+    assert "interference" in table.split("HTTP API (llama-server, streamed)")[1]
     assert len(json.loads(render_json(report_rows))) == 3
     assert "HTTP API: latency and throughput against concurrency" in html and "figure not drawn" not in html
 
@@ -202,6 +208,63 @@ def test_resume_skips_finished_levels(tmp_path: Path, tiny_models) -> None:
     assert third.n_skipped == 2 and not third.counts
 
 
+def test_no_write_transaction_is_open_while_the_server_runs(tmp_path: Path, tiny_models, monkeypatch) -> None:
+    """The sampler's sink and the lease's heartbeats write from other connections while a level runs; an
+    open write transaction of the run's own session would make them wait out SQLite's busy timeout (the
+    sampler, blocked in its flush, took no reading during the level)."""
+    import sqlite3
+
+    from edgeprof.runners.llama_server import run_serving
+
+    db = tmp_path / "s.db"
+    engine = open_engine(db)
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1], ready_timeout=0.5)
+    probes: list[str] = []
+
+    def probing(*args: Any, **kw: Any):
+        con = sqlite3.connect(db, timeout=0.2)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+            probes.append("free")
+        except sqlite3.OperationalError as exc:
+            probes.append(str(exc))
+        finally:
+            con.close()
+        return run_serving(*args, **kw)
+
+    monkeypatch.setattr("edgeprof.executors.serving.run_serving", probing)
+    hang = synthetic_server(tmp_path, "exec sleep 60")
+    run_plan(engine, plan, out=io.StringIO(), env=env_with(**{SERVER_ENV: str(hang)}))
+    assert probes == ["free"]
+
+
+@needs_server
+def test_the_driver_keeps_one_client_for_its_own_requests(tmp_path: Path, tiny_models, monkeypatch) -> None:
+    """/health, /props and every /metrics poll share one kept-alive client: a fresh httpx client per poll
+    costs ~25 ms of CPU on the event loop that times the streams (it slowed a one-thread server's decode)."""
+    import httpx
+
+    made: list[int] = []
+    real_init = httpx.AsyncClient.__init__
+
+    def counting_init(self: httpx.AsyncClient, *args: Any, **kw: Any) -> None:
+        made.append(1)
+        real_init(self, *args, **kw)
+
+    monkeypatch.setattr(httpx.AsyncClient, "__init__", counting_init)
+    engine = open_engine(tmp_path / "s.db")
+    plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[1], requests=None, duration_s=1.2)
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with())
+    ((run, level, _reqs),) = runs_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    assert level is not None and level.max_deferred is not None  # /metrics was polled during the level
+    stats = json.loads(level.stats_json or "{}")
+    assert stats["metrics_deltas"]  # and scraped before and after it
+    # the driver's one, and one per batch of requests (cold, warm-up, measured), however often it polled
+    assert len(made) == 1 + 3
+
+
 def test_doctor_names_the_server_in_use_and_whether_it_offloads(tmp_path: Path, monkeypatch) -> None:
     from edgeprof.device import llama_server_info, render
 
@@ -231,7 +294,7 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
 ) -> None:
     from support.fakes import SYNTHETIC_RANGE_UJ, FakeRoot
 
-    from edgeprof.collectors import PsutilHostCollector, RaplCollector
+    from edgeprof.collectors import ProcStatCollector, PsutilHostCollector, RaplCollector
     from edgeprof.plan import Collect, Cooldown
     from edgeprof.storage.models import PhaseStat
     from edgeprof.storage.samples import read_samples
@@ -255,7 +318,7 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
     plan = plan_for(tmp_path, tiny_models["Q4_K_M"], conc=[2], requests=6)
 
     def factory(sweep_id: int) -> Telemetry:
-        collectors = [PsutilHostCollector(), MovingRapl(rapl.root)]
+        collectors = [PsutilHostCollector(), MovingRapl(rapl.root), ProcStatCollector()]
         collect = Collect(interval_ms=50, idle_s=0.3)
         return Telemetry(engine, sweep_id, collect, Cooldown(), collectors=collectors)
 
@@ -270,6 +333,22 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
         rss = [r.value for r in read_samples(s, None, run_ids=[run.id]) if r.metric == "proc.rss_mb"]
         assert any(rss), "the sampler followed the server's pid"
     assert level is not None and level.output_j_per_token is not None and level.output_j_per_token > 0
+
+    # the level is judged like an in-process run: its requests for stability, its window for interference
+    from edgeprof.report import build_rows
+    from edgeprof.storage.models import Verdict
+
+    with new_session(engine) as s:
+        verdicts = {v.kind: v for v in s.scalars(select(Verdict).where(Verdict.run_id == run.id))}
+        (row,) = build_rows(s, outcome.sweep_id, include_serving=True)
+    stability = json.loads(verdicts["stability"].evidence_json)
+    assert stability["metric"] == "e2el_per_token_ms" and stability["requests"]["e2el_per_token_ms"]["n"] == 6
+    interference = json.loads(verdicts["interference"].evidence_json)
+    window = interference["level"]
+    assert window["duration_s"] == pytest.approx(level.t_end_mono - level.t_start_mono, abs=1e-3)
+    assert window.get("runq_median") is not None  # proc_stat readings inside the level: the sampler ran
+    assert row["stability_verdict"] == verdicts["stability"].value
+    assert row["interference_verdict"] == verdicts["interference"].value
 
 
 def test_the_kv_budget_grows_with_slots_and_a_config_that_cannot_fit_is_never_started(
