@@ -2,9 +2,10 @@
 
 Other packages import from here, not from the modules inside: ``bounded`` (a header reader whose every
 count is checked against the file's size), ``info`` (what a model file is, hashing, page-cache eviction),
-``memory`` (will a config fit), ``bandwidth`` (bytes per token and the DRAM probe) and ``demo`` (the demo
-models). numpy, the ``gguf`` package and llama.cpp are imported inside the functions that need them, so
-importing this package stays cheap for the CLI.
+``shape`` (layers, heads, vocabulary and tensor sizes from the header), ``memory`` (will a config fit),
+``bandwidth`` (bytes per token and the DRAM probe) and ``demo`` (the demo models). numpy, the ``gguf``
+package and llama.cpp are imported inside the functions that need them, so importing this package stays
+cheap for the CLI.
 """
 
 from edgeprof.gguf.bandwidth import (
@@ -30,28 +31,32 @@ from edgeprof.gguf.demo import (
 from edgeprof.gguf.info import GGUFError, GGUFInfo, drop_page_cache, quant_name, read_gguf_info, sha256_file
 from edgeprof.gguf.memory import (
     MIB,
+    QUALITY_ROWS_PER_BLOCK,
     RUNTIME_BASE_MIB,
+    VOCAB_BYTES_PER_TOKEN,
     FitCheck,
     MemoryPrediction,
-    ModelShape,
-    TensorInfo,
     check_fit,
-    fmt_gb,
+    fmt_mib,
     is_unified_memory,
     kv_bytes,
     kv_bytes_per_cell,
     kv_cells,
     mem_available_mb,
     predict_memory,
-    read_model_shape,
+    quality_outputs,
+    quality_scoring_bytes,
 )
+from edgeprof.gguf.shape import ModelShape, TensorInfo, read_model_shape
 
 __all__ = [
     "CHATML_TEMPLATE",
     "DEMO_QUANTS",
     "DEMO_SIZES",
     "MIB",
+    "QUALITY_ROWS_PER_BLOCK",
     "RUNTIME_BASE_MIB",
+    "VOCAB_BYTES_PER_TOKEN",
     "BoardBandwidth",
     "BoundedGGUFError",
     "ChatFields",
@@ -70,7 +75,7 @@ __all__ = [
     "decode_mean_depth",
     "demo_model_paths",
     "drop_page_cache",
-    "fmt_gb",
+    "fmt_mib",
     "is_unified_memory",
     "kv_bytes",
     "kv_bytes_per_cell",
@@ -79,6 +84,8 @@ __all__ = [
     "mem_available_mb",
     "predict_memory",
     "probe_bandwidth",
+    "quality_outputs",
+    "quality_scoring_bytes",
     "quant_name",
     "quantize",
     "read_chat_fields",

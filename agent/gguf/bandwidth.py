@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from edgeprof.gguf.memory import ModelShape, kv_bytes_per_cell, kv_cells
+from edgeprof.gguf.memory import kv_bytes_per_cell, kv_cells
+from edgeprof.gguf.shape import ModelShape
 
 
 def weights_read_per_token(shape: ModelShape) -> int:

@@ -98,6 +98,7 @@ def write_f16_gguf(
     sliding_window: int | None = None,
     eos_token_id: int = 2,
     n_layer: int | None = None,
+    n_vocab: int | None = None,
 ) -> Path:
     """Write the demo model in F16 (norms in F32, as llama.cpp's converter does).
 
@@ -105,7 +106,9 @@ def write_f16_gguf(
     byte as before, and the names say synthetic): ``chat_template`` adds ChatML's control tokens and the
     template; ``sliding_window`` writes a Gemma-3-style model (gemma3 architecture: every sixth layer
     global, the others sliding-window) whose KV cache llama.cpp sizes per the window; ``eos_token_id``
-    makes another token EOS, so a greedy run stops early at a known place.
+    makes another token EOS, so a greedy run stops early at a known place; ``n_vocab`` gives the model a
+    vocabulary of that many tokens (real models have 32 k to 262 k: the memory of a quality run, which keeps
+    n_vocab floats per scored position, grows with it, and the demo's 1 k–4 k hides that).
     """
     import gguf
 
@@ -114,10 +117,15 @@ def write_f16_gguf(
     cfg = DEMO_SIZES[size]
     if n_layer is not None:
         cfg = DemoSize(**{**cfg.__dict__, "n_layer": n_layer})
+    if n_vocab is not None:
+        if n_vocab < 1024:  # the specials, the 256 byte tokens and the word pieces need room
+            raise ValueError(f"n_vocab {n_vocab} is too small for the demo vocabulary (at least 1024)")
+        cfg = DemoSize(**{**cfg.__dict__, "n_vocab": n_vocab})
     arch = "gemma3" if sliding_window else "llama"
     tmp = path.with_suffix(path.suffix + ".tmp")
     writer = gguf.GGUFWriter(str(tmp), arch=arch)
     variant = ("-chat" if chat_template else "") + (f"-swa{sliding_window}" if sliding_window else "")
+    variant += f"-v{n_vocab}" if n_vocab is not None else ""
     writer.add_name(f"edgeprof-demo-{size}" + (f"{variant}-synthetic" if variant else ""))
     _add_hyperparameters(writer, cfg, sliding_window)
     _add_tokenizer(writer, cfg, chat_template, eos_token_id)

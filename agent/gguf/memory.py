@@ -10,27 +10,25 @@ The prediction is the memory the llama.cpp child will hold resident, split by wh
   cells (llama-bench, and edgeprof, run with ``swa_full = false``);
 - compute buffers: llama.cpp reserves them for a full ``n_ubatch`` at the full context, but on the CPU only
   the pages a request touches become resident, so the CPU term follows the depth the workload reaches
-  (prompt + n_predict). A GPU buffer is committed when allocated, so the GPU term is the full reservation;
+  (prompt + n_predict) and the logits it asks for. A GPU buffer is committed when allocated, so the GPU
+  term is the full reservation;
+- the vocabulary llama.cpp keeps in host memory, and, for a quality run, the worker's own scoring arrays
+  (``quality_scoring_bytes``): both grow with n_vocab, which is why a large-vocabulary model shows them;
 - the runtime: Python, llama.cpp and its libraries before any model (a measured constant, below).
 
-The constants were calibrated on this project's demo models (``edgeprof models demo``) against the child's
-measured ``VmHWM``; ``tests/integration/test_memory_fit.py`` holds the prediction to within 5 % + 4 MiB
-of the measured peak at ctx 512, 2048 and 8192.
-
-The GGUF is read with a small parser of our own, not ``gguf.GGUFReader``: the reader builds an object per
-vocabulary entry (hundreds of thousands on a real model) that this question does not need.
+Every term is one of llama.cpp's or the worker's allocations, sized from the GGUF and checked against the
+child's measured ``VmHWM``: ``tests/integration/test_memory_fit.py`` holds generation runs to within
+5 % + 4 MiB of the measured peak at ctx 512, 2048 and 8192 on the demo models, and quality runs to within
+15 % + 16 MiB at ctx 512 and 2048 on the demo models and on a generated 262 144-token vocabulary.
 """
 
 from __future__ import annotations
 
-import mmap
-import re
-import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof.gguf.info import GGUFError
+from edgeprof.gguf.shape import ModelShape
 
 MIB = 1024 * 1024
 
@@ -55,241 +53,36 @@ _KV_TYPE_BYTES: dict[str, float] = {
     "iq4_nl": 18 / 32,
 }
 
-# Architectures whose sliding-window layers follow a fixed period when the GGUF has no per-layer pattern:
-# in each run of ``period`` layers all but the last use the window (llama.cpp's set_swa_pattern default).
-_SWA_PERIOD: dict[str, int] = {
-    "gemma2": 2,
-    "gemma3": 6,
-    "gemma3n": 5,
-    "cohere2": 4,
-    "llama4": 4,
-    "gpt-oss": 2,
-}
-
-_GGUF_VALUE_FMT = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-
 # Types llama.cpp's CPU backend repacks into an interleaved copy (the CPU_REPACK buffer: q4_0/q4_K/iq4_nl
 # "8x8" on AVX2, "4x4"/"8x8" on ARM) for the layers' matrices. With mmap the file pages stay mapped and
 # touched beside the copy, so those bytes are resident twice: the demo Q4_K_M measured 13 MiB above its
 # weights + KV + compute without this term (llama.cpp reported an 11.5 MiB CPU_REPACK buffer).
 _REPACKED_TYPES = frozenset({"Q4_0", "Q4_K", "IQ4_NL"})
 
-_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+# llama.cpp keeps the vocabulary in host memory whatever -ngl says: per token its text, score and
+# attributes, an entry in the text-to-id hash map and the precomputed token piece. Measured as the anonymous
+# memory a load adds beside the KV cache: 36.5 MiB for a generated 262 144-token SPM vocabulary of short
+# pieces (146 B a token), 0.2 MiB for the demo's 1024. Rounded up; a BPE vocabulary's merge table comes on
+# top and has not been measured.
+VOCAB_BYTES_PER_TOKEN = 150.0
 
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    n_elements: int
-    n_bytes: int
-    ggml_type: str
-    layer: int | None  # the repeating layer it belongs to; None for embedding, output and the like
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the memory and bandwidth models need from a GGUF."""
-
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: tuple[int, ...]  # per layer
-    head_dim_k: int
-    head_dim_v: int
-    n_vocab: int
-    n_ff: int
-    n_swa: int
-    swa_layers: tuple[bool, ...]  # per layer: uses the sliding window
-    n_expert: int
-    n_expert_used: int
-    tensors: tuple[TensorInfo, ...]
-
-    @property
-    def weight_bytes(self) -> int:
-        return sum(t.n_bytes for t in self.tensors)
-
-    @property
-    def tied_output(self) -> bool:
-        return not any(t.name == "output.weight" for t in self.tensors)
-
-
-class _Buf:
-    """Little-endian cursor over a memory-mapped GGUF header."""
-
-    def __init__(self, data: mmap.mmap | bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
-            raise GGUFError("header ends early")
-        (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return value
-
-    def string(self) -> str:
-        n = int(self.take("<Q"))
-        if self.pos + n > len(self.data):
-            raise GGUFError("header ends early")
-        raw = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return raw.decode("utf-8", errors="replace")
-
-    def skip_string(self) -> None:
-        n = int(self.take("<Q"))
-        self.pos += n
-
-    def value(self, vtype: int, keep: bool) -> Any:
-        if vtype in _GGUF_VALUE_FMT:
-            return self.take(_GGUF_VALUE_FMT[vtype])
-        if vtype == _GGUF_STRING:
-            return self.string() if keep else self.skip_string()
-        if vtype == _GGUF_ARRAY:
-            itype = int(self.take("<I"))
-            n = int(self.take("<Q"))
-            if itype in _GGUF_VALUE_FMT and not keep:
-                self.pos += n * struct.calcsize(_GGUF_VALUE_FMT[itype])
-                return _Count(n)
-            if itype == _GGUF_STRING and not keep:
-                for _ in range(n):  # lengths differ: walk them, but build nothing
-                    self.pos += 8 + int(struct.unpack_from("<Q", self.data, self.pos)[0])
-                return _Count(n)
-            return [self.value(itype, True) for _ in range(n)]
-        raise GGUFError(f"unknown metadata value type {vtype}")
-
-
-@dataclass(frozen=True)
-class _Count:
-    """A skipped array: only its length is kept."""
-
-    n: int
-
-
-def _kept(key: str) -> bool:
-    # Small per-layer arrays (head counts, SWA pattern) are read; the vocabulary and merges are skipped.
-    return not key.startswith("tokenizer.")
-
-
-def read_model_shape(path: str | Path) -> ModelShape:
-    """Parse a GGUF's metadata and tensor table (not its data); GGUFError with one line on bad input."""
-    import gguf
-
-    p = Path(path)
-    try:
-        with p.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            buf = _Buf(data)
-            if bytes(data[:4]) != b"GGUF":
-                raise GGUFError(f"{p}: not a GGUF file")
-            buf.pos = 4
-            version = int(buf.take("<I"))
-            if version < 2:
-                raise GGUFError(f"{p}: GGUF version {version} is too old")
-            n_tensors = int(buf.take("<Q"))
-            n_kv = int(buf.take("<Q"))
-            meta: dict[str, Any] = {}
-            for _ in range(n_kv):
-                key = buf.string()
-                vtype = int(buf.take("<I"))
-                meta[key] = buf.value(vtype, _kept(key))
-            tensors: list[TensorInfo] = []
-            for _ in range(n_tensors):
-                name = buf.string()
-                n_dims = int(buf.take("<I"))
-                n_el = 1
-                for _d in range(n_dims):
-                    n_el *= int(buf.take("<Q"))
-                ttype = int(buf.take("<I"))
-                buf.take("<Q")  # data offset: validity is read_gguf_info's job
-                try:
-                    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ttype)]
-                except (ValueError, KeyError):
-                    raise GGUFError(f"{p}: tensor {name} has unknown type {ttype}") from None
-                m = _LAYER_RE.match(name)
-                tensors.append(
-                    TensorInfo(
-                        name,
-                        n_el,
-                        n_el // block * type_size,
-                        gguf.GGMLQuantizationType(ttype).name,
-                        int(m.group(1)) if m else None,
-                    )
-                )
-    except FileNotFoundError:
-        raise GGUFError(f"{p}: no such file") from None
-    except (OSError, ValueError) as exc:
-        raise GGUFError(f"{p}: cannot read the GGUF header: {exc}") from None
-    except struct.error as exc:
-        raise GGUFError(f"{p}: truncated GGUF header ({exc})") from None
-    return _shape(p, meta, tensors)
-
-
-def _shape(p: Path, meta: dict[str, Any], tensors: list[TensorInfo]) -> ModelShape:
-    arch = str(meta.get("general.architecture") or "")
-
-    def num(suffix: str, default: int | None = None) -> int | None:
-        value = meta.get(f"{arch}.{suffix}")
-        if isinstance(value, list):
-            return int(max(value)) if value else default
-        return int(value) if isinstance(value, (int, float)) else default
-
-    n_layer = num("block_count")
-    n_embd = num("embedding_length")
-    if not arch or n_layer is None or n_embd is None:
-        raise GGUFError(f"{p}: the GGUF lacks architecture, block_count or embedding_length")
-    n_head = num("attention.head_count", 1) or 1
-    raw_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
-    if isinstance(raw_kv, list):
-        n_head_kv = tuple(int(v) for v in raw_kv)[:n_layer]
-    else:
-        n_head_kv = (int(raw_kv),) * n_layer
-    head_dim_k = num("attention.key_length") or n_embd // n_head
-    head_dim_v = num("attention.value_length") or n_embd // n_head
-    tok = meta.get("tokenizer.ggml.tokens")
-    n_vocab = num("vocab_size") or (tok.n if isinstance(tok, _Count) else 0)
-    if not n_vocab:
-        embd = next((t for t in tensors if t.name == "token_embd.weight"), None)
-        n_vocab = embd.n_elements // n_embd if embd else 0
-    n_swa = num("attention.sliding_window", 0) or 0
-    pattern = meta.get(f"{arch}.attention.sliding_window_pattern")
-    if n_swa <= 0:
-        swa = (False,) * n_layer
-    elif isinstance(pattern, list):
-        swa = tuple(bool(v) for v in pattern)[:n_layer]
-    else:
-        period = int(pattern) if isinstance(pattern, int) and pattern > 0 else _SWA_PERIOD.get(arch, 0)
-        # No pattern known: assume every layer uses the window only for archs that do (mistral-style SWA).
-        swa = tuple((il % period) < period - 1 for il in range(n_layer)) if period else (True,) * n_layer
-    return ModelShape(
-        arch=arch,
-        n_layer=n_layer,
-        n_embd=n_embd,
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim_k=head_dim_k,
-        head_dim_v=head_dim_v,
-        n_vocab=int(n_vocab),
-        n_ff=num("feed_forward_length", 4 * n_embd) or 4 * n_embd,
-        n_swa=n_swa,
-        swa_layers=swa,
-        n_expert=num("expert_count", 0) or 0,
-        n_expert_used=num("expert_used_count", 0) or 0,
-        tensors=tuple(tensors),
-    )
+# The quality worker scores a chunk's rows this many at a time in float64 (runners/quality_math.py's
+# ROWS_PER_BLOCK; tests/unit/gguf/test_memory.py keeps the two equal, as the block's arrays are a term below).
+QUALITY_ROWS_PER_BLOCK = 16
+# Bytes per vocabulary entry of one block that are alive together at the worst line of each loop. The
+# reference pass (encode_rows) starts a block while the last block's log-probs and rounded values are still
+# bound, beside the new block and log-softmax's two temporaries: 5 float64 arrays. A scoring pass
+# (score_rows) starts a block still holding the last block's log-probs of both sides, p_ref and the mask,
+# beside log-softmax's three arrays: 6 float64 arrays and a bool one. Measured on a 262 144-token
+# vocabulary: 156 and 200 MiB above the chunk's own arrays, i.e. 39 and 50 B per entry of a 16-row block.
+_REFERENCE_BLOCK_BYTES = 40.0
+_SCORING_BLOCK_BYTES = 50.0
+# A cached reference row: n_vocab 16-bit log-probs (padded to even) and quality_math's 20-byte RECORD.
+_REFERENCE_RECORD_BYTES = 20
+# A scoring pass ends with the summary, whose median and percentiles import numpy.ma on first use while the
+# last chunk's arrays are still bound: 7.4–9.5 MiB more resident, measured on the demo models, where it is
+# larger than any array of theirs.
+_SUMMARY_IMPORT_BYTES = 9.0 * MIB
 
 
 def kv_type_bytes(type_name: str) -> float:
@@ -349,9 +142,24 @@ def compute_bytes(
     only the f16 mask. The rest of the graph (residual, Q/K/V, FFN activations) fitted as 7 · n_embd floats
     per token on the demo models (llama.cpp reports 8.5 and 15.0 MiB for the tiny and small demo at ctx 512,
     n_ubatch 512, flash attention off; 83.5 and 150.0 at ctx 8192). Logits: n_vocab floats per output.
+    ggml's allocator hands a tensor's memory on once its consumers have run, and the logits are the graph's
+    last node, so they reuse the attention's region: the larger of the two counts, not their sum (a
+    262 144-token vocabulary with 256 outputs at ctx 512 measured 261 MiB of graph, its logits 256).
     """
     attn = n_kv * n_tokens * 2.0 if flash_attn else n_kv * n_tokens * 4.0 * (shape.n_head + 1)
-    return attn + n_tokens * 7.0 * shape.n_embd * 4.0 + n_outputs * shape.n_vocab * 4.0
+    return max(attn, n_outputs * shape.n_vocab * 4.0) + n_tokens * 7.0 * shape.n_embd * 4.0
+
+
+def cpu_work_bytes(shape: ModelShape, n_kv: int, n_tokens: int, flash_attn: bool, type_v: str) -> float:
+    """The CPU backend's scratch beside the graph: a matmul whose second operand is not in the first's
+    dot-product type converts it first, into a buffer of its own that grows to the largest such operand.
+    Without flash attention that is softmax(KQ) (n_kv · n_tokens · n_head floats) converted to the 16-bit V
+    cache for KQV: 8 and 16 MiB for the tiny and small demo at ctx 2048 with a 512-token ubatch, the part
+    of their quality runs' peak the graph alone left out. An f32 V cache needs no conversion; flash
+    attention's scratch is per thread and small."""
+    if flash_attn or type_v not in ("f16", "bf16"):
+        return 0.0
+    return n_kv * n_tokens * shape.n_head * 2.0
 
 
 @dataclass(frozen=True)
@@ -373,6 +181,7 @@ class MemoryPrediction:
     n_kv_touched: int
     notes: tuple[str, ...] = field(default_factory=tuple)
     scoring_mb: float = 0.0  # a quality run's own arrays (included in host_mb)
+    vocab_mb: float = 0.0  # llama.cpp's vocabulary (included in host_mb)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -398,61 +207,130 @@ def predict_memory(
     swa_full: bool = False,
     n_seq_max: int = 1,
     n_outputs: int = 1,
+    ubatch_outputs: int | None = None,
     runtime_mb: float = RUNTIME_BASE_MIB,
     scoring_bytes: float = 0.0,
 ) -> MemoryPrediction:
     """Predict a config's memory. ``gpu_offload``: the build can offload (a CPU build ignores -ngl);
-    ``n_outputs``: positions whose logits a request keeps (1 for generation, every one for scoring)."""
+    ``n_outputs``: positions whose logits a request keeps (1 for generation; a quality run's are
+    ``quality_outputs``), ``ubatch_outputs``: the most of them one ubatch computes (default: as many as
+    fit in the ubatch); ``scoring_bytes``: a quality worker's own arrays (``quality_scoring_bytes``)."""
     ngl = max(0, min(n_gpu_layers, shape.n_layer + 1)) if gpu_offload else 0
     weights = _split_weights(shape, ngl, use_mmap)
-    i_gpu_start = shape.n_layer - min(ngl, shape.n_layer)
-    gpu_layers = range(i_gpu_start, shape.n_layer) if ngl > 0 else range(0)
-    cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
-    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
-    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
+    kv_cpu, kv_gpu = _split_kv(shape, ngl, n_ctx, n_ubatch, type_k, type_v, swa_full, n_seq_max)
     # "auto" resolves to on wherever the attention runs on the layer's own device (the CPU backend and
     # CUDA both have the kernel), so the prediction takes it as on; the run records what llama.cpp chose
     fa = flash_attn in ("on", "auto")
     n_ub = max(1, min(n_ubatch, n_batch))
-    n_kv_touched, compute_cpu = _cpu_compute(shape, n_ctx, n_ub, fa, prompt_tokens, n_predict, n_outputs)
+    n_kv_touched, compute_cpu = _cpu_compute(
+        shape, n_ctx, n_ub, fa, type_v, prompt_tokens, n_predict, max(n_outputs, n_seq_max), ubatch_outputs
+    )
     # A GPU buffer is committed when allocated: the full reservation (n_ubatch at the full context).
     compute_gpu = compute_bytes(shape, n_ctx, n_ub, fa, n_ub) if ngl > 0 else 0.0
-    mb = 1.0 / MIB
-    host = runtime_mb + (weights.cpu + kv_cpu + compute_cpu + scoring_bytes) * mb
-    gpu = (weights.gpu + kv_gpu + compute_gpu) * mb
+    vocab = shape.n_vocab * VOCAB_BYTES_PER_TOKEN
+    host = runtime_mb + (weights.cpu + kv_cpu + compute_cpu + scoring_bytes + vocab) / MIB
+    gpu = (weights.gpu + kv_gpu + compute_gpu) / MIB
     notes = ("CUDA context not included (not measured on this build)",) if gpu_offload and ngl > 0 else ()
     return MemoryPrediction(
         total_mb=host + gpu if unified else host,
         host_mb=host,
         gpu_mb=gpu,
-        weights_cpu_mb=weights.cpu * mb,
-        weights_gpu_mb=weights.gpu * mb,
-        repack_mb=weights.repack * mb,
-        kv_cpu_mb=kv_cpu * mb,
-        kv_gpu_mb=kv_gpu * mb,
-        compute_cpu_mb=compute_cpu * mb,
-        compute_gpu_mb=compute_gpu * mb,
+        weights_cpu_mb=weights.cpu / MIB,
+        weights_gpu_mb=weights.gpu / MIB,
+        repack_mb=weights.repack / MIB,
+        kv_cpu_mb=kv_cpu / MIB,
+        kv_gpu_mb=kv_gpu / MIB,
+        compute_cpu_mb=compute_cpu / MIB,
+        compute_gpu_mb=compute_gpu / MIB,
         runtime_mb=runtime_mb,
         unified=unified,
         n_kv_touched=n_kv_touched,
         notes=notes,
-        scoring_mb=scoring_bytes * mb,
+        scoring_mb=scoring_bytes / MIB,
+        vocab_mb=vocab / MIB,
     )
 
 
+def _split_kv(
+    shape: ModelShape,
+    ngl: int,
+    n_ctx: int,
+    n_ubatch: int,
+    type_k: str,
+    type_v: str,
+    swa_full: bool,
+    n_seq_max: int,
+) -> tuple[float, float]:
+    """(CPU, GPU) KV cache bytes: each layer's cache lives with the layer, the last ``ngl`` on the GPU."""
+    i_gpu_start = shape.n_layer - min(ngl, shape.n_layer)
+    gpu_layers = range(i_gpu_start, shape.n_layer) if ngl > 0 else range(0)
+    cpu_layers = range(0, i_gpu_start) if ngl > 0 else range(shape.n_layer)
+    kv_cpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, cpu_layers, swa_full, n_seq_max)
+    kv_gpu = kv_bytes(shape, n_ctx, n_ubatch, type_k, type_v, gpu_layers, swa_full, n_seq_max)
+    return kv_cpu, kv_gpu
+
+
 def _cpu_compute(
-    shape: ModelShape, n_ctx: int, n_ub: int, fa: bool, prompt_tokens: int, n_predict: int, n_outputs: int
+    shape: ModelShape,
+    n_ctx: int,
+    n_ub: int,
+    fa: bool,
+    type_v: str,
+    prompt_tokens: int,
+    n_predict: int,
+    n_kept: int,
+    ubatch_outputs: int | None,
 ) -> tuple[int, float]:
     """(KV cells touched, resident CPU compute bytes): on the CPU only the pages a request touches become
-    resident, so the working set follows the depth and batch a request of this workload actually reaches."""
+    resident, so the working set follows the depth and batch a request of this workload actually reaches,
+    and the logits it asks for, not the worst case llama.cpp reserves for."""
     depth = min(n_ctx, prompt_tokens + n_predict)
     n_kv_touched = min(n_ctx, _pad(max(depth, 1)))
     touched_tokens = max(1, min(n_ub, prompt_tokens))
-    # The graph's logits for one ubatch, plus llama.cpp's output buffer holding every kept position.
-    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, min(n_outputs, touched_tokens))
-    if n_outputs > 1:
-        compute_cpu += n_outputs * shape.n_vocab * 4.0
+    graph_outputs = min(n_kept, touched_tokens) if ubatch_outputs is None else ubatch_outputs
+    compute_cpu = compute_bytes(shape, n_kv_touched, touched_tokens, fa, graph_outputs)
+    compute_cpu += cpu_work_bytes(shape, n_kv_touched, touched_tokens, fa, type_v)
+    # llama.cpp's output buffer: n_vocab floats for every position a request keeps (at least one per
+    # sequence), filled by each ubatch and kept until the next request, so beside the graph's own logits.
+    compute_cpu += n_kept * shape.n_vocab * 4.0
     return n_kv_touched, compute_cpu
+
+
+def quality_outputs(ctx: int, n_ubatch: int) -> tuple[int, int]:
+    """(positions of a chunk whose logits llama.cpp keeps, the most of them one ubatch computes) for a
+    quality run: the worker asks for logits from ``ctx // 2`` on, in one batch of ``ctx`` tokens that
+    llama.cpp cuts into ubatches, so the first half's ubatches compute none."""
+    first, n_ub = ctx // 2, max(1, n_ubatch)
+    per_ubatch = max(max(0, min(j + n_ub, ctx) - max(j, first)) for j in range(0, max(ctx, 1), n_ub))
+    return ctx - first, per_ubatch
+
+
+def quality_scoring_bytes(n_vocab: int, ctx: int, n_chunks: int | None = None) -> float:
+    """The quality worker's own arrays at their peak (runners/quality_worker.py), beside llama.cpp's.
+
+    Per chunk the worker holds the logits of the scored positions (float32, n_scored × n_vocab, copied out
+    of llama.cpp's output buffer) and the reference's rows (16-bit), and scores them a block of rows at a
+    time. ``n_chunks``: the workload's ``chunks`` (None: as many as the text gives, taken as several).
+    """
+    rows = ctx - 1 - ctx // 2  # positions ctx/2 .. ctx-2 each predict the next token
+    logits = rows * n_vocab * 4.0
+    ref_rows = rows * (2.0 * (2 * ((n_vocab + 1) // 2)) + _REFERENCE_RECORD_BYTES)
+    block = min(QUALITY_ROWS_PER_BLOCK, rows) * n_vocab
+    if n_chunks is None or n_chunks > 1:
+        # From the second chunk on, each new array is filled while the name still holds the last chunk's
+        # (``logits = eval_chunk(...)``, ``meta, qv = encode_rows(...)``, the reader's next rows): a second
+        # logits array, or in the reference pass a second set of rows beside the block being encoded.
+        reference = logits + ref_rows + max(logits, ref_rows + _REFERENCE_BLOCK_BYTES * block)
+        scoring = logits + ref_rows + max(logits, _SCORING_BLOCK_BYTES * block, _SUMMARY_IMPORT_BYTES)
+    else:
+        # One chunk: the block's arrays, or in the reference pass the bytes copy of its rows written to
+        # the cache file, whichever is larger.
+        reference = logits + ref_rows + max(ref_rows, _REFERENCE_BLOCK_BYTES * block)
+        scoring = logits + ref_rows + max(_SCORING_BLOCK_BYTES * block, _SUMMARY_IMPORT_BYTES)
+    # The run's own child is the reference pass when this model is its group's reference and a scoring
+    # pass otherwise, which depends on the plan's other models: the larger is predicted (the two differ
+    # by the block arrays, a few per cent of such a run's peak).
+    return max(reference, scoring)
 
 
 @dataclass(frozen=True)
@@ -511,27 +389,38 @@ def is_unified_memory(root: Path | str = "/") -> bool:
     return (Path(root) / "etc/nv_tegra_release").exists()
 
 
-def fmt_gb(mib: float) -> str:
-    return f"{mib * MIB / 1e9:.1f} GB" if mib * MIB >= 1e9 else f"{mib:.0f} MB"
+def fmt_mib(mib: float) -> str:
+    """A memory figure as edgeprof prints every one: in MiB (as /proc, llama.cpp and the stored columns
+    count), never mixed with decimal MB or GB; a tenth below 10 MiB, where whole MiB would read as 0."""
+    return f"{mib:.1f} MiB" if abs(mib) < 10 else f"{mib:.0f} MiB"
 
 
 @dataclass(frozen=True)
 class FitCheck:
     fits: bool | None  # None: the device's free memory is unknown
     needed_mb: float
+    # What the config may use: the device's free memory less the plan's reserve. Never below 0: a reserve
+    # larger than what is free leaves nothing, it does not owe memory.
     available_mb: float | None
     reserve_mb: float
     what: str = ""  # "" for the host's (or unified) memory, "GPU memory" for a discrete GPU's
+    device_free_mb: float | None = None  # what the device said was free, before the reserve
 
     def message(self) -> str:
-        avail = "unknown" if self.available_mb is None else fmt_gb(self.available_mb)
-        extra = f" after the plan's reserve of {fmt_gb(self.reserve_mb)}" if self.reserve_mb else ""
         of = f" of {self.what}" if self.what else ""
-        return f"needs ≈ {fmt_gb(self.needed_mb)}{of}, {avail} available{extra}"
+        need = f"needs ≈ {fmt_mib(self.needed_mb)}{of}"
+        if self.available_mb is None:
+            return f"{need}, unknown available"
+        reserve = f" after the plan's reserve of {fmt_mib(self.reserve_mb)}" if self.reserve_mb else ""
+        if self.available_mb <= 0:
+            # Say what there was, so the reader sees whether the reserve or the device left nothing.
+            free = f" ({fmt_mib(self.device_free_mb)} free)" if self.device_free_mb is not None else ""
+            return f"{need}, nothing left{reserve}{free}"
+        return f"{need}, {fmt_mib(self.available_mb)} available{reserve}"
 
 
 def check_fit(prediction: MemoryPrediction, available_mb: float | None, reserve_mb: float = 0.0) -> FitCheck:
     if available_mb is None:
         return FitCheck(None, prediction.total_mb, None, reserve_mb)
-    free = available_mb - reserve_mb
-    return FitCheck(prediction.total_mb <= free, prediction.total_mb, free, reserve_mb)
+    free = max(0.0, available_mb - reserve_mb)
+    return FitCheck(prediction.total_mb <= free, prediction.total_mb, free, reserve_mb, "", available_mb)

@@ -29,6 +29,8 @@ from edgeprof.gguf import (
     kv_read_per_token,
     mem_available_mb,
     predict_memory,
+    quality_outputs,
+    quality_scoring_bytes,
     read_model_shape,
     weights_read_per_token,
 )
@@ -64,6 +66,31 @@ def nvml_gpu_free_mb() -> float | None:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - NVML raises its own error types; no reading is "unknown"
         return None
+
+
+def _request_terms(spec: RunSpec, n_vocab: int) -> dict[str, Any]:
+    """What one request of ``spec``'s workload asks of llama.cpp, as predict_memory's keywords: the tokens it
+    evaluates and generates, the logits it keeps, and a quality worker's own arrays."""
+    p, wl = spec.params, spec.workload
+    depth = int(getattr(p, "depth", 0) or 0)
+    quality = getattr(wl, "quality", None)
+    if quality is not None:
+        # A quality run evaluates whole chunks of ctx tokens, keeps the logits of their second half and
+        # scores them against the reference's rows in the worker's own arrays (see quality_outputs and
+        # quality_scoring_bytes for each term).
+        n_outputs, ubatch_outputs = quality_outputs(p.n_ctx, min(p.n_ubatch, p.n_batch))
+        return {
+            "prompt_tokens": depth + p.n_ctx,
+            "n_predict": 0,
+            "n_outputs": n_outputs,
+            "ubatch_outputs": ubatch_outputs,
+            "scoring_bytes": quality_scoring_bytes(n_vocab, p.n_ctx, getattr(quality, "chunks", None)),
+        }
+    try:
+        prompt_tokens = estimate_prompt_tokens(wl)
+    except Exception:  # noqa: BLE001 - an unusual workload: predict for a full context instead
+        prompt_tokens = p.n_ctx
+    return {"prompt_tokens": depth + prompt_tokens, "n_predict": int(getattr(wl, "n_predict", 0) or 0)}
 
 
 class FitChecker:
@@ -104,21 +131,7 @@ class FitChecker:
         if shape is None:
             return None
         p = spec.params
-        wl = spec.workload
-        quality = getattr(wl, "quality", None)
-        scoring = 0.0
-        if quality is not None:
-            # A quality run evaluates whole chunks of ctx tokens and keeps every position's logits; scoring
-            # them holds about three chunk-sized float32 arrays (logits, log-softmax, reference rows)
-            # beside (runners/quality_worker.py): on the small demo that term closes 6 of the 8 MiB gap.
-            prompt_tokens, n_predict, n_outputs = p.n_ctx, 0, p.n_ctx
-            scoring = 3.0 * p.n_ctx * shape.n_vocab * 4.0
-        else:
-            try:
-                prompt_tokens = estimate_prompt_tokens(wl)
-            except Exception:  # noqa: BLE001 - an unusual workload: predict for a full context instead
-                prompt_tokens = p.n_ctx
-            n_predict, n_outputs = int(getattr(wl, "n_predict", 0) or 0), 1
+        request = _request_terms(spec, shape.n_vocab)
         try:
             pred = predict_memory(
                 shape,
@@ -130,15 +143,12 @@ class FitChecker:
                 type_v=p.type_v,
                 flash_attn=p.flash_attn,
                 use_mmap=p.use_mmap,
-                prompt_tokens=int(getattr(p, "depth", 0) or 0) + prompt_tokens,
-                n_predict=n_predict,
                 gpu_offload=self.gpu_offload,
                 unified=self.unified,
                 swa_full=bool(getattr(p, "swa_full", False)),
                 n_seq_max=int(getattr(p, "n_seq_max", 1) or 1),
-                n_outputs=n_outputs,
                 runtime_mb=self.runtime_mb if self.runtime_mb is not None else RUNTIME_BASE_MIB,
-                scoring_bytes=scoring,
+                **request,
             )
         except ValueError:
             return None
@@ -147,7 +157,7 @@ class FitChecker:
         if fit.fits is not False and not self.unified and pred.gpu_mb > 0:
             gpu_free = self.gpu_free_mb()
             if gpu_free is not None and pred.gpu_mb > gpu_free:
-                fit = FitCheck(False, pred.gpu_mb, gpu_free, 0.0, what="GPU memory")
+                fit = FitCheck(False, pred.gpu_mb, max(0.0, gpu_free), 0.0, "GPU memory", gpu_free)
         run.mem_predicted_mb = round(pred.total_mb, 1)
         run.mem_available_mb = round(available, 1) if available is not None else None
         detail = pred.to_json()

@@ -24,6 +24,8 @@ from edgeprof.gguf import (
     decode_mean_depth,
     kv_read_per_token,
     predict_memory,
+    quality_outputs,
+    quality_scoring_bytes,
     read_model_shape,
     weights_read_per_token,
 )
@@ -205,7 +207,7 @@ def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
         big, small = runs[2048], runs[256]
         assert big.status == "skipped_memory"
         assert big.reason is not None and big.reason.startswith("predicted not to fit: needs ≈ ")
-        assert "MB available" in big.reason
+        assert "MiB available" in big.reason and " MB" not in big.reason
         assert big.measurements == [] and big.peak_rss_mb is None  # never started
         assert big.mem_predicted_mb == pytest.approx(predicted(2048), abs=0.1)
         assert big.mem_available_mb == pytest.approx(available, abs=0.1)
@@ -283,7 +285,7 @@ def test_discrete_gpu_memory_is_checked_apart(tmp_path: Path, tiny_models: dict[
     run = Run()
     fit = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 0.5).assess(run, spec)
     assert fit is not None and fit.fits is False
-    assert "of GPU memory, 0 MB available" in fit.message()
+    assert "of GPU memory, 0.5 MiB available" in fit.message()
     ok = FitChecker(tmp_path, gpu_offload=True, gpu_free_mb=lambda: 1000.0).assess(Run(), spec)
     assert ok is not None and ok.fits is True
     fake.l4t_release()
@@ -306,4 +308,26 @@ def test_quality_run_prediction_counts_its_scoring_arrays(
     assert FitChecker(tmp_path, gpu_offload=False).assess(run, spec) is not None
     detail = json.loads(run.mem_prediction_json or "{}")
     n_ctx = spec.params.n_ctx  # the quality workload's own ctx
-    assert detail["scoring_mb"] == pytest.approx(3 * n_ctx * 1024 * 4 / 2**20, abs=0.01)
+    assert n_ctx == 128
+    assert detail["scoring_mb"] == pytest.approx(quality_scoring_bytes(1024, 128, 2) / 2**20, abs=0.01)
+    # the second half's logits: kept in llama.cpp's output buffer, computed by the chunk's one ubatch
+    assert quality_outputs(128, spec.params.n_ubatch) == (64, 64)
+    p = spec.params
+    expect = predict_memory(
+        read_model_shape(tiny_models["Q8_0"]),
+        n_ctx=128,
+        n_gpu_layers=0,
+        n_batch=p.n_batch,
+        n_ubatch=p.n_ubatch,
+        type_k=p.type_k,
+        type_v=p.type_v,
+        flash_attn=p.flash_attn,
+        use_mmap=p.use_mmap,
+        prompt_tokens=128,
+        n_predict=0,
+        n_outputs=64,
+        ubatch_outputs=64,
+        scoring_bytes=quality_scoring_bytes(1024, 128, 2),
+    )
+    assert detail["total_mb"] == pytest.approx(expect.total_mb, abs=0.01)
+    assert detail["compute_cpu_mb"] == pytest.approx(expect.compute_cpu_mb, abs=0.01)

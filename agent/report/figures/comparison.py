@@ -32,7 +32,7 @@ COMPARISON_PANELS: tuple[tuple[str, str | None, str | None, str], ...] = (
     ("tg_tps_median", "tg_tps_min", "tg_tps_max", "decode tokens/s (median, min–max)"),
     ("pp_tps_median", "pp_tps_min", "pp_tps_max", "prefill tokens/s (median, min–max)"),
     ("ttft_ms_p50", None, None, "TTFT p50 (ms)"),
-    ("peak_rss_mb", None, None, "peak RSS (MB)"),
+    ("peak_rss_mb", None, None, "peak RSS (MiB)"),
     ("decode_j_per_token_median", None, None, "decode energy (J/token)"),
 )
 # Params besides ctx/ngl that go into a group's label when they vary across the rows.

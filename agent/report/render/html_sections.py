@@ -142,7 +142,7 @@ def device_section(session: Session, sweep: Sweep, runs: Sequence[Run]) -> str:
             ("arch", dev.arch),
             ("CPU", dev.cpu_model or "—"),
             ("CPUs", dev.cpu_count),
-            ("RAM MB", dev.ram_total_mb),
+            ("RAM MiB", dev.ram_total_mb),
             ("GPU", dev.gpu or "—"),
             ("kernel", dev.kernel or "—"),
             ("OS", dev.os_release or "—"),

@@ -18,6 +18,7 @@ from edgeprof.gguf import (
     check_fit,
     datasheet_bandwidth,
     decode_mean_depth,
+    fmt_mib,
     kv_cells,
     kv_read_per_token,
     mem_available_mb,
@@ -119,9 +120,28 @@ def test_meminfo_and_fit_check(tmp_path: Path) -> None:
     assert check_fit(pred, 3200.0).fits is True
     fit = check_fit(pred, 60.0, reserve_mb=10.0)
     assert fit.fits is False and fit.message() == (
-        f"needs ≈ {pred.total_mb:.0f} MB, 50 MB available after the plan's reserve of 10 MB"
+        f"needs ≈ {pred.total_mb:.0f} MiB, 50 MiB available after the plan's reserve of 10 MiB"
     )
     assert check_fit(pred, None).fits is None
+
+
+def test_fit_messages_speak_one_unit_and_never_owe_memory() -> None:
+    pred = dataclasses.replace(_small_prediction(), total_mb=5222.4)
+    big = check_fit(pred, 3276.8)
+    assert big.message() == "needs ≈ 5222 MiB, 3277 MiB available"  # not "5.5 GB, 3.4 GB" beside MB
+    # A reserve larger than what is free leaves nothing: clamped, and the message says what there was.
+    short = check_fit(pred, 300.0, reserve_mb=512.0)
+    assert short.fits is False and short.available_mb == 0.0
+    assert short.message() == (
+        "needs ≈ 5222 MiB, nothing left after the plan's reserve of 512 MiB (300 MiB free)"
+    )
+    assert check_fit(pred, 0.0).message() == "needs ≈ 5222 MiB, nothing left (0.0 MiB free)"
+    small = check_fit(dataclasses.replace(pred, total_mb=3.25), 0.5)
+    assert small.message() == "needs ≈ 3.2 MiB, 0.5 MiB available"  # a tenth where whole MiB read as 0
+    for fit in (big, short, small, check_fit(pred, None)):
+        text = fit.message()
+        assert "-" not in text and " MB" not in text and "GB" not in text, text
+    assert fmt_mib(12.6) == "13 MiB" and fmt_mib(9.94) == "9.9 MiB"
 
 
 def test_a_config_needing_exactly_what_is_available_fits() -> None:

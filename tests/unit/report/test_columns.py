@@ -98,18 +98,17 @@ def test_the_html_configs_table_leaves_out_empty_columns_as_the_terminal_does(
     terminal = table_lines(rows, wide=True)[0].split("  ")
     terminal = [h.strip() for h in terminal if h.strip()]
     # no temperature, power or J/token on this VM: neither table has those columns
-    for absent in ("start/max °C", "W decode", "W dec", "J/tok net", "shared/GPU MB"):
+    for absent in ("start/max °C", "W decode", "W dec", "J/tok net", "shared/GPU MiB"):
         assert absent not in html_headers and absent not in terminal
-    wording = {"mem pred/peak MB": "mem pred/peak MiB"}  # the page's own word for one header
     # the generated text's start is a page (and Markdown) column: too wide for a terminal's table
     page_only = {c.html_header or c.header for c in shown("html") if "table" not in c.formats}
     assert "output (first 120 chars)" in html_headers
-    shared = [wording.get(h, h) for h in html_headers[1:] if h not in page_only]
+    shared = [h for h in html_headers[1:] if h not in page_only]
     assert [h for h in terminal if h in shared] == shared  # same columns, same order (the page has fewer)
     # every column kept when each has data somewhere
     hot = [{**r, "start_temp_c": 40.0, "peak_shared_mb": 1.0, "decode_power_mw_median": 5000.0} for r in rows]
     (all_headers,) = _html_headers(registry_table("configs", hot, numbered=True, drop_empty=True))
-    assert {"start/max °C", "W decode", "shared/GPU MB"} <= set(all_headers)
+    assert {"start/max °C", "W decode", "shared/GPU MiB"} <= set(all_headers)
     # the essential columns stay even without any data
     empty = [{**r, "tg_tps_median": None} for r in rows]
     (kept,) = _html_headers(registry_table("configs", empty, numbered=True, drop_empty=True))
