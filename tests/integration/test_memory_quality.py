@@ -4,7 +4,7 @@ run's own worker (a reference pass for the reference, a scoring pass for a varia
 A quality run holds n_vocab floats per scored position several times over (llama.cpp's output buffer and
 graph logits, the worker's logits copy, the reference rows), so a large vocabulary is where a wrong term
 shows: the demo models' 1–4 k tokens hide it, the generated 262 144-token model (Gemma's vocabulary size)
-does not. The hand-computed terms are in tests/unit/gguf/test_memory_quality.py.
+does not. The hand-computed terms are in tests/unit/gguf/test_memory_quality_terms.py.
 """
 
 from __future__ import annotations
