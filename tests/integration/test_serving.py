@@ -344,7 +344,8 @@ def test_serving_phases_carry_telemetry_server_rss_and_energy_per_output_token(
         verdicts = {v.kind: v for v in s.scalars(select(Verdict).where(Verdict.run_id == run.id))}
         (row,) = build_rows(s, outcome.sweep_id, include_serving=True)
     stability = json.loads(verdicts["stability"].evidence_json)
-    assert stability["metric"] == "e2el_per_token_ms" and stability["requests"]["e2el_per_token_ms"]["n"] == level.n_ok
+    assert stability["metric"] == "e2el_per_token_ms"
+    assert stability["requests"]["e2el_per_token_ms"]["n"] == level.n_ok
     interference = json.loads(verdicts["interference"].evidence_json)
     window = interference["level"]
     assert window["duration_s"] == pytest.approx(level.t_end_mono - level.t_start_mono, abs=1e-3)
