@@ -12,7 +12,8 @@ those come from:
 - ``host.cpu_total_s``: every CPU's time of all kinds, so capacity = delta / wall time;
 - ``host.procs_running``: runnable tasks at the reading (the reader itself included), a gauge;
 - ``host.procs_running_others``: the same count less the runnable threads of this process and of the child,
-  read right after it (``/proc/<pid>/task/*/stat``, state ``R``), so what waits for a CPU is told apart from
+  read just before and just after it (``/proc/<pid>/task/*/stat``, state ``R`` at either read), so what
+  waits for a CPU is told apart from
   edgeprof's own threads handling the child's last event and from the child's compute threads, whatever
   their number; None where neither task list is readable;
 - ``proc.cpu_s``: the child's own utime + stime (all its threads), and ``self.cpu_s`` the same for this
@@ -106,6 +107,19 @@ def procstat_role(metric: str) -> MetricRole | None:
     return _ROLES.get(metric)
 
 
+def others_running(
+    procs_running: float | None, before: dict[str, set[str]], after: dict[str, set[str]]
+) -> float | None:
+    """``procs_running`` less the threads runnable at either read of our task lists; None where the count
+    or every task list is missing."""
+    if procs_running is None or not (before or after):
+        return None
+    ours = sum(len(before.get(key, set()) | after.get(key, set())) for key in before.keys() | after.keys())
+    # A thread counted from a read that missed the instant of procs_running can make the rest negative, and
+    # a negative number of tasks is no reading.
+    return max(0.0, procs_running - ours)
+
+
 class ProcStatCollector(Collector):
     name = "proc_stat"
     reads_at_boundaries = True
@@ -148,30 +162,32 @@ class ProcStatCollector(Collector):
             Metric("self.cpu_s", "s", "counter", "edgeprof's own utime + stime"),
         ]
 
-    def _running_threads(self, pid: str) -> int | None:
-        """Threads of ``pid`` (or ``self``) in state R now; None when its task list cannot be read."""
+    def _running_threads(self, pid: str) -> set[str] | None:
+        """Thread ids of ``pid`` (or ``self``) in state R now; None when its task list cannot be read."""
         try:
             tasks = list(self.path(f"/proc/{pid}/task").iterdir())
         except OSError:
             return None
-        return sum(1 for task in tasks if task_state(read_text(task / "stat")) == "R")
+        return {task.name for task in tasks if task_state(read_text(task / "stat")) == "R"}
 
-    def _others_running(self, procs_running: float | None, pid: int | None) -> float | None:
-        if procs_running is None:
-            return None
-        ours = [self._running_threads("self"), self._running_threads(str(pid)) if pid else None]
-        known = [n for n in ours if n is not None]
-        if not known:
-            return None
-        # The counts are read microseconds apart: a thread that fell asleep in between would make the rest
-        # negative, and a negative number of tasks is no reading.
-        return max(0.0, procs_running - sum(known))
+    def _ours_running(self, pid: int | None) -> dict[str, set[str]]:
+        """The runnable threads of edgeprof and of the child, per task list that could be read."""
+        found = {"self": self._running_threads("self")}
+        if pid:
+            found[str(pid)] = self._running_threads(str(pid))
+        return {key: tids for key, tids in found.items() if tids is not None}
 
     def sample(self) -> SampleValues:
-        totals = parse_stat_totals(read_text(self.path(PROC_STAT)) or "")
         with self._lock:
             pid = self._child_pid
-        others = self._others_running(totals["procs_running"], pid)
+        # procs_running is one instant; our threads' states are read just before it and just after, and a
+        # thread runnable at either read counts as ours. Read after only, a thread that went to sleep in
+        # between (edgeprof's main thread handing the rep's end to this reader, the child between two
+        # reps) would be counted as another process's task, at exactly the readings taken at rep ends.
+        before = self._ours_running(pid)
+        totals = parse_stat_totals(read_text(self.path(PROC_STAT)) or "")
+        after = self._ours_running(pid)
+        others = others_running(totals["procs_running"], before, after)
         child = parse_pid_cpu_ticks(read_text(self.path(f"/proc/{pid}/stat"))) if pid else None
         own = parse_pid_cpu_ticks(read_text(self.path(SELF_STAT)))
 

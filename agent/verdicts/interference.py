@@ -10,7 +10,9 @@ measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py`
 - ``runq_excess``: the median number of runnable tasks that are neither the benchmark child's threads nor
   edgeprof's (``procs_running`` less both, counted by the collector at each reading); for sweeps recorded
   before that count existed, ``procs_running`` beyond the child's compute threads and the sampler. Judged
-  only over a rep with at least ``min_runq_readings`` readings: one instantaneous count is a coin toss.
+  only over a rep with at least ``min_runq_readings`` readings at least ``runq_edge_s`` from its start and
+  end: one instantaneous count is a coin toss, and one taken at a rep's edge catches edgeprof's own
+  hand-over.
 
 A rep is ``contended`` when any of them passes its threshold; the run is ``contended`` when any steady rep
 was, ``quiet`` when every judged rep was quiet, ``inconclusive`` when none could be judged (no counters).
@@ -51,6 +53,11 @@ class InterferenceThresholds:
     # microsecond (edgeprof's main thread handling the child's event, a kernel worker): three readings at
     # least before a median of them is a figure about the rep.
     min_runq_readings: int = 3
+    # The sampler reads the counters again the moment a rep ends, which is the moment edgeprof's threads and
+    # the child hand the rep over: their wake-ups, each runnable for microseconds, land in procs_running
+    # between the reads of our own task lists, and on an idle machine nearly every such reading showed one
+    # task too many. Readings this close to a rep's start or end are left out of its run queue.
+    runq_edge_s: float = 0.01
     # /proc counts CPU time in USER_HZ ticks (10 ms on every mainstream kernel build), so each counter's
     # delta can be a tick off. ``other_cores`` is three counters (machine, child, edgeprof): over readings
     # 20 ms apart that is +-1.5 cores of pure rounding. A figure is judged only where its rounding error
@@ -222,7 +229,11 @@ def judge_rep(
     others = "run_queue_others" in names
     runq_name = names.get("run_queue_others", names.get("run_queue"))
     inside = (
-        [v for t, v in points(series[runq_name]) if rep.t_start <= t <= rep.t_end]
+        [
+            v
+            for t, v in points(series[runq_name])
+            if rep.t_start + th.runq_edge_s <= t <= rep.t_end - th.runq_edge_s
+        ]
         if runq_name is not None
         else None
     )

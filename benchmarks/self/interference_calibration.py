@@ -35,6 +35,7 @@ from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.sweep import Telemetry, run_plan
+from edgeprof.verdicts import verdicts_by_run
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 SCENARIOS = ("idle", "hog1", "hog2", "hog-halfway")
@@ -68,8 +69,11 @@ def stop_hogs(hogs: list[subprocess.Popen[bytes]]) -> None:
         hog.wait()
 
 
-def one_sweep(model: Path, work: Path, tag: str, args: argparse.Namespace, halfway_s: float | None) -> str:
-    """One sweep; its interference verdict (``failed: ...`` when the config did not run)."""
+def one_sweep(
+    model: Path, work: Path, tag: str, args: argparse.Namespace, halfway_s: float | None
+) -> tuple[str, str]:
+    """One sweep; its interference verdict (``failed: ...`` when the config did not run) and the verdict's
+    first reason (what a false alarm was raised on)."""
     engine = open_engine(work / f"{tag}.db")
     text = PLAN.format(model=model, tag=tag, threads=args.threads, n_predict=args.n_predict, steady=args.steady)
     plan = parse_plan(text, str(work / f"{tag}.toml"), work)
@@ -90,10 +94,13 @@ def one_sweep(model: Path, work: Path, tag: str, args: argparse.Namespace, halfw
         stop_hogs(late)
     with new_session(engine) as s:
         rows = [r for r in build_rows(s, outcome.sweep_id) if r["status"] == "ok"]
+        found = verdicts_by_run(s, [int(r["run_id"]) for r in rows]) if rows else {}
     engine.dispose()
     if not rows:
-        return f"failed: {outcome.counts}"
-    return str(rows[0].get("interference_verdict"))
+        return f"failed: {outcome.counts}", ""
+    verdict = found.get(int(rows[0]["run_id"]), {}).get("interference")
+    reasons = json.loads(verdict.evidence_json).get("reasons", []) if verdict is not None else []
+    return str(rows[0].get("interference_verdict")), (reasons[0] if reasons else "")
 
 
 def sweep_seconds(model: Path, work: Path, args: argparse.Namespace) -> float:
@@ -125,21 +132,27 @@ def main() -> int:
         # The halfway hog starts after the load and warm-up, about halfway through the steady reps.
         halfway = sweep_seconds(model, work, args) * 0.6
         results: dict[str, dict[str, int]] = {}
+        alarms: dict[str, list[str]] = {}
         for scenario in scenarios:
             load1 = os.getloadavg()[0]
             hogs = start_hogs({"hog1": 1, "hog2": 2}.get(scenario, 0))
             try:
-                verdicts = Counter(
+                judged = [
                     one_sweep(model, work, f"{scenario}-{i}", args, halfway if scenario == "hog-halfway" else None)
                     for i in range(args.sweeps)
-                )
+                ]
             finally:
                 stop_hogs(hogs)
+            verdicts = Counter(v for v, _ in judged)
             results[scenario] = dict(verdicts)
+            alarms[scenario] = [why for v, why in judged if v == "contended"]
             print(f"{scenario:12s} load1 before {load1:4.2f}  " + "  ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
+            if scenario == "idle":  # a false alarm: say what it was raised on
+                for why in alarms[scenario]:
+                    print(f"  contended on idle: {why}")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"interference-calibration-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"args": vars(args) | {"models_dir": str(args.models_dir)}, "results": results}, indent=2))
+    out.write_text(json.dumps({"args": vars(args) | {"models_dir": str(args.models_dir)}, "results": results, "contended_reasons": alarms}, indent=2))
     print(f"written {out}")
     return 0
 

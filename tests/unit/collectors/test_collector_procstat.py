@@ -10,7 +10,12 @@ import pytest
 from support.captures import CAPTURES, read_capture
 from support.fakes import FakeRoot
 
-from edgeprof.collectors.procstat import ProcStatCollector, parse_pid_cpu_ticks, parse_stat_totals
+from edgeprof.collectors.procstat import (
+    ProcStatCollector,
+    others_running,
+    parse_pid_cpu_ticks,
+    parse_stat_totals,
+)
 
 VM_CAPTURE = CAPTURES / "vm_docker_amd-epyc_2cpu"
 
@@ -75,3 +80,40 @@ def test_others_running_leaves_out_the_childs_and_edgeprofs_runnable_threads(tmp
     bare = FakeRoot(tmp_path / "bare")
     bare.proc_stat(busy=1, total=10, steal=0, running=3)
     assert ProcStatCollector(bare.root).sample()["host.procs_running_others"] is None
+
+
+def test_a_thread_of_ours_runnable_at_either_read_is_ours() -> None:
+    # synthetic task sets: edgeprof's main thread (1) was runnable when the count was taken and asleep by
+    # the read after it; the child's thread ran throughout. Read once after the count, it would be another
+    # process's task.
+    before = {"self": {"1", "2"}, "77": {"77"}}
+    after = {"self": {"2"}, "77": {"77"}}
+    assert others_running(3.0, before, after) == 0.0
+    assert others_running(3.0, after, after) == 1.0
+    # a task of another process stays: 4 runnable, 3 of them ours
+    assert others_running(4.0, before, after) == 1.0
+    # the same thread in both reads is one thread
+    assert others_running(2.0, {"self": {"1"}}, {"self": {"1"}}) == 1.0
+    assert others_running(None, before, after) is None
+    assert others_running(3.0, {}, {}) is None
+
+
+def test_the_collector_reads_our_threads_on_both_sides_of_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # synthetic: the main thread sleeps by the second read of edgeprof's task list
+    fake = FakeRoot(tmp_path)
+    fake.proc_stat(busy=300, total=1000, steal=0, running=3)
+    fake.process(77, "llama", 250)
+    fake.process(1, "edgeprof", 0, folder="self")
+    # each read lists edgeprof's task list, then the child's
+    reads = iter([{"1", "2"}, {"77"}, {"2"}, {"77"}])
+    order: list[str] = []
+
+    def running(self: ProcStatCollector, pid: str) -> set[str]:
+        order.append(pid)
+        return next(reads)
+
+    monkeypatch.setattr(ProcStatCollector, "_running_threads", running)
+    assert ProcStatCollector(tmp_path, child_pid=77).sample()["host.procs_running_others"] == 0.0
+    assert order == ["self", "77", "self", "77"]

@@ -135,7 +135,24 @@ def test_the_run_queue_of_other_processes_is_judged_without_guessing_the_benchma
 
 def test_a_rep_with_too_few_run_queue_readings_is_not_judged_by_them() -> None:
     """One or two instantaneous counts in a rep are where the scheduler happened to be, not a figure."""
-    two = _series(1.0, 0.0, runq=6.0, n=3, step=0.5)  # readings at 0, 0.5 and 1.0 s: two per rep
+    # readings at 0, 0.2 and 0.4 s: the one at the rep's start is left out, two are inside
+    two = _series(1.0, 0.0, runq=6.0, n=3, step=0.2)
     rep = judge_rep(Rep(0, 0.0, 0.5), two, ROLES, benchmark_threads=1)
     assert "runq_excess" not in rep and rep["runq_note"] == "2 run-queue reading(s) in the rep; 3 needed"
     assert "runnable" not in " ".join(rep["reasons"])
+
+
+def test_readings_at_a_reps_edges_are_left_out_of_its_run_queue() -> None:
+    """The readings taken as a rep starts and ends catch edgeprof's and the child's own hand-over: one
+    task too many at each, on an idle machine. Counted, a rep read at 0, 0.25 and 0.5 s would have a
+    median of 1; left out, what is inside decides."""
+    series = _series(1.0, 0.0, others=0.0, n=5, step=0.25)
+    series["host.procs_running_others"] = [
+        (t, 1.0 if t in (0.0, 0.5, 1.0) else 0.0) for t in (0, 0.25, 0.5, 0.75, 1.0)
+    ]
+    roles = declared_roles(series)
+    value, evidence = interference_verdict(REPS, series, roles, benchmark_threads=1)
+    assert value == "quiet", evidence
+    # the same count at readings inside the reps is judged
+    waiting = _series(1.0, 0.0, others=1.0, n=21, step=0.05)
+    assert interference_verdict(REPS, waiting, roles, benchmark_threads=1)[0] == "contended"
