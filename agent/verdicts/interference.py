@@ -216,8 +216,11 @@ def judge_rep(
     roles: Mapping[str, MetricRole],
     benchmark_threads: int | None = None,
     thresholds: InterferenceThresholds | None = None,
+    edges: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """Evidence for one rep: ``status`` ``contended``/``quiet``/``unknown`` with the figures behind it."""
+    """Evidence for one rep: ``status`` ``contended``/``quiet``/``unknown`` with the figures behind it.
+    ``edges``: instants inside the span (the reps' starts and ends, where it spans several) whose run-queue
+    readings are left out as its own start's and end's are."""
     th = thresholds or InterferenceThresholds()
     names = _by_domain(series, roles)
 
@@ -228,11 +231,12 @@ def judge_rep(
     reasons: list[str] = []
     others = "run_queue_others" in names
     runq_name = names.get("run_queue_others", names.get("run_queue"))
+    avoid = (rep.t_start, rep.t_end, *edges)
     inside = (
         [
             v
             for t, v in points(series[runq_name])
-            if rep.t_start + th.runq_edge_s <= t <= rep.t_end - th.runq_edge_s
+            if rep.t_start <= t <= rep.t_end and all(abs(t - e) >= th.runq_edge_s for e in avoid)
         ]
         if runq_name is not None
         else None
@@ -305,7 +309,10 @@ def interference_verdict(
         # Reps too short for the CPU-time ticks one by one: the steady window as a whole (first rep's start
         # to the last one's end, whatever ran between them) still gives one honest figure.
         steady_window = Rep(-1, min(r.t_start for r in reps), max(r.t_end for r in reps))
-        window = evidence["steady_window"] = judge_rep(steady_window, series, roles, benchmark_threads, th)
+        edges = [t for r in reps for t in (r.t_start, r.t_end)]
+        window = evidence["steady_window"] = judge_rep(
+            steady_window, series, roles, benchmark_threads, th, edges
+        )
         if window.get("other_cores") is not None:
             evidence["other_cores_median"] = evidence["other_cores_max"] = window["other_cores"]
     return _conclusion(per_rep, window, evidence["reasons"]), evidence

@@ -156,3 +156,25 @@ def test_readings_at_a_reps_edges_are_left_out_of_its_run_queue() -> None:
     # the same count at readings inside the reps is judged
     waiting = _series(1.0, 0.0, others=1.0, n=21, step=0.05)
     assert interference_verdict(REPS, waiting, roles, benchmark_threads=1)[0] == "contended"
+
+
+def test_a_steady_window_of_short_reps_leaves_out_every_reps_edges() -> None:
+    """Reps too short for CPU-time ticks one by one are judged as one window; the readings taken as each of
+    them started and ended lie inside that window and catch edgeprof's own hand-over just the same."""
+    reps = [Rep(i, 0.1 * i, 0.1 * i + 0.08) for i in range(5)]
+    times = sorted({t for r in reps for t in (r.t_start, r.t_end, r.t_start + 0.04)})
+    edges = {round(t, 6) for r in reps for t in (r.t_start, r.t_end)}
+    series = {
+        "host.cpu_total_s": [(t, 2.0 * t) for t in times],
+        "host.cpu_steal_s": [(t, 0.0) for t in times],
+        "host.cpu_busy_s": [(t, 1.01 * t) for t in times],
+        "proc.cpu_s": [(t, 1.0 * t) for t in times],
+        "self.cpu_s": [(t, 0.01 * t) for t in times],
+        "host.procs_running": [(t, 3.0) for t in times],
+        "host.procs_running_others": [(t, 1.0 if round(t, 6) in edges else 0.0) for t in times],
+    }
+    roles = declared_roles(series)
+    value, evidence = interference_verdict(reps, series, roles, benchmark_threads=1)
+    assert "steady_window" in evidence, evidence
+    assert value == "quiet", evidence
+    assert evidence["steady_window"]["runq_median"] == 0.0
