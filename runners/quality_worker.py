@@ -121,8 +121,8 @@ def _base(ll: Any, ctx: Any, vocab: Any, job: dict[str, Any], n_vocab: int, bos:
     emit("cache_plan", path=str(path), bytes=size, free_bytes=free, n_chunks=n_chunks, n_vocab=n_vocab)
     if free < size + DISK_MARGIN_BYTES:
         raise OSError(
-            f"the reference cache needs {size / 1e6:.1f} MB (+{DISK_MARGIN_BYTES >> 20} MB margin) in "
-            f"{path.parent}, only {free / 1e6:.1f} MB free; free space or set EDGEPROF_CACHE_DIR"
+            f"the reference cache needs {size / 2**20:.1f} MiB (+{DISK_MARGIN_BYTES >> 20} MiB margin) in "
+            f"{path.parent}, only {free / 2**20:.1f} MiB free; free space or set EDGEPROF_CACHE_DIR"
         )
     arr = np.asarray(tokens[: n_chunks * ctx_n], dtype=np.int64)
     writer = CacheWriter(path, header, arr)

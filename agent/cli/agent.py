@@ -17,7 +17,7 @@ QueueOption = Annotated[
 PlanOption = Annotated[Path | None, typer.Option("--plan", help="Run this one plan instead of a queue.")]
 UntilOption = Annotated[str | None, typer.Option("--until", help="HH:MM after which no new config starts.")]
 MinFreeOption = Annotated[
-    int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB.")
+    int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB (MiB).")
 ]
 OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
 PollOption = Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")]

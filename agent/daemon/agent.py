@@ -245,7 +245,7 @@ class Agent:
             return f"time window closed (--until {self.config.until:%H:%M})"
         free = self.free_mb()
         if free is not None and free < self.config.min_free_mb:
-            return f"only {free:.0f} MB free on the database's filesystem (< {self.config.min_free_mb} MB)"
+            return f"only {free:.0f} MiB free on the database's filesystem (< {self.config.min_free_mb} MiB)"
         return None
 
     # -- queue ------------------------------------------------------------------------------------------

@@ -223,8 +223,8 @@ class QualityRun:
             self.events[kind] = event
         if kind == "cache_plan":
             self.ctx.tell(
-                f"reference cache ({self.ref.label}): writing {event['bytes'] / 1e6:.1f} MB to "
-                f"{event['path']} ({event['free_bytes'] / 1e9:.1f} GB free)"
+                f"reference cache ({self.ref.label}): writing {event['bytes'] / 2**20:.1f} MiB to "
+                f"{event['path']} ({event['free_bytes'] / 2**20:.0f} MiB free)"
             )
         if self.ctx.on_event is not None:
             self.ctx.on_event(event)

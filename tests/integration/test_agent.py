@@ -258,14 +258,14 @@ def test_disk_guard_pauses_and_says_why(tmp_path: Path, tiny_models) -> None:
             text=True,
             env=env(),
         )
-        assert "MB free" in st.stdout and "paused" in st.stdout
+        assert "MiB free" in st.stdout and "paused" in st.stdout
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0
-    assert "MB free" in message
+    assert "MiB free" in message
     assert query(db, "SELECT count(*) FROM run") == [(0,)]
 
 

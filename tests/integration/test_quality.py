@@ -93,7 +93,7 @@ def test_a_disk_too_small_for_the_cache_is_a_stored_refusal(
     assert out.counts == {"error": 3}  # every variant needs the reference; the sweep went on through all
     with new_session(engine) as s:
         reasons = [r.reason or "" for r in s.scalars(select(Run))]
-    assert all("the reference cache needs" in r and "MB free" in r for r in reasons), reasons
+    assert all("the reference cache needs" in r and "MiB free" in r for r in reasons), reasons
     assert not list((tmp_path / "cache").glob("*.eplp*"))
     assert os.environ["EDGEPROF_TEST_DISK_FREE_BYTES"] == "1000"
 

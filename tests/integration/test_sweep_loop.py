@@ -154,7 +154,7 @@ def test_a_full_disk_mid_sweep_is_one_line_the_sweep_interrupted_and_finished_co
     with pytest.raises(SweepAborted) as info:
         run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=FillTheDisk)
     message = str(info.value)
-    assert "\n" not in message and "full" in message and "interrupted" in message
+    assert "\n" not in message and "full" in message and "interrupted" in message, message
     engine.dispose()
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status FROM sweep").fetchall() == [("interrupted",)]
