@@ -12,6 +12,7 @@ from edgeprof.report.figures.pareto import (
     speed_vs_kld_png,
 )
 from edgeprof.report.figures.serving import has_serving_curves, serving_png, serving_series
+from edgeprof.report.figures.soak import soak_png
 from edgeprof.report.figures.timeline import (
     MAX_LINES,
     MAX_PLOT_POINTS,
@@ -36,6 +37,7 @@ __all__ = [
     "plot_lines",
     "serving_png",
     "serving_series",
+    "soak_png",
     "speed_vs_kld_figure",
     "speed_vs_kld_png",
     "timeline_figure",
