@@ -50,7 +50,11 @@ class Device:
     t0: float = 1000.0  # the monotonic clock at the soak's start
 
     def power_w(self, cap_mhz: float, hog: bool) -> float:
-        return self.idle_w + self.w_per_core * self.child_cores * cap_mhz / self.max_mhz + (self.hog_w if hog else 0.0)
+        return (
+            self.idle_w
+            + self.w_per_core * self.child_cores * cap_mhz / self.max_mhz
+            + (self.hog_w if hog else 0.0)
+        )
 
     def equilibrium_c(self, cap_mhz: float | None = None, hog: bool = False) -> float:
         return self.ambient_c + self.k_c_per_w * self.power_w(cap_mhz or self.max_mhz, hog)
