@@ -98,6 +98,9 @@ def test_a_cpu_hog_halfway_without_heat_is_a_slowdown_not_thermal_naming_content
     assert any("temperatures flat" in r for r in j.evidence["reasons"])
     assert j.windows[45].other_cores == pytest.approx(1.0, abs=0.01)
     assert j.windows[10].other_cores == pytest.approx(0.0, abs=0.01)
+    # each window's own CPU time: the hog shows from the window it started in (300 s: window 30) on
+    assert j.windows[29].other_cores == pytest.approx(0.0, abs=0.01)
+    assert j.windows[30].other_cores is not None and j.windows[30].other_cores > 0.8
     # the same slowdown with nobody else on the CPU: not thermal, and not contention either
     _, alone = _judge(Device(start_c=settled, hog_from_s=300.0, hog_cores=0.0))
     assert alone.value == "slowdown_not_thermal" and alone.evidence["cause"] == "other"
