@@ -354,6 +354,9 @@ def judge_soak(
     value = _decide(windows, figures, thermal, first, th, evidence)
     evidence.update(_rounded_figures(figures, thermal))
     t0 = windows[0].t_start if windows else 0.0
+    evidence["first_throttle"] = (
+        {"s": rounded(first[0] - t0), "window": first[1], "what": first[2]} if first is not None else None
+    )
     return SoakJudgement(
         value=value,
         evidence=evidence,

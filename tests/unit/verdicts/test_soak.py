@@ -4,6 +4,7 @@ answer is known by construction. Not captures."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -36,6 +37,8 @@ def test_throttled_at_the_window_the_cap_dropped_with_the_injected_slowdown() ->
     assert j.sustained_tps == pytest.approx(HOT.tps * HOT.capped_mhz / HOT.max_mhz, rel=0.01)
     assert j.sustained_ratio == pytest.approx(HOT.capped_mhz / HOT.max_mhz, rel=0.01)
     assert j.stability_ratio is not None and j.stability_ratio < 0.8
+    assert j.evidence["first_throttle"] == {"s": 89.5, "window": 8, "what": j.first_throttle_what}
+    assert json.loads(json.dumps(j.evidence)) == j.evidence  # stored as JSON like every verdict's evidence
     assert "after 90 s (window 8)" in j.evidence["reasons"][0]
     assert "78.8 % of burst" in j.evidence["reasons"][0]
     window = j.windows[expected]
