@@ -181,6 +181,15 @@ def _what(signal: str) -> str:
     return f"{signal} throttle events"
 
 
+def _burst_windows(windows: Sequence[SoakWindow], th: SoakThresholds) -> list[SoakWindow]:
+    """The windows the burst speed is the median of (the first ones with a decode speed)."""
+    return [w for w in windows if w.tg_tps is not None][: th.burst_windows]
+
+
+def _after(windows: Sequence[SoakWindow], burst: Sequence[SoakWindow]) -> list[SoakWindow]:
+    return [w for w in windows if w.t_start >= burst[-1].t_end] if burst else []
+
+
 def _clocks_held(w: SoakWindow, burst: Sequence[SoakWindow], th: SoakThresholds) -> bool | None:
     """Whether the window's CPU and GPU clocks stayed above the drop fraction of the burst windows'
     (None where no clock was measured)."""
@@ -201,9 +210,9 @@ def _speed_drops(
     burst_tps = figures["burst_tps"]
     if burst_tps is None or not thermal["measured"]:
         return []
-    burst = windows[: th.burst_windows]
+    burst = _burst_windows(windows, th)
     out = []
-    for w in windows[th.burst_windows :]:
+    for w in _after(windows, burst):
         if w.tg_tps is None or w.temp_max_c is None or w.tg_tps >= burst_tps * (1 - th.speed_drop_fraction):
             continue
         if w.temp_max_c - thermal["start_c"] < th.heating_rise_c or _clocks_held(w, burst, th):
@@ -255,9 +264,9 @@ def _slowdown(
 ) -> SoakValue:
     """Sustained fell below the hold mark with no throttle signal: heat or not, and what else?"""
     reasons: list[str] = evidence["reasons"]
-    burst_tps, burst = figures["burst_tps"], windows[: th.burst_windows]
+    burst_tps, burst = figures["burst_tps"], _burst_windows(windows, th)
     limit = burst_tps * (1 - th.speed_drop_fraction)
-    slow = [w for w in windows[th.burst_windows :] if w.tg_tps is not None and w.tg_tps < limit]
+    slow = [w for w in _after(windows, burst) if w.tg_tps is not None and w.tg_tps < limit]
     slow = slow or list(windows[-max(1, len(windows) // 3) :])
     cause, why = _cause(slow, burst, th)
     held = [h for w in slow if (h := _clocks_held(w, burst, th)) is not None]

@@ -147,7 +147,9 @@ def _hardware_signals(
         for name in dict.fromkeys(n for _, n in hits):
             found.append((min(t for t, n in hits if n == name), name))
     for metric, readings in tel.counters.items():
-        span = readings.around(t0, t1)
+        # from the last reading before the window to its last one inside: an increase belongs to the
+        # window whose reading saw it, never to both windows either side of a boundary
+        span = [p for p in readings.around(t0, t1) if p[0] <= t1]
         delta = counter_delta(span[0][1], span[-1][1], None) if len(span) >= 2 else None
         if delta is not None and delta > 0:
             first = next(t for t, v in span if v > span[0][1])

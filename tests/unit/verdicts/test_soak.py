@@ -184,3 +184,17 @@ def test_each_window_carries_its_temperature_clocks_energy_and_interference() ->
     assert first.j_per_token == pytest.approx(50.0 / first.tokens)
     assert first.pp_tps == 50.0 and windows[1].pp_tps is None
     assert first.other_cores == pytest.approx(0.0, abs=0.01)
+
+
+def test_an_x86_thermal_throttle_counter_that_went_up_is_throttling() -> None:
+    soak = simulate(Device(trip_c=90.0))
+    start = Device().t0
+    # the package's thermal_throttle count: 7 before the soak's 300th second, 10 after
+    soak.series["throttle.cpu0.core_count"] = [
+        (t, 7.0 if t < start + 300.0 else 10.0) for t, _ in soak.series["temp.zone0_c"]
+    ]
+    j = judge_soak(soak.speeds, soak.series, declared_roles(soak.series))
+    assert j.value == "throttled" and j.first_throttle_window == 30
+    assert j.first_throttle_what == "throttle.cpu0.core_count +3 throttle events"
+    assert j.windows[30].throttle_signals == ["throttle.cpu0.core_count +3"]
+    assert not j.windows[29].throttle_signals and not j.windows[31].throttle_signals
