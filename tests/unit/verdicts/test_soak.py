@@ -8,10 +8,10 @@ import json
 import math
 
 import pytest
-from support.heating import Device, simulate
+from support.heating import Device, Soak, simulate
 from support.roles import declared_roles
 
-from edgeprof.verdicts import SoakThresholds, judge_soak, soak_windows
+from edgeprof.verdicts import SoakJudgement, SoakThresholds, judge_soak, soak_windows
 
 TH = SoakThresholds()
 # The cooled board (33 °C) heats towards 81 °C with tau = 60 s; the trip at 70 °C is reached after
@@ -19,10 +19,11 @@ TH = SoakThresholds()
 HOT = Device(trip_c=70.0)
 
 
-def _judge(dev: Device, drop: str | None = None, **kwargs):  # type: ignore[no-untyped-def]
+def _judge(dev: Device, drop: str | None = None) -> tuple[Soak, SoakJudgement]:
+    """The simulated soak and its judgement, leaving out the metrics whose names start with ``drop``."""
     soak = simulate(dev)
     series = soak.without(drop) if drop else soak.series
-    return soak, judge_soak(soak.speeds, series, declared_roles(series), **kwargs)
+    return soak, judge_soak(soak.speeds, series, declared_roles(series))
 
 
 def test_throttled_at_the_window_the_cap_dropped_with_the_injected_slowdown() -> None:
