@@ -3,6 +3,8 @@
 - ``throttle``: hardware flags, clock drops under heat and tokens/s drift -> ``throttle_verdict``;
 - ``stability``: pyperf-style spread of the steady repetitions -> ``stability``;
 - ``interference``: other work competing for the CPU during the steady repetitions;
+- ``soak``: a long back-to-back run judged window by window (burst vs sustained speed, when it throttled,
+  thermal steady state) -> ``judge_soak``; ``soak_telemetry``: its windows joined with their telemetry;
 - ``serving``: the same two questions for a serving level (its requests' TPOT, its time window);
 - ``store``: a stored run's inputs from the database, judged and stored as ``Verdict`` rows;
 - ``summary``: stored verdicts read back for reports.
@@ -21,6 +23,8 @@ from edgeprof.verdicts.serving import (
     level_stability,
     request_groups,
 )
+from edgeprof.verdicts.soak import SoakJudgement, SoakThresholds, SoakValue, judge_soak
+from edgeprof.verdicts.soak_telemetry import SoakWindow, WindowSpeed, soak_windows
 from edgeprof.verdicts.stability import StabilityThresholds, StabilityValue, stability
 from edgeprof.verdicts.store import (
     LOAD_PHASES,
@@ -67,6 +71,10 @@ __all__ = [
     "LevelInputs",
     "Rep",
     "RepSample",
+    "SoakJudgement",
+    "SoakThresholds",
+    "SoakValue",
+    "SoakWindow",
     "StabilityThresholds",
     "StabilityValue",
     "ThrottleInputs",
@@ -74,6 +82,7 @@ __all__ = [
     "ThrottleValue",
     "VerdictLikeRow",
     "VerdictResult",
+    "WindowSpeed",
     "analyse_run",
     "analyse_sweep",
     "attach_verdicts",
@@ -85,6 +94,7 @@ __all__ = [
     "is_clock",
     "is_temperature",
     "judge_rep",
+    "judge_soak",
     "level_inputs",
     "level_interference",
     "level_stability",
@@ -92,6 +102,7 @@ __all__ = [
     "request_groups",
     "run_roles",
     "series_of",
+    "soak_windows",
     "spearman",
     "stability",
     "stored_roles",

@@ -1,0 +1,132 @@
+"""A simulated device for the soak verdict's tests. Synthetic, not a capture: every answer is known by
+construction.
+
+The board's hottest zone follows a first-order heating model, ``T' = (T_amb + k·P - T) / tau``, stepped
+exactly once per sample; the power ``P`` is an idle floor plus a share per busy core, scaled by the CPU
+clock (the child's CPU time drives the heat). A cpufreq cap drops from ``max_mhz`` to ``capped_mhz`` the
+first time the zone reaches ``trip_c`` and stays there (the step-wise governor's first step, latched), and
+the worker's decode speed falls in proportion to the cap (the test fault that slows it when the cap
+drops). A CPU hog can start at ``hog_from_s``: it takes ``hog_cores`` of other processes' CPU time and
+``hog_slowdown`` of the speed, and heats nothing unless told to.
+
+The readings carry the names the built-in collectors give them (``temp.zone0_c``,
+``cpufreq.policy0.cur_mhz`` / ``max_mhz``, the proc_stat CPU-time counters), so that their roles come from
+the collectors' declarations (``support.roles.declared_roles``). Readings fall half a sample period off
+the window edges, so that no reading belongs to two windows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from edgeprof.verdicts import WindowSpeed
+
+Series = dict[str, list[tuple[float, float | None]]]
+
+
+@dataclass(frozen=True)
+class Device:
+    ambient_c: float = 25.0
+    k_c_per_w: float = 8.0  # °C per W above ambient at equilibrium
+    tau_s: float = 60.0
+    idle_w: float = 1.0
+    w_per_core: float = 3.0  # at the full clock
+    child_cores: float = 2.0  # llama.cpp's decode threads, always busy
+    cpus: int = 4
+    start_c: float | None = None  # None: the cooled, idle equilibrium (ambient + k · idle)
+    max_mhz: float = 1510.0
+    trip_c: float | None = None  # None: no trip point the soak can reach
+    capped_mhz: float = 1190.0
+    tps: float = 20.0  # decode speed at max_mhz
+    hog_from_s: float | None = None
+    hog_cores: float = 1.0
+    hog_slowdown: float = 0.3
+    hog_w: float = 0.0  # the hog's heat (none: "a CPU hog and no heat")
+    noise: float = 0.005  # a deterministic +-0.5 % window-to-window flicker of the speed
+    duration_s: float = 600.0
+    window_s: float = 10.0
+    sample_s: float = 1.0
+    t0: float = 1000.0  # the monotonic clock at the soak's start
+
+    def power_w(self, cap_mhz: float, hog: bool) -> float:
+        return (
+            self.idle_w
+            + self.w_per_core * self.child_cores * cap_mhz / self.max_mhz
+            + (self.hog_w if hog else 0.0)
+        )
+
+    def equilibrium_c(self, cap_mhz: float | None = None, hog: bool = False) -> float:
+        return self.ambient_c + self.k_c_per_w * self.power_w(cap_mhz or self.max_mhz, hog)
+
+    def cooled_c(self) -> float:
+        return self.start_c if self.start_c is not None else self.ambient_c + self.k_c_per_w * self.idle_w
+
+    def temp_at(self, t_s: float) -> float:
+        """The model's temperature ``t_s`` into the soak while the cap is up (the analytic solution)."""
+        target = self.equilibrium_c()
+        return target + (self.cooled_c() - target) * math.exp(-t_s / self.tau_s)
+
+    def slope_c_per_min_at(self, t_s: float) -> float:
+        return (self.equilibrium_c() - self.temp_at(t_s)) / self.tau_s * 60.0
+
+
+@dataclass
+class Soak:
+    device: Device
+    series: Series = field(default_factory=dict)
+    speeds: list[WindowSpeed] = field(default_factory=list)
+    trip_t: float | None = None  # seconds into the soak at which the cap dropped
+
+    def trip_window(self) -> int | None:
+        return None if self.trip_t is None else int(self.trip_t // self.device.window_s)
+
+    def without(self, prefix: str) -> Series:
+        return {m: s for m, s in self.series.items() if not m.startswith(prefix)}
+
+
+def _record(series: Series, t: float, values: dict[str, float]) -> None:
+    for metric, value in values.items():
+        series.setdefault(metric, []).append((t, value))
+
+
+def simulate(dev: Device) -> Soak:
+    """Run the model over the soak: readings every ``sample_s`` and one ``WindowSpeed`` per window."""
+    soak = Soak(dev)
+    temp, cap = dev.cooled_c(), dev.max_mhz
+    busy = child = own = 0.0
+    per_window: dict[int, list[float]] = {}
+    n = round(dev.duration_s / dev.sample_s)
+    for i in range(n):
+        t_s = (i + 0.5) * dev.sample_s
+        if dev.trip_c is not None and soak.trip_t is None and temp >= dev.trip_c:
+            cap, soak.trip_t = dev.capped_mhz, t_s
+        hog = dev.hog_from_s is not None and t_s >= dev.hog_from_s
+        _record(
+            soak.series,
+            dev.t0 + t_s,
+            {
+                "temp.zone0_c": round(temp, 3),  # sysfs thermal zones read in millidegrees
+                "cpufreq.policy0.cur_mhz": cap,  # the busy policy runs at its cap
+                "cpufreq.policy0.max_mhz": cap,
+                "host.cpu_busy_s": busy,
+                "host.cpu_total_s": dev.cpus * t_s,
+                "proc.cpu_s": child,
+                "self.cpu_s": own,
+            },
+        )
+        speed = dev.tps * cap / dev.max_mhz * (1.0 - dev.hog_slowdown if hog else 1.0)
+        per_window.setdefault(int(t_s // dev.window_s), []).append(speed)
+        target = dev.ambient_c + dev.k_c_per_w * dev.power_w(cap, hog)
+        temp = target + (temp - target) * math.exp(-dev.sample_s / dev.tau_s)
+        busy += (dev.child_cores + 0.01 + (dev.hog_cores if hog else 0.0)) * dev.sample_s
+        child += dev.child_cores * dev.sample_s
+        own += 0.01 * dev.sample_s
+    for k, speeds in sorted(per_window.items()):
+        tps = sum(speeds) / len(speeds) * (1.0 + dev.noise * ((k % 3) - 1))
+        tokens = round(tps * dev.window_s)
+        start = dev.t0 + k * dev.window_s
+        soak.speeds.append(
+            WindowSpeed(k, start, start + dev.window_s, tokens, tokens / tps, tps, 50.0 if k == 0 else None)
+        )
+    return soak
