@@ -220,6 +220,7 @@ def test_each_window_gets_the_telemetry_phase_aggregates_and_its_energy(
         run = s.scalars(select(Run)).one()
         windows = windows_of(s, run.id)
         phases = s.scalars(select(Phase).where(Phase.run_id == run.id, Phase.name == "soak_window")).all()
+        assert len(windows) == len(phases) == 4
         stats = s.scalars(
             select(PhaseStat).where(PhaseStat.run_id == run.id, PhaseStat.phase == "soak_window")
         )
