@@ -11,7 +11,7 @@ from edgeprof.sweep.progress import Progress
 def test_the_soak_line_shows_time_speed_and_temperature() -> None:
     progress = Progress(total=1, out=io.StringIO())
     progress.start(1, "q8 soak")
-    progress.event({"event": "soak_start", "t": 100.0, "duration_s": 600.0, "window_s": 10.0, "n_windows": 60})
+    progress.event({"event": "soak_start", "t": 100.0, "duration_s": 600.0, "window_s": 10.0})
     assert progress.soak_text({"t_end": 130.0, "tg_tps": 41.23}) == "soak 0:30 / 10:00 · tg 41.2 t/s"
     progress.read_temp = lambda: 55.04
     progress.event({"event": "soak_window", "index": 2, "t_end": 130.0, "tg_tps": 41.23})
