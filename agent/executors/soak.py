@@ -171,7 +171,7 @@ class SoakExecutor:
 
     def label(self, spec: RunSpec) -> str:
         soak = spec.workload.soak
-        what = f" soak {soak.duration_s:g} s / {soak.window_s:g} s windows" if soak is not None else ""
+        what = f" (soak {soak.duration_s:g} s in {soak.window_s:g} s windows)" if soak is not None else ""
         return config_label(spec) + what
 
     def describe(self, session: Session, run: Run) -> str:
