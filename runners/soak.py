@@ -126,12 +126,13 @@ def run_soak(request: Any, soak: dict[str, Any], emit: Emit, after_window: Calla
 
 
 def _one_request(request: Any, tokens: list[int], windows: SoakWindows) -> int:
-    """One request of the soak (prefill, then decode steps until n_predict, an EOS unless ignored, or the
-    soak's end); returns its decode steps."""
+    """One request of the soak (prefill, then decode steps until n_predict, an EOS unless ignored, a stop
+    string, or the soak's end); returns its decode steps."""
     ll, ctx = request.ll, request.ctx
     wl = request.workload
     n_predict = int(wl["n_predict"])
     ignore_eos = bool(wl.get("ignore_eos", True))
+    stops = [str(x).encode() for x in wl.get("stop", ()) if x]
     request.fill_depth()  # the same depth before every request; not booked (the counters restart below)
     sampler = request.new_sampler()
     ll.llama_perf_context_reset(ctx)
@@ -144,8 +145,11 @@ def _one_request(request: Any, tokens: list[int], windows: SoakWindows) -> int:
         windows.book_prefill(time.monotonic(), last[2] + last[3], last[0] + last[1])
         token = int(ll.llama_sampler_sample(sampler, ctx, -1))
         produced = 1
+        tail = request.piece(token) if stops else b""  # a stop string ends the request, as a user's would
         while produced < n_predict and not windows.over(time.monotonic()):
             if not ignore_eos and ll.llama_vocab_is_eog(request.vocab, token):
+                break
+            if stops and any(stop in tail for stop in stops):
                 break
             request.decode_tokens([token])
             token = int(ll.llama_sampler_sample(sampler, ctx, -1))  # reads the logits: the step is synced
@@ -155,6 +159,8 @@ def _one_request(request: Any, tokens: list[int], windows: SoakWindows) -> int:
                 steps += 1
             last = now
             produced += 1
+            if stops:
+                tail = (tail + request.piece(token))[-256:]
     finally:
         ll.llama_sampler_free(sampler)
     return steps
