@@ -234,19 +234,22 @@ def test_each_window_gets_the_telemetry_phase_aggregates_and_its_energy(
             assert w.j_per_token == pytest.approx(w.energy_j / w.tokens)
 
 
+@pytest.mark.parametrize(("fault", "status"), [("kill@soak:q8_0", "crashed"), ("hang@soak:q8_0", "timeout")])
 def test_a_fault_mid_soak_is_a_stored_row_with_its_windows_and_the_sweep_goes_on(
-    tmp_path: Path, tiny_models: dict[str, Path]
+    tmp_path: Path, tiny_models: dict[str, Path], fault: str, status: str
 ) -> None:
-    plan = soak_plan(tmp_path, {"q8": tiny_models["Q8_0"], "q4": tiny_models["Q4_K_M"]})
+    # a hang is stopped at the plan's timeout plus the soak's duration (5 + 2 s), not later
+    models = {"q8": tiny_models["Q8_0"], "q4": tiny_models["Q4_K_M"]}
+    plan = soak_plan(tmp_path, models, run={"timeout_s": 5})
     engine = open_engine(tmp_path / "f.db")
-    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with("kill@soak:q8_0"))
+    outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(fault))
     with new_session(engine) as s:
         runs = {r.model_label: r for r in s.scalars(select(Run))}
-        assert runs["q8"].status == "crashed" and runs["q8"].reason
+        assert runs["q8"].status == status and runs["q8"].reason
         assert [w.idx for w in windows_of(s, runs["q8"].id)] == [0]  # the window before the fault is kept
         assert runs["q4"].status == "ok"
         assert len(windows_of(s, runs["q4"].id)) == 4
-    assert outcome.counts == {"crashed": 1, "ok": 1}
+    assert outcome.counts == {status: 1, "ok": 1}
 
 
 def test_a_stopped_soak_restarts_on_resume_and_keeps_its_windows_apart(
