@@ -185,7 +185,7 @@ def kv_cache_from_log(lines: list[str]) -> dict[str, Any]:
 
 
 def flash_attn_effective(requested: str, lines: list[str]) -> str | None:
-    """"on"/"off" as llama.cpp resolved ``requested``; None when "auto" and llama.cpp said nothing (an older
+    """ "on"/"off" as llama.cpp resolved ``requested``; None when "auto" and llama.cpp said nothing (an older
     llama.cpp that does not log its choice): not measured, so not guessed."""
     if requested in ("on", "off"):
         return requested

@@ -3,8 +3,9 @@
 Run as ``edgeprof.runners.llama_worker --event-fd N`` with the job (JSON) on stdin. Events go out as JSON
 lines on fd N; stdout is pointed at stderr first, so nothing llama.cpp prints can corrupt the event stream.
 The steps: ``begin`` (event stream, job, start), ``load_reported`` (model and context, set up by
-runners/llama_context.py), ``serve`` (each rep's ``Request.run``, its phases and measurement), ``done``;
-the quality worker shares the first two.
+runners/llama_context.py), ``serve`` (each rep's ``Request.run``, its phases and measurement), for a soak
+workload ``run_soak`` (runners/soak.py: the request back to back, one event per window), ``done``; the
+quality worker shares the first two.
 
 Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the
 sampler). Prefill and decode durations come from llama.cpp's own counters (``llama_perf_context``), read
@@ -35,6 +36,7 @@ from edgeprof.runners.protocol import (
     FAULT_ENV,
     encode_event,
 )
+from edgeprof.runners.soak import run_soak
 
 T_PROCESS_START = time.monotonic()
 
@@ -150,7 +152,7 @@ class Request:
         t0 = time.monotonic()
         tokens = self._exact_tokens(self.depth, "")
         for start in range(0, len(tokens), self.n_batch):
-            self._decode(tokens[start : start + self.n_batch])
+            self.decode_tokens(tokens[start : start + self.n_batch])
         ll.llama_synchronize(self.ctx)
         t1 = time.monotonic()
         fill_ms = (t1 - t0) * 1000.0
@@ -173,7 +175,7 @@ class Request:
             out.extend(body)
         return out[:n_tokens]
 
-    def _sampler(self) -> Any:
+    def new_sampler(self) -> Any:
         ll = self.ll
         wl = self.workload
         chain = ll.llama_sampler_chain_init(ll.llama_sampler_chain_default_params())
@@ -187,7 +189,7 @@ class Request:
             ll.llama_sampler_chain_add(chain, ll.llama_sampler_init_dist(int(wl.get("seed", 42))))
         return chain
 
-    def _perf(self) -> tuple[float, float, int, int]:
+    def perf(self) -> tuple[float, float, int, int]:
         p = self.ll.llama_perf_context(self.ctx)
         t_p, t_e = float(p.t_p_eval_ms), float(p.t_eval_ms)
         # llama_perf_context reports max(1, n) for both counts (to avoid division by zero in its printer);
@@ -196,7 +198,7 @@ class Request:
         n_e = int(p.n_eval) if t_e > 0 else 0
         return t_p, t_e, n_p, n_e
 
-    def _decode(self, tokens: list[int]) -> None:
+    def decode_tokens(self, tokens: list[int]) -> None:
         arr = (self.ll.llama_token * len(tokens))(*tokens)
         rc = self.ll.llama_decode(self.ctx, self.ll.llama_batch_get_one(arr, len(tokens)))
         if rc != 0:
@@ -209,7 +211,7 @@ class Request:
             return hashlib.sha256(json.dumps(tokens).encode()).hexdigest()
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def _piece(self, token: int) -> bytes:
+    def piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
         n = self.ll.llama_token_to_piece(self.vocab, token, buf, 64, 0, False)
         return buf.raw[: max(n, 0)]
@@ -222,7 +224,7 @@ class Request:
         ignore_eos = bool(self.workload.get("ignore_eos", True))
         stops = [s for s in self.workload.get("stop", ()) if s]
         depth_fill_ms = self.fill_depth()  # before the request clock starts: the context is already there
-        sampler = self._sampler()
+        sampler = self.new_sampler()
         ll.llama_perf_context_reset(self.ctx)
         try:
             t_request = time.monotonic()
@@ -239,7 +241,7 @@ class Request:
             gen = self._generate(sampler, token, n_predict, ignore_eos, stops, model_path)
             ll.llama_synchronize(self.ctx)
             t_end = time.monotonic()
-            p_end = self._perf()
+            p_end = self.perf()
         finally:
             ll.llama_sampler_free(sampler)
         clock = _Clock(t_request, t_first, t_end, depth_fill_ms)
@@ -248,11 +250,11 @@ class Request:
     def _prefill(self, tokens: list[int]) -> tuple[float, float, int, int]:
         """The prompt in n_batch pieces; llama.cpp's counters after it."""
         for start in range(0, len(tokens), self.n_batch):
-            self._decode(tokens[start : start + self.n_batch])
+            self.decode_tokens(tokens[start : start + self.n_batch])
         # Compute is asynchronous: llama.cpp books a batch's time when the context synchronizes, so the
         # counters are read only after an explicit sync.
         self.ll.llama_synchronize(self.ctx)
-        return self._perf()
+        return self.perf()
 
     def _generate(
         self, sampler: Any, token: int, n_predict: int, ignore_eos: bool, stops: list[str], model_path: str
@@ -265,7 +267,7 @@ class Request:
         # the first EOS is noted even when it is ignored, so quality never compares text past an EOS
         # (agent/report/rows.py)
         first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
-        tail = self._piece(token) if stops else b""
+        tail = self.piece(token) if stops else b""
         maybe_fault("decode", model_path)
         while len(out) < n_predict:
             if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
@@ -274,13 +276,13 @@ class Request:
             if stops and any(s.encode() in tail for s in stops):
                 finish = "stop"
                 break
-            self._decode([token])
+            self.decode_tokens([token])
             token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
             out.append(token)
             if first_eos is None and ll.llama_vocab_is_eog(self.vocab, token):
                 first_eos = len(out) - 1
             if stops:
-                tail = (tail + self._piece(token))[-256:]
+                tail = (tail + self.piece(token))[-256:]
         if finish == "length" and not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
             finish = "eos"  # the last allowed token was EOS: the model stopped, not the limit
         if finish == "length" and stops and any(s.encode() in tail for s in stops):
@@ -303,7 +305,7 @@ class Request:
         n_gen = p_end[3] - p_pre[3]
         ttft_ms = (clock.t_first - clock.t_request) * 1000.0
         e2e_ms = (clock.t_end - clock.t_request) * 1000.0
-        text = b"".join(self._piece(t) for t in out).decode("utf-8", errors="replace")
+        text = b"".join(self.piece(t) for t in out).decode("utf-8", errors="replace")
         return {
             "n_prompt": n_prompt,
             "prefill_ms": prefill_ms,
@@ -433,8 +435,12 @@ def main(argv: list[str]) -> int:
     model, ctx = loaded
     request = Request(ll, ctx, ll.llama_model_get_vocab(model), job)
     plan = rep_plan(job)
+    soak = job["workload"].get("soak") if job["workload"].get("kind") == "soak" else None
     try:
         serve(request, plan, model_path, pause=bool(job.get("pause_between_reps")))
+        if soak is not None and not job.get("cold_only"):
+            # straight after the cold request, in this process: a soak is one measurement with one load
+            run_soak(request, soak, emit, after_window=lambda: maybe_fault("soak", model_path))
     except Exception as exc:  # noqa: BLE001 - reported to the parent; earlier reps are already out
         emit("error", stage="request", message=f"{type(exc).__name__}: {exc}")
         return EXIT_REQUEST_FAILED

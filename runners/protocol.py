@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 # Environment variable that makes the worker fail on purpose: "<action>@<stage>[:<model-path-substring>]",
-# action in kill|segv|abort|hang|exit|raise, stage in start|load|prefill|decode. Used by the fault-injection
-# tests to prove that every kind of child death leaves a stored row; never set it in production.
+# action in kill|segv|abort|hang|exit|raise, stage in start|load|prefill|decode|soak (after a soak's
+# window). Used by the fault-injection tests to prove that every kind of child death leaves a stored row;
+# never set it in production.
 FAULT_ENV = "EDGEPROF_TEST_FAULT"
 # ... and only when this second variable holds this value, which only tests/conftest.py sets: a stray
 # EDGEPROF_TEST_FAULT in a user's shell or a unit file has no effect, so no real run is ever stored as a

@@ -120,9 +120,10 @@ def encode_rows(logits: np.ndarray, next_tokens: np.ndarray) -> tuple[np.ndarray
 
 def decode_logp(meta: np.ndarray, q: np.ndarray, n_vocab: int) -> np.ndarray:
     """The reference's log-probs back from the 16-bit form (float64)."""
-    return meta["scale"].astype(np.float64)[:, None] * q[:, :n_vocab].astype(np.float64) + meta[
-        "min_logp"
-    ].astype(np.float64)[:, None]
+    return (
+        meta["scale"].astype(np.float64)[:, None] * q[:, :n_vocab].astype(np.float64)
+        + meta["min_logp"].astype(np.float64)[:, None]
+    )
 
 
 @dataclass
@@ -152,7 +153,10 @@ def score_rows(logits: np.ndarray, next_tokens: np.ndarray, meta: np.ndarray, q:
     """A variant's logits for one chunk's scored positions against the reference's cached rows."""
     n, n_vocab = logits.shape
     out = TokenScores(
-        kld=np.zeros(n), same_top=np.zeros(n, dtype=bool), nll=np.zeros(n), nll_ref=np.zeros(n),
+        kld=np.zeros(n),
+        same_top=np.zeros(n, dtype=bool),
+        nll=np.zeros(n),
+        nll_ref=np.zeros(n),
         dp_top=np.zeros(n),
     )
     for start in range(0, n, ROWS_PER_BLOCK):
@@ -205,9 +209,7 @@ def summarize(s: TokenScores) -> dict[str, Any]:
     ppl_se = ppl * nll_se if nll_se is not None else None
     ppl_ref_se = ppl_ref * ref_se if ref_se is not None else None
     # Covariance of the two mean NLLs (llama-perplexity's): the same text, so the errors are correlated.
-    cov = (
-        float((s.nll * s.nll_ref).mean() - nll_mean * ref_mean) / (n - 1) if n > 1 else None
-    )
+    cov = float((s.nll * s.nll_ref).mean() - nll_mean * ref_mean) / (n - 1) if n > 1 else None
     ln_ratio = nll_mean - ref_mean
     ln_ratio_se = (
         math.sqrt(max(nll_se**2 + ref_se**2 - 2 * cov, 0.0))

@@ -110,8 +110,13 @@ def _base(ll: Any, ctx: Any, vocab: Any, job: dict[str, Any], n_vocab: int, bos:
     if n_chunks < 1:
         raise ValueError(f"the text tokenizes to {len(tokens)} tokens, fewer than one chunk of ctx {ctx_n}")
     header = dict(job["cache_key"])
-    header.update(format=FORMAT_VERSION, n_chunks=n_chunks, n_vocab=n_vocab, add_bos=bos is not None,
-                  n_text_tokens=len(tokens))
+    header.update(
+        format=FORMAT_VERSION,
+        n_chunks=n_chunks,
+        n_vocab=n_vocab,
+        add_bos=bos is not None,
+        n_text_tokens=len(tokens),
+    )
     path = Path(job["cache_path"])
     size = predicted_size(header)
     path.parent.mkdir(parents=True, exist_ok=True)

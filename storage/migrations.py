@@ -374,6 +374,7 @@ def _backfill_v7(conn: Connection) -> None:
     for statement in _V7_INDEXES:
         conn.execute(text(render(statement, conn.dialect.name)))
 
+
 # The sweep lease: one writer per sweep, so two processes never measure the same configs at once.
 # Portable DDL (SQLite and PostgreSQL).
 _V10_SWEEP_LEASE = (
@@ -604,6 +605,40 @@ _V9_WORKLOADS = (
     "ALTER TABLE measurement ADD COLUMN parse_special BOOLEAN",
 )
 
+# Sustained load: one row per window of a soak run (speeds from llama.cpp's counters; the telemetry columns
+# are filled after the run's samples are stored).
+_V16_SOAK_WINDOWS = (
+    """
+    CREATE TABLE soak_window (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        idx INTEGER NOT NULL,
+        t_start_mono DOUBLE PRECISION NOT NULL,
+        t_end_mono DOUBLE PRECISION NOT NULL,
+        tokens INTEGER NOT NULL,
+        decode_s DOUBLE PRECISION NOT NULL,
+        tg_tps DOUBLE PRECISION,
+        pp_tps DOUBLE PRECISION,
+        temp_max_c DOUBLE PRECISION,
+        temps_json TEXT,
+        cpu_mhz DOUBLE PRECISION,
+        cpu_cap_mhz DOUBLE PRECISION,
+        gpu_mhz DOUBLE PRECISION,
+        gpu_cap_mhz DOUBLE PRECISION,
+        emc_mhz DOUBLE PRECISION,
+        power_mw DOUBLE PRECISION,
+        energy_j DOUBLE PRECISION,
+        j_per_token DOUBLE PRECISION,
+        throttle_json TEXT,
+        other_cores DOUBLE PRECISION,
+        PRIMARY KEY (id),
+        CONSTRAINT uq_soak_window_run_idx UNIQUE (run_id, idx),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_soak_window_run_id ON soak_window (run_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -624,6 +659,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "energy source per run: basis, whole-board coverage, metrics summed", _V13_ENERGY_SOURCE),
     Migration(14, "memory prediction, bytes per token, bandwidth, bandwidth probe", _V14_MEMORY_BANDWIDTH),
     Migration(15, "model file: tensor data bytes (bits per weight from the tensors)", _V15_TENSOR_BYTES),
+    Migration(16, "soak windows: tokens and speeds per window of a sustained-load run", _V16_SOAK_WINDOWS),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

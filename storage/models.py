@@ -219,6 +219,9 @@ class Run(Base):
         back_populates="run", order_by="Measurement.id", cascade="all, delete-orphan"
     )
     phases: Mapped[list[Phase]] = relationship(order_by="Phase.id", cascade="all, delete-orphan")
+    soak_windows: Mapped[list[SoakWindow]] = relationship(
+        order_by="SoakWindow.idx", cascade="all, delete-orphan"
+    )
 
 
 class Measurement(Base):
@@ -534,3 +537,37 @@ class QualityResult(Base):
     cache_path: Mapped[str | None] = mapped_column(Text)
     cache_bytes: Mapped[int | None] = mapped_column(BigInteger)
     cache_reused: Mapped[bool | None] = mapped_column(Boolean)
+
+
+class SoakWindow(Base):
+    """One window of a soak run: a fixed interval of the shared monotonic clock (also a ``soak_window``
+    phase with rep = idx), its decoded tokens and llama.cpp's decode and prefill speeds in it.
+
+    The telemetry figures of the window (temperatures, clocks and their caps, power, energy, throttle flags,
+    other cores' load) are filled in after the run's samples are stored; NULL where nothing measured them.
+    """
+
+    __tablename__ = "soak_window"
+    __table_args__ = (UniqueConstraint("run_id", "idx", name="uq_soak_window_run_idx"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
+    idx: Mapped[int] = mapped_column(Integer)
+    t_start_mono: Mapped[float] = mapped_column(Double)
+    t_end_mono: Mapped[float] = mapped_column(Double)
+    tokens: Mapped[int] = mapped_column(Integer)
+    decode_s: Mapped[float] = mapped_column(Double)
+    tg_tps: Mapped[float | None] = mapped_column(Double)
+    pp_tps: Mapped[float | None] = mapped_column(Double)  # requests whose prefill ended in the window
+    temp_max_c: Mapped[float | None] = mapped_column(Double)
+    temps_json: Mapped[str | None] = mapped_column(Text)  # zone -> max °C in the window
+    cpu_mhz: Mapped[float | None] = mapped_column(Double)
+    cpu_cap_mhz: Mapped[float | None] = mapped_column(Double)
+    gpu_mhz: Mapped[float | None] = mapped_column(Double)
+    gpu_cap_mhz: Mapped[float | None] = mapped_column(Double)
+    emc_mhz: Mapped[float | None] = mapped_column(Double)
+    power_mw: Mapped[float | None] = mapped_column(Double)
+    energy_j: Mapped[float | None] = mapped_column(Double)
+    j_per_token: Mapped[float | None] = mapped_column(Double)
+    throttle_json: Mapped[str | None] = mapped_column(Text)  # the throttle signals seen in the window
+    other_cores: Mapped[float | None] = mapped_column(Double)  # the interference counters' load elsewhere

@@ -1,5 +1,5 @@
-"""Executors: one class per way of running a config (in-process, llama-server, quality), each with the hooks
-the sweep calls (execute, label, describe, attach_energy), registered in ``registry``.
+"""Executors: one class per way of running a config (in-process, llama-server, quality, soak), each with the
+hooks the sweep calls (execute, label, describe, attach_energy), registered in ``registry``.
 
 The sweep imports this package; nothing here imports the sweep.
 """
@@ -16,16 +16,32 @@ from edgeprof.executors.registry import (
 )
 from edgeprof.executors.serving import ServingExecutor, kv_budget
 from edgeprof.executors.serving_stats import counter_deltas, distribution, meets_slo, summarize_level
+from edgeprof.executors.soak import (
+    TELEMETRY_COLUMNS,
+    SoakExecutor,
+    WindowSpeed,
+    apply_window_figures,
+    attach_soak_telemetry,
+    speeds_from_events,
+    store_soak_windows,
+    stored_speeds,
+    stored_windows,
+)
 from edgeprof.executors.store import get_or_create_build, store_child
 
 __all__ = [
     "EXECUTORS",
+    "TELEMETRY_COLUMNS",
     "EnergyOver",
     "Executor",
     "InProcessExecutor",
     "QualityExecutor",
     "RunContext",
     "ServingExecutor",
+    "SoakExecutor",
+    "WindowSpeed",
+    "apply_window_figures",
+    "attach_soak_telemetry",
     "config_label",
     "counter_deltas",
     "distribution",
@@ -39,7 +55,11 @@ __all__ = [
     "meets_slo",
     "quality_of_run",
     "reference_entry",
+    "speeds_from_events",
     "store_child",
+    "store_soak_windows",
+    "stored_speeds",
+    "stored_windows",
     "summarize_level",
     "workload_kind_of",
 ]

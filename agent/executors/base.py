@@ -44,7 +44,7 @@ class Executor(Protocol):
     """One way of running a config, keyed by the plan's runner name and the workload's kind."""
 
     runner: str  # a name of edgeprof.runners.registry.RUNNERS
-    workload_kind: str  # a Workload.kind: "generation" or "quality"
+    workload_kind: str  # a Workload.kind: "generation", "soak" or "quality"
 
     def execute(self, session: Session, run: Run, spec: RunSpec, ctx: RunContext) -> Run:
         """Run ``spec`` and store what came back on ``run``; a failed run is a stored status, never an

@@ -33,6 +33,11 @@ MAX_WAIT_S = 86_400.0  # cooldown.max_wait_s
 MAX_DELAY_S = 3_600.0  # cooldown.delay_s, cooldown.window_s: an hour between configs is already a long night
 MAX_IDLE_S = 600.0  # collect.idle_s: a baseline needs seconds, not hours
 MAX_INTERVAL_MS = 60_000  # collect.interval_ms: slower sampling sees nothing of a run
+# A soak runs at most a night: a longer one is a plan typo (12 hours, not 12 days), and one soak is one child
+# process whose events the agent holds until it ends.
+MAX_SOAK_S = 43_200.0
+# Each window is a stored row and a phase: 12 hours of 0.5 s windows is 86 400 rows, which stays small.
+MAX_SOAK_WINDOWS = 100_000
 # A matrix larger than this needs [run] max_configs: 10 000 configs of even a minute each is a week.
 DEFAULT_MAX_CONFIGS = 10_000
 MAX_MAX_CONFIGS = 1_000_000
@@ -132,12 +137,26 @@ def _check_values(
         _too_big(chk, f"workload[{i}].seed", seed, MAX_SEED, "llama.cpp's seed is 32-bit")
         top_p = getattr(wl, "top_p", 0.0)
         _too_big(chk, f"workload[{i}].top_p", top_p, 1.0, "a probability")
+        soak = getattr(wl, "soak", None)
+        if soak is not None:
+            _check_soak(chk, f"workload[{i}]", soak)
     _too_big(chk, "run.timeout_s", timeout_s, MAX_TIMEOUT_S, "a hang must be a stored timeout by morning")
     _too_big(chk, "cooldown.max_wait_s", cooldown.max_wait_s, MAX_WAIT_S, "the agent must not wait for days")
     _too_big(chk, "cooldown.delay_s", cooldown.delay_s, MAX_DELAY_S, "the agent must not wait for days")
     _too_big(chk, "cooldown.window_s", cooldown.window_s, MAX_DELAY_S, "a slope over an hour sees nothing")
     _too_big(chk, "collect.idle_s", collect.idle_s, MAX_IDLE_S, "an idle baseline needs seconds")
     _too_big(chk, "collect.interval_ms", collect.interval_ms, MAX_INTERVAL_MS, "slower sampling sees no run")
+
+
+def _check_soak(chk: Checker, place: str, soak: Any) -> None:
+    _too_big(chk, f"{place}.duration_s", soak.duration_s, MAX_SOAK_S, "a soak runs at most a night")
+    windows = soak.duration_s / soak.window_s
+    if soak.duration_s <= MAX_SOAK_S and windows > MAX_SOAK_WINDOWS:
+        chk.add(
+            f"{place}.window_s",
+            f"{soak.window_s:g} s windows over {soak.duration_s:g} s are {windows:.0f} windows, above the "
+            f"limit {MAX_SOAK_WINDOWS} (each is a stored row); use longer windows",
+        )
 
 
 def _check_matrix_size(chk: Checker, run_t: dict[str, Any], n_configs: int) -> None:

@@ -1,8 +1,9 @@
 """A validated plan's matrix as the ordered list of run specs a sweep measures.
 
 Order: power mode > model (plan order) > ngl > mmap > ctx > … > threads > runner load > workload, then the
-model's quality workloads. The outer levels are the expensive changes: a power-mode switch takes seconds and
-changes the thermal state, a model reload reads the file again.
+model's soak workloads (once per matrix cell, in-process), then its quality workloads. The outer levels are
+the expensive changes: a power-mode switch takes seconds and changes the thermal state, a model reload reads
+the file again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from edgeprof.plan.matrix import AXES
-from edgeprof.plan.model import ModelEntry, Params, Plan, Repeat, RunSpec, workload_applies, workload_for
+from edgeprof.plan.model import (
+    ModelEntry,
+    Params,
+    Plan,
+    Repeat,
+    RunSpec,
+    Workload,
+    workload_applies,
+    workload_for,
+)
 from edgeprof.plan.quality import quality_params
 
 
@@ -24,22 +34,30 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
     for power_mode in plan.power_modes or (None,):
         for model in plan.models:
             specs += _speed_specs(plan, model, sha256_of[model.path], power_mode)
+            # after the speed configs too: a soak heats the device for minutes, which the short reps of the
+            # speed configs must not inherit
+            specs += _soak_specs(plan, model, sha256_of[model.path], power_mode)
             # after the model's speed configs, while the model file is still in the page cache
             specs += _quality_specs(plan, model, sha256_of[model.path], power_mode)
     return specs
 
 
-def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+def _matrix_params(plan: Plan, power_mode: str | None) -> Iterator[Params]:
+    """Each cell of the matrix's llama.cpp axes, in the order of AXES (the in-process runner's params)."""
     axis_names = list(AXES)
     for combo in _product([plan.axes[a] for a in axis_names]):
         values = {AXES[a][0]: v for a, v in zip(axis_names, combo, strict=True)}
         if values["n_ubatch"] is None:
             values["n_ubatch"] = min(512, values["n_batch"])
-        base = Params(**values, power_mode=power_mode)
+        yield Params(**values, power_mode=power_mode)
+
+
+def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    for base in _matrix_params(plan, power_mode):
         for params in _runner_params(plan, base):
             for wl in plan.workloads:
-                if wl.quality is not None:
-                    continue  # once per model, in _quality_specs
+                if wl.kind != "generation":
+                    continue  # a soak once per cell in _soak_specs, a quality run once per model
                 if not workload_applies(wl, model):
                     continue  # a per-model workload crosses only its models
                 yield RunSpec(
@@ -54,6 +72,31 @@ def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | N
                     rendered_prompt=plan.rendered.get((model.label, wl.name)),
                     serving=plan.serving if params.runner != "llama-cpp" else None,
                 )
+
+
+def _soak_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    """A soak runs once per matrix cell on the in-process runner: one cold request, then its request back to
+    back for the duration. Its child may run the duration plus the plan's timeout."""
+    soaks = [wl for wl in plan.workloads if wl.soak is not None and workload_applies(wl, model)]
+    if not soaks or "llama-cpp" not in plan.runners:
+        return
+    for params in _matrix_params(plan, power_mode):
+        for wl in soaks:
+            yield _soak_spec(plan, model, sha256, params, wl)
+
+
+def _soak_spec(plan: Plan, model: ModelEntry, sha256: str, params: Params, wl: Workload) -> RunSpec:
+    assert wl.soak is not None
+    return RunSpec(
+        model=model,
+        model_sha256=sha256,
+        params=params,
+        workload=workload_for(wl, model),
+        repeat=Repeat(cold=1, warmup=0, steady=0),
+        timeout_s=plan.timeout_s + wl.soak.duration_s,
+        cold_cache=plan.cold_cache,
+        rendered_prompt=plan.rendered.get((model.label, wl.name)),
+    )
 
 
 def _quality_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:

@@ -43,6 +43,24 @@ class ModelEntry:
     prompt: str | None = None
 
 
+# A soak's defaults: ten minutes is MLPerf Inference's minimum for a performance run (long enough for
+# thermal effects to show); ten-second windows see a throttle step without a row per token.
+SOAK_DEFAULT_DURATION_S = 600.0
+SOAK_DEFAULT_WINDOW_S = 10.0
+
+
+@dataclass(frozen=True)
+class SoakSpec:
+    """A ``kind = "soak"`` workload's load: its request repeated back to back for ``duration_s``, cut into
+    windows of ``window_s`` on the monotonic clock."""
+
+    duration_s: float = SOAK_DEFAULT_DURATION_S
+    window_s: float = SOAK_DEFAULT_WINDOW_S
+
+    def to_json(self) -> dict[str, Any]:
+        return {"duration_s": self.duration_s, "window_s": self.window_s}
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -63,17 +81,25 @@ class Workload:
     models: tuple[str, ...] | None = None  # model labels or groups this workload applies to (None: all)
     # Set for kind = "quality" (agent/plan/quality.py): a quality run scores a text, it generates nothing
     quality: QualitySpec | None = None
+    # Set for kind = "soak": the same generation request, repeated back to back for a duration
+    soak: SoakSpec | None = None
 
     @property
     def kind(self) -> str:
+        if self.soak is not None:
+            return "soak"
         return "generation" if self.quality is None else "quality"
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["quality"]  # generation workloads keep the spec ids they always had
+        del out["soak"]
         if self.quality is not None:
             out["kind"] = "quality"
             out["quality"] = self.quality.to_json()  # the text's hash, never the text
+        if self.soak is not None:  # another duration or window is another measurement
+            out["kind"] = "soak"
+            out["soak"] = self.soak.to_json()
         for key, unset in (
             ("messages", None),
             ("chat_template", None),
@@ -275,12 +301,19 @@ class Plan:
             per_combo *= len(values)
         # a quality workload runs once per model (and power mode): its numbers do not depend on the speed axes
         n_quality = max(1, len(self.power_modes)) * sum(1 for wl in self.workloads if wl.quality is not None)
+        # a soak runs once per matrix cell, on the in-process runner only
+        per_soak = max(1, len(self.power_modes)) * (1 if "llama-cpp" in self.runners else 0)
+        for values in self.axes.values():
+            per_soak *= len(values)
         return {
-            m.label: per_combo
-            * sum(1 for wl in self.workloads if wl.quality is None and workload_applies(wl, m))
+            m.label: per_combo * self._applying(m, "generation")
+            + per_soak * self._applying(m, "soak")
             + n_quality
             for m in self.models
         }
+
+    def _applying(self, model: ModelEntry, kind: str) -> int:
+        return sum(1 for wl in self.workloads if wl.kind == kind and workload_applies(wl, model))
 
     def n_specs(self) -> int:
         return sum(self.specs_per_model().values())

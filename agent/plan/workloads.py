@@ -1,5 +1,6 @@
 """``[[workload]]`` tables: what each config asks llama.cpp to do (a text, a synthetic prompt of N tokens or
-a chat, and how to sample), or a ``kind = "quality"`` workload (agent/plan/quality.py)."""
+a chat, and how to sample), a ``kind = "soak"`` workload (the same request repeated back to back for a
+duration, cut into windows) or a ``kind = "quality"`` workload (agent/plan/quality.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.plan.checker import Checker, type_name
-from edgeprof.plan.model import Workload
+from edgeprof.plan.model import SOAK_DEFAULT_DURATION_S, SOAK_DEFAULT_WINDOW_S, SoakSpec, Workload
 from edgeprof.plan.quality import is_quality, parse_quality
 
 WORKLOAD_KEYS = {
@@ -28,6 +29,11 @@ WORKLOAD_KEYS = {
     "models",
     "kind",
 }
+SOAK_KEYS = {"duration_s", "window_s"}
+# Below a tenth of a second a window holds a token or two on a fast model: a rate per window is noise, and
+# the event pipe and the phase table fill with rows that say nothing.
+MIN_SOAK_WINDOW_S = 0.1
+MIN_SOAK_DURATION_S = 1.0
 CHAT_ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -76,9 +82,11 @@ def parse_workloads(chk: Checker, raw: Any, base: Path | None = None) -> list[Wo
 def _generation_workload(
     chk: Checker, table: dict[str, Any], place: str, name: str | None
 ) -> Workload | None:
-    chk.unknown_keys(table, WORKLOAD_KEYS, place)
-    if table.get("kind", "generation") != "generation":
-        chk.add(f"{place}.kind", f'expected "generation" or "quality", got {table["kind"]!r}')
+    kind = table.get("kind", "generation")
+    chk.unknown_keys(table, WORKLOAD_KEYS | SOAK_KEYS if kind == "soak" else WORKLOAD_KEYS, place)
+    if kind not in ("generation", "soak"):
+        chk.add(f"{place}.kind", f'expected "generation", "soak" or "quality", got {table["kind"]!r}')
+    soak = parse_soak(chk, table, place) if kind == "soak" else None
     prompt = _prompt(chk, table, place)
     parse_special = chk.boolean(table.get("parse_special", False), f"{place}.parse_special")
     if "parse_special" in table and "messages" in table and table["parse_special"] is False:
@@ -89,6 +97,8 @@ def _generation_workload(
         chk.add(f"{place}.models", "empty list: name the model labels or groups, or drop the key")
     sampling = _sampling(chk, table, place)
     if name is None or sampling is None or parse_special is None or not prompt.given:
+        return None
+    if kind == "soak" and soak is None:
         return None
     return Workload(
         name=str(name),
@@ -105,7 +115,24 @@ def _generation_workload(
         parse_special=bool(parse_special) or prompt.messages is not None,
         stop=tuple(stop or ()),
         models=tuple(wl_models) if wl_models else None,
+        soak=soak,
     )
+
+
+def parse_soak(chk: Checker, table: dict[str, Any], place: str) -> SoakSpec | None:
+    """A soak's duration and window (the ceilings are agent/plan/bounds.py's); None when either is refused."""
+    duration = chk.number(
+        table.get("duration_s", SOAK_DEFAULT_DURATION_S), f"{place}.duration_s", minimum=MIN_SOAK_DURATION_S
+    )
+    window = chk.number(
+        table.get("window_s", SOAK_DEFAULT_WINDOW_S), f"{place}.window_s", minimum=MIN_SOAK_WINDOW_S
+    )
+    if duration is None or window is None:
+        return None
+    if window > duration:
+        chk.add(f"{place}.window_s", f"{window:g} s is longer than duration_s {duration:g} s: not one window")
+        return None
+    return SoakSpec(duration_s=duration, window_s=window)
 
 
 def _prompt(chk: Checker, table: dict[str, Any], place: str) -> _Prompt:
@@ -124,8 +151,11 @@ def _prompt(chk: Checker, table: dict[str, Any], place: str) -> _Prompt:
             "(a chat, rendered with the model's chat template)",
         )
     elif "messages" in table and len(given) > 1:
-        chk.add(place, f"'messages' and {' and '.join(repr(k) for k in given if k != 'messages')} "
-                "both given: a chat workload is its messages only")
+        chk.add(
+            place,
+            f"'messages' and {' and '.join(repr(k) for k in given if k != 'messages')} "
+            "both given: a chat workload is its messages only",
+        )
     chat_template = (
         chk.string(table["chat_template"], f"{place}.chat_template") if "chat_template" in table else None
     )

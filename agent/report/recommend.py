@@ -230,10 +230,11 @@ def _quality_of(
 
 
 def is_speed_row(row: Mapping[str, Any]) -> bool:
-    """A generation workload's row; a quality workload's own rows carry no speed to rank."""
+    """A generation workload's row; a quality workload's own rows carry no speed to rank, and a soak's speed
+    is a sustained one, not comparable with the steady reps'."""
     kind = row.get("_workload_kind")
     if kind is not None:
-        return kind != "quality"
+        return kind not in ("quality", "soak")
     return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 
@@ -457,4 +458,3 @@ def _closer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Whether ``a``'s mean KLD is below ``b``'s by more than the larger standard error of the two."""
     noise = max(float(a.get("kld_se") or 0.0), float(b.get("kld_se") or 0.0))
     return float(a["kld_mean"]) < float(b["kld_mean"]) - noise
-

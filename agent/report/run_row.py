@@ -190,6 +190,13 @@ def _telemetry(run: Run, steady: Sequence[Measurement]) -> dict[str, Any]:
     }
 
 
+def _soak(run: Run) -> dict[str, Any]:
+    """A soak's windows (its own kind of row: it has no steady reps, so its speed never enters the speed
+    columns; the soak's figures are the soak judgement's). Not a schema field yet."""
+    is_soak = json.loads(run.workload_json).get("kind") == "soak"
+    return {"soak_windows_n": len(run.soak_windows) if is_soak else None}
+
+
 def base_row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
     """The row of one run before anything sweep-wide is attached."""
     steady: list[Measurement] = [m for m in run.measurements if m.kind == "steady"]
@@ -199,4 +206,5 @@ def base_row(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         **_telemetry(run, steady),
         **workload_fields(run, steady),
         **_output(run),
+        **_soak(run),
     }

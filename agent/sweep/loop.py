@@ -44,7 +44,7 @@ from edgeprof.sweep.lease import Lease, lease_key, mark_interrupted, reconcile_p
 from edgeprof.sweep.lease import acquire as acquire_lease
 from edgeprof.sweep.models import ModelRows, hash_models, model_group
 from edgeprof.sweep.progress import Progress
-from edgeprof.sweep.runs import new_run, store_interrupted
+from edgeprof.sweep.runs import interrupted_before, new_run, store_interrupted
 
 
 class SweepHooks(Protocol):
@@ -350,6 +350,8 @@ def _start_telemetry(
     tele = opts.telemetry(sweep_id)
     if hasattr(tele, "on_phase"):
         tele.on_phase = progress.phase
+    if hasattr(tele, "current_temp_c"):
+        progress.read_temp = tele.current_temp_c  # a soak's live line shows the temperature
     if hasattr(tele, "heartbeat"):
         # A cooldown or idle baseline can outlast the lease's staleness limit (max_wait_s is the user's):
         # the telemetry's waits beat the lease too, or another host takes the sweep over.
@@ -414,6 +416,8 @@ class ConfigLoop:
             self.refuse(run, label, SKIPPED_MEMORY, f"predicted not to fit: {fit.message()}", "SKIPPED")
             return
         self.progress.start(self.index, label)
+        if interrupted_before(session, self.sweep, spec, run) and spec.workload.kind == "soak":
+            self.progress.line(f"run {run.id} {label}: soak restarts (a soak is one measurement)")
         t0 = time.monotonic()
         self.execute(executor, run, spec)
         _guarded(session, self.progress, "computing bandwidth", self.fitter.annotate_bandwidth, run, spec)

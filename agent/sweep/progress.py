@@ -10,6 +10,7 @@ characters, and progress inside a config is printed only when its phase changes.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 # Outcome words that deserve a colour: failures red, noisy results yellow (the words come from the sweep's
@@ -55,6 +56,10 @@ class Progress:
         self._live: Any = None
         self._task: Any = None
         self._console: Any = None
+        # The hottest temperature now, where the telemetry has a sensor (set by the sweep); read once per
+        # soak window, for the live line
+        self.read_temp: Callable[[], float | None] | None = None
+        self._soak: dict[str, Any] | None = None  # the running soak's soak_start event
         if self.tty:
             self._start_live()
 
@@ -132,6 +137,25 @@ class Progress:
             self._last = result
             if self.tty:
                 self._refresh()
+        elif kind == "soak_start":
+            self._soak = event
+            self.phase(f"soak 0:00 / {fmt_s(event.get('duration_s'))}")
+        elif kind == "soak_window":
+            self.phase(self.soak_text(event))
+
+    def soak_text(self, window: dict[str, Any]) -> str:
+        """The soak's elapsed / total time, the last window's decode speed and the temperature now."""
+        soak = self._soak or {}
+        t0, t_end = soak.get("t"), window.get("t_end")
+        elapsed = t_end - t0 if isinstance(t0, (int, float)) and isinstance(t_end, (int, float)) else None
+        text = f"soak {fmt_s(elapsed)} / {fmt_s(soak.get('duration_s'))}"
+        tg = window.get("tg_tps")
+        if isinstance(tg, (int, float)):
+            text += f" · tg {tg:.1f} t/s"
+        temp_c = self.read_temp() if self.read_temp is not None else None
+        if temp_c is not None:
+            text += f" · {temp_c:.1f} °C"
+        return text
 
     def line(self, text: str, style: str | None = None) -> None:
         if self._console is not None:

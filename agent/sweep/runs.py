@@ -53,6 +53,15 @@ def new_run(sweep: Sweep, spec: RunSpec, seq: int, model_file_id: int, group: st
     )
 
 
+def interrupted_before(session: Session, sweep: Sweep, spec: RunSpec, run: Run) -> bool:
+    """Whether an earlier run of ``spec`` in this sweep was stopped before it finished (a resumed sweep redoes
+    it as ``run``; the stopped run keeps what it measured)."""
+    earlier = select(Run.id).where(
+        Run.sweep_id == sweep.id, Run.spec_id == spec.spec_id, Run.id != run.id, Run.status == "interrupted"
+    )
+    return session.scalars(earlier.limit(1)).first() is not None
+
+
 def store_interrupted(session: Session, sweep: Sweep) -> None:
     """A stop by the user: whatever run was still ``running`` and the sweep are marked ``interrupted``;
     everything committed before stays, and running the plan again resumes there."""

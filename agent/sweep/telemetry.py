@@ -287,9 +287,9 @@ class Telemetry:
         kind = event.get("event")
         if kind == "start" and isinstance(event.get("pid"), int):
             self.sampler.set_child_pid(event["pid"])
-        elif kind == "measurement":
-            # The rep has ended (the child reports after its last token): a CPU-time/energy reading now
-            # closes it, however short the rep is next to the sampling interval.
+        elif kind in ("measurement", "soak_window"):
+            # The rep (or a soak's window) has ended (the child reports after its last token): a
+            # CPU-time/energy reading now closes it, however short it is next to the sampling interval.
             self.sampler.mark_boundary()
 
     def after_run(self, session: Session, run: Run, spec: RunSpec) -> None:

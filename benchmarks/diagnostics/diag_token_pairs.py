@@ -76,7 +76,7 @@ def main() -> int:
         """Decode times (ns) of one rep, and the time of the work before each decode."""
         out.clear()
         ll.llama_memory_clear(mem, True)
-        request._decode(prompt)
+        request.decode_tokens(prompt)
         sync(ctx)
         token = int(ll.llama_sampler_sample(sampler, ctx, -1))
         decode_ns, work_ns = [], []

@@ -44,7 +44,7 @@ def main() -> int:
     ll, ctx, mem, request, prompt, n_vocab = wc.ll, wc.ctx, wc.mem, wc.request, wc.prompt, wc.n_vocab
     effective = wc.effective
     ll.llama_memory_clear(mem, True)
-    request._decode(prompt)
+    request.decode_tokens(prompt)
     ll.llama_synchronize(ctx)
     size = int(ll.llama_state_seq_get_size(ctx, 0))
     state = (ctypes.c_uint8 * size)()
@@ -55,7 +55,7 @@ def main() -> int:
         if restore:
             ll.llama_state_seq_set_data(ctx, state, state_len, 0)
         else:
-            request._decode(prompt)
+            request.decode_tokens(prompt)
             ll.llama_synchronize(ctx)
         token = 1
         t0 = time.perf_counter_ns()
