@@ -17,21 +17,17 @@ from edgeprof.executors.registry import (
 from edgeprof.executors.serving import ServingExecutor, kv_budget
 from edgeprof.executors.serving_stats import counter_deltas, distribution, meets_slo, summarize_level
 from edgeprof.executors.soak import (
-    TELEMETRY_COLUMNS,
     SoakExecutor,
     WindowSpeed,
-    apply_window_figures,
     attach_soak_telemetry,
     speeds_from_events,
     store_soak_windows,
-    stored_speeds,
     stored_windows,
 )
 from edgeprof.executors.store import get_or_create_build, store_child
 
 __all__ = [
     "EXECUTORS",
-    "TELEMETRY_COLUMNS",
     "EnergyOver",
     "Executor",
     "InProcessExecutor",
@@ -40,7 +36,6 @@ __all__ = [
     "ServingExecutor",
     "SoakExecutor",
     "WindowSpeed",
-    "apply_window_figures",
     "attach_soak_telemetry",
     "config_label",
     "counter_deltas",
@@ -58,7 +53,6 @@ __all__ = [
     "speeds_from_events",
     "store_child",
     "store_soak_windows",
-    "stored_speeds",
     "stored_windows",
     "summarize_level",
     "workload_kind_of",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import select
@@ -27,26 +27,9 @@ from edgeprof.plan import RunSpec
 from edgeprof.runners import RunInterrupted
 from edgeprof.stats import median
 from edgeprof.storage.models import Phase, Run, SoakWindow
+from edgeprof.verdicts import WindowSpeed
 
 WINDOW_PHASE = "soak_window"
-# The window figures the telemetry fills in after the run's samples are stored (NULL until then).
-TELEMETRY_COLUMNS = (
-    "temp_max_c", "temps_json", "cpu_mhz", "cpu_cap_mhz", "gpu_mhz", "gpu_cap_mhz", "emc_mhz", "power_mw",
-    "energy_j", "j_per_token", "throttle_json", "other_cores",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class WindowSpeed:
-    """One window as the child reported it (the fields of agent/verdicts' soak input of the same name)."""
-
-    index: int
-    t_start: float
-    t_end: float
-    tokens: int
-    decode_s: float
-    tg_tps: float | None
-    pp_tps: float | None
 
 
 def speeds_from_events(events: Iterable[dict[str, Any]]) -> list[WindowSpeed]:
@@ -102,34 +85,12 @@ def stored_windows(session: Session, run: Run) -> list[SoakWindow]:
     )
 
 
-def stored_speeds(session: Session, run: Run) -> list[WindowSpeed]:
-    """A stored run's windows as the speeds the soak judgement reads."""
-    return [
-        WindowSpeed(w.idx, w.t_start_mono, w.t_end_mono, w.tokens, w.decode_s, w.tg_tps, w.pp_tps)
-        for w in stored_windows(session, run)
-    ]
-
-
-def apply_window_figures(rows: Sequence[SoakWindow], figures: Iterable[Any]) -> None:
-    """Copy per-window telemetry figures (objects with an ``index`` and attributes named as the columns in
-    TELEMETRY_COLUMNS, say the soak judgement's windows) onto the stored rows of the same index."""
-    by_idx = {row.idx: row for row in rows}
-    for fig in figures:
-        row = by_idx.get(int(fig.index))
-        if row is None:
-            continue
-        for name in TELEMETRY_COLUMNS:
-            if hasattr(fig, name):
-                setattr(row, name, getattr(fig, name))
-
-
 def attach_soak_telemetry(session: Session, run: Run, energy: EnergyOver) -> None:
     """The soak's after-run step, once the run's samples are stored: each window's energy, mean power and
     J per decoded token from the power source the telemetry chose.
 
-    This is where the soak judgement belongs (``judge_soak(stored_speeds(session, run), series, roles)``,
-    then ``apply_window_figures(stored_windows(session, run), judgement.windows)`` and the run's figures):
-    it needs the run's series and metric roles, which the verdict step loads.
+    The windows' temperatures, clocks, throttle signals and other processes' load come with the run's
+    verdicts (``agent/verdicts/store.py`` judges the soak from the same samples).
     """
     for row in stored_windows(session, run):
         span = row.t_end_mono - row.t_start_mono

@@ -55,7 +55,7 @@ Style = Literal["text", "num", "badge", "status"]
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
 # recommendation's evidence.
-REPORT_SCHEMA_VERSION = 10
+REPORT_SCHEMA_VERSION = 11
 
 
 @dataclass(frozen=True)
@@ -325,6 +325,20 @@ COLUMNS: tuple[Column, ...] = (
     field("tg_ratio_vs_best_ci_low", "number|null", rows=SPEED),
     field("tg_ratio_vs_best_ci_high", "number|null", rows=SPEED),
     field("quality_warning", "string|null", rows=LOCAL),
+    # v11: a soak's figures (agent/report/soak.py, from the soak verdict of agent/verdicts/soak.py): burst =
+    # median tg of the first 3 windows, sustained = of the last third, stability = worst / best window, the
+    # first throttle signal (seconds from the soak's start, and what it was), thermal steady state
+    field("soak_windows_n", "integer|null", rows=LOCAL),
+    field("soak_verdict", "string|null", rows=LOCAL),
+    field("soak_burst_tps", "number|null", "t/s", LOCAL),
+    field("soak_sustained_tps", "number|null", "t/s", LOCAL),
+    field("soak_sustained_ratio", "number|null", rows=LOCAL),
+    field("soak_stability_ratio", "number|null", rows=LOCAL),
+    field("soak_first_throttle_s", "number|null", "s", LOCAL),
+    field("soak_first_throttle_what", "string|null", rows=LOCAL),
+    field("soak_steady_state_s", "number|null", "s", LOCAL),
+    field("soak_steady_temp_c", "number|null", "°C", LOCAL),
+    field("soak_end_slope_c_per_min", "number|null", "°C/min", LOCAL),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),

@@ -10,6 +10,7 @@ from typing import Any
 
 from edgeprof.device import comparable_state
 from edgeprof.report.cells import OUTPUT_CHARS
+from edgeprof.report.soak import SOAK_FIELDS, soak_fields
 from edgeprof.report.workload import output_until_eos, workload_fields
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Measurement, ModelFile, Run
@@ -191,10 +192,11 @@ def _telemetry(run: Run, steady: Sequence[Measurement]) -> dict[str, Any]:
 
 
 def _soak(run: Run) -> dict[str, Any]:
-    """A soak's windows (its own kind of row: it has no steady reps, so its speed never enters the speed
-    columns; the soak's figures are the soak judgement's). Not a schema field yet."""
-    is_soak = json.loads(run.workload_json).get("kind") == "soak"
-    return {"soak_windows_n": len(run.soak_windows) if is_soak else None}
+    """A soak's windows and figures (its own kind of row: it has no steady reps, so its speed never enters
+    the speed columns; the soak's figures are the soak judgement's, ``agent/report/soak.py``)."""
+    if json.loads(run.workload_json).get("kind") != "soak":
+        return {"soak_windows_n": None, **dict.fromkeys(SOAK_FIELDS)}
+    return {"soak_windows_n": len(run.soak_windows), **soak_fields(run)}
 
 
 def base_row(run: Run, mf: ModelFile | None) -> dict[str, Any]:

@@ -16,12 +16,14 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from edgeprof.collectors import MetricRole
-from edgeprof.storage.models import CollectorStatus, Measurement, Phase, Run, Verdict
+from edgeprof.storage.models import CollectorStatus, Measurement, Phase, Run, SoakWindow, Verdict
 from edgeprof.storage.samples import max_value, read_samples, sample_metrics
 from edgeprof.telemetry import Series
 from edgeprof.verdicts.interference import Rep, interference_verdict
 from edgeprof.verdicts.result import VerdictResult
 from edgeprof.verdicts.serving import level_inputs, level_interference, level_stability
+from edgeprof.verdicts.soak import judge_soak
+from edgeprof.verdicts.soak_telemetry import WindowSpeed
 from edgeprof.verdicts.stability import StabilityThresholds, stability
 from edgeprof.verdicts.throttle import (
     RepSample,
@@ -32,6 +34,7 @@ from edgeprof.verdicts.throttle import (
 )
 
 VERDICT_KINDS = ("throttle", "stability", "interference")
+SOAK_KIND = "soak"  # a soak's own verdict (agent/verdicts/soak.py), beside the three every run gets
 
 # Phases in which the model is working: the window "under load".
 LOAD_PHASES = ("load", "prefill", "decode")
@@ -218,6 +221,38 @@ def inputs_for_run(session: Session, run: Run, trip_points: TripPoints | None = 
 
 
 # -- judging and storing -----------------------------------------------------------------------------------
+# The soak judgement's per-window telemetry figures, stored on the window rows. Energy, mean power and J per
+# token are not among them: the soak executor sets those from the power source the sweep's telemetry chose
+# for every run's energy, so a soak's figures add up with the rest of the report.
+_WINDOW_FIGURES = ("temp_max_c", "cpu_mhz", "cpu_cap_mhz", "gpu_mhz", "gpu_cap_mhz", "emc_mhz", "other_cores")
+
+
+def _judge_soak(session: Session, run: Run, inputs: ThrottleInputs) -> VerdictResult | None:
+    """A soak run's verdict from its stored windows and the run's series (None for any other run); each
+    window row gets its telemetry figures. The soak's windows are its steady state: the stability and
+    interference of five reps do not apply, the soak verdict says both window by window."""
+    rows = list(
+        session.scalars(select(SoakWindow).where(SoakWindow.run_id == run.id).order_by(SoakWindow.idx))
+    )
+    if not rows:
+        return None
+    speeds = [
+        WindowSpeed(w.idx, w.t_start_mono, w.t_end_mono, w.tokens, w.decode_s, w.tg_tps, w.pp_tps)
+        for w in rows
+    ]
+    judgement = judge_soak(speeds, inputs.series, inputs.roles, gpu_in_use=inputs.gpu_in_use)
+    by_idx = {w.idx: w for w in rows}
+    for window in judgement.windows:
+        row = by_idx.get(window.index)
+        if row is None:
+            continue
+        for name in _WINDOW_FIGURES:
+            setattr(row, name, getattr(window, name))
+        row.temps_json = json.dumps(window.temps_c) if window.temps_c else None
+        row.throttle_json = json.dumps(window.throttle_signals) if window.throttle_signals else None
+    return VerdictResult(judgement.value, judgement.evidence)
+
+
 def _judge(
     session: Session,
     run: Run,
@@ -234,6 +269,9 @@ def _judge(
             "stability": level_stability(level, stability_thresholds),
             "interference": level_interference(level, inputs.series, inputs.roles),
         }
+    soak = _judge_soak(session, run, inputs)
+    if soak is not None:
+        return {"throttle": throttle, SOAK_KIND: soak}
     steady = sorted(inputs.reps, key=lambda r: r.rep)
     stable = stability([r.tg_tps for r in steady], stability_thresholds)
     stable.evidence["metric"] = "tg_tps"
@@ -267,7 +305,8 @@ def analyse_run(
     results = _judge(
         session, run, inputs_for_run(session, run, trip_points), thresholds, stability_thresholds
     )
-    session.execute(delete(Verdict).where(Verdict.run_id == run_id, Verdict.kind.in_(VERDICT_KINDS)))
+    kinds = (*VERDICT_KINDS, SOAK_KIND)
+    session.execute(delete(Verdict).where(Verdict.run_id == run_id, Verdict.kind.in_(kinds)))
     rows = [
         Verdict(
             run_id=run_id,

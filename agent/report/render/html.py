@@ -28,6 +28,7 @@ from edgeprof.report.render.html_sections import (
     verdict_section,
 )
 from edgeprof.report.render.notes import ECHO_TITLE, config_name
+from edgeprof.report.render.soak import soak_chart_input, soak_lines
 from edgeprof.report.rows import build_rows
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.workload import depth_curves
@@ -84,6 +85,7 @@ def _figures_to_draw(
         has_serving_curves,
         has_speed_vs_kld,
         serving_png,
+        soak_png,
         speed_vs_kld_png,
         timeline_png,
     )
@@ -102,6 +104,9 @@ def _figures_to_draw(
         figures.append(
             ("Speed against KLD per ctx (Pareto front)", lambda p: speed_vs_kld_png(rows, p, budget))
         )
+    soaks = soak_chart_input(rows)
+    if soaks:  # only with a soak workload
+        figures.append(("Soak: tg t/s per window, temperature and clocks", lambda p: soak_png(soaks, p)))
     if has_serving_curves(serving):  # only with the llama-server runner
         figures.append(
             ("HTTP API: latency and throughput against concurrency", lambda p: serving_png(serving, p))
@@ -149,6 +154,14 @@ NOTES = (
 )
 
 
+def _soak_section(rows: Sequence[Row]) -> str:
+    """Each soak's verdict, figures and sparkline as text (the chart is with the figures)."""
+    lines = soak_lines(rows)
+    if not lines:
+        return ""
+    return f"<h3>{esc(lines[0].rstrip(':'))}</h3><pre>{esc(chr(10).join(x.strip() for x in lines[1:]))}</pre>"
+
+
 def _echo_warning(rows: Sequence[Row]) -> str:
     """The configs whose output repeats the prompt, named below the table (their rows read 'ok')."""
     echoes = [r for r in rows if r.get("_output_echo")]
@@ -175,7 +188,7 @@ def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None 
         f"<h1>edgeprof report — sweep {sweep.id}: {esc(sweep.name)}</h1>"
         f"{recommendation_section(rows)}"
         f"<h2>Summary</h2>{_summary(sweep, rows)}"
-        f"<h2>Configs</h2>{config_table}{NOTES}{_echo_warning(rows)}"
+        f"<h2>Configs</h2>{config_table}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
         f"{serving_section(serving, rows)}"
         f"<h2>Figures</h2>{figures}"
         f"<h2>Verdicts</h2>{verdict_section(session, runs)}"

@@ -10,6 +10,7 @@ from edgeprof.report.columns import cells, shown
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.notes import ECHO_TITLE, config_name, failure_notes
 from edgeprof.report.render.serving import serving_lines
+from edgeprof.report.render.soak import soak_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_empty_columns, md_escape, md_table
 from edgeprof.report.workload import render_depth_lines
@@ -35,5 +36,8 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     if depth_lines:
         lines += ["", "**tg t/s and TTFT against context depth (steady reps):**", "", "```"]
         lines += [*depth_lines, "```"]
+    soak = soak_lines(rows)
+    if soak:  # the sparkline's blocks line up only in a code block
+        lines += ["", f"**{md_escape(soak[0].rstrip(':'))}:**", "", "```", *soak[1:], "```"]
     lines += serving_lines(everything, markdown=True)  # the HTTP API, apart: another scenario
     return "\n".join(lines)

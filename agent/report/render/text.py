@@ -15,6 +15,7 @@ from edgeprof.report.columns import COLUMN_KEYS, ESSENTIAL_KEYS, FIT_DROP_ORDER,
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.notes import ECHO_TITLE, OUTPUT_TITLE, echo_notes, failure_notes, output_lines
 from edgeprof.report.render.serving import serving_lines
+from edgeprof.report.render.soak import soak_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_constant_columns, drop_empty_columns, fit_columns, render_grid
 from edgeprof.report.workload import render_depth_lines
@@ -88,6 +89,9 @@ def render_table(
     if depth_lines:
         lines += ["", "tg t/s and TTFT against context depth (steady reps):"]
         lines += [f"  {x}" for x in depth_lines]
+    soak = soak_lines(rows)
+    if soak:
+        lines += ["", *soak]
     lines += ["", FOOTER]
     lines += serving_lines(everything)  # the HTTP API, apart: another scenario
     if width is not None:  # the notes around the table wrap to the terminal too

@@ -1,8 +1,8 @@
-"""The terminal's one-line picture of a soak (agent/report/sparkline.py)."""
+"""The terminal's one-line picture of a soak (agent/report/render/soak.py)."""
 
 from __future__ import annotations
 
-from edgeprof.report.sparkline import BLOCKS, sparkline
+from edgeprof.report.render.soak import BLOCKS, sparkline
 
 
 def test_a_flat_series_is_flat_and_noise_stays_flat() -> None:
