@@ -13,6 +13,7 @@ wall time and the child's CPU time (user+sys): on a shared 2-core VM the wall ti
 neighbours, the CPU time what the command costs. It also measures the live write path's CPU cost at 10 Hz.
 
 Usage: python benchmarks/self/overnight.py [--samples 10000000] [--out benchmarks/out/overnight] [--repeat 3]
+       [--soak-hours 10]  (also a 10-hour soak run: its bytes per reading and the time to judge it)
 Results: a table on stdout and ``<out>/overnight-<date>.json``.
 """
 
@@ -45,11 +46,13 @@ from edgeprof.storage.models import (
     PhaseStat,
     Run,
     SampleBlock,
+    SoakWindow,
     Sweep,
 )
 from edgeprof.storage.sample_codec import CODEC, ST_NULL, ST_VALUE, encode_arrays
 from edgeprof.storage.samples import seal_run, write_batch
 from edgeprof.telemetry import SampleRow
+from edgeprof.verdicts import analyse_run
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"  # benchmarks/out, git-ignored
 QUANTS = ("q8_0", "q5_k_m", "q4_k_m")
@@ -245,6 +248,76 @@ def build_db(path: Path, n_samples: int, n_configs: int, seed: int) -> dict[str,
     }
 
 
+def add_soak(path: Path, hours: float, seed: int) -> dict[str, Any]:
+    """A soak run of ``hours`` in sweep 1: the 60 metrics at 5 Hz for the whole soak, written as live
+    telemetry is, its 10-s windows (a phase and a ``soak_window`` row each, the speed easing off by a tenth
+    as the synthetic board heats), then judged as the sweep judges a finished run (``analyse_run``: the
+    soak verdict reads every reading of the run). Returns the soak's bytes per reading and the judging time."""
+    engine = open_engine(path)
+    rng = np.random.default_rng(seed + 1)
+    names = metric_names()
+    ticks = int(hours * 3600 / INTERVAL_S)
+    window_s = 10.0
+    with Session(engine) as s:
+        template = s.scalars(select(Run).where(Run.sweep_id == 1).order_by(Run.id)).first()
+        assert template is not None, "build the overnight DB first"
+        t_clock = float(s.scalar(select(func.max(Run.t_end_mono)))) + 60.0
+        workload = {"kind": "soak", "prompt_tokens": 128, "n_predict": 256, "duration_s": hours * 3600,
+                    "window_s": window_s}  # fmt: skip
+        run = Run(sweep_id=1, spec_id="soak", seq=10_000, model_file_id=template.model_file_id,
+                  build_id=template.build_id, model_label=template.model_label, model_group="SYNTHETIC",
+                  model_path=template.model_path, workload_name="soak", workload_hash="soak",
+                  workload_json=json.dumps(workload), params_json=template.params_json,
+                  repeat_json='{"cold":1,"warmup":0,"steady":0}', n_ctx=512, n_gpu_layers=0, n_threads=4,
+                  n_batch=512, n_ubatch=512, flash_attn="off", type_k="f16", type_v="f16", use_mmap=True,
+                  status="ok", started_at=template.started_at, ended_at=template.ended_at,
+                  t_start_mono=t_clock, t_end_mono=t_clock + ticks * INTERVAL_S, start_temp_c=45.0,
+                  power_source="power.rail0_mw")  # fmt: skip
+        s.add(run)
+        s.flush()
+        n_windows = int(ticks * INTERVAL_S / window_s)
+        for i in range(n_windows):
+            a, b = t_clock + i * window_s, t_clock + (i + 1) * window_s
+            tg = 28.0 * (1.0 - 0.1 * min(1.0, i / max(1, n_windows // 3))) * (1 + float(rng.normal(0, 0.01)))
+            s.add(Phase(run_id=run.id, name="soak_window", kind="soak", rep=i, t_start_mono=a, t_end_mono=b))
+            s.add(SoakWindow(run_id=run.id, idx=i, t_start_mono=a, t_end_mono=b, tokens=int(tg * window_s),
+                             decode_s=int(tg * window_s) / tg, tg_tps=tg, pp_tps=None))  # fmt: skip
+        t_mono = t_clock + np.arange(ticks) * INTERVAL_S
+        cols = synthetic_columns(rng, ticks, np.ones(ticks))
+        for start in range(0, ticks, FLUSH_TICKS):
+            sl = slice(start, min(ticks, start + FLUSH_TICKS))
+            n = sl.stop - sl.start
+            enc = [(name, np.full(n, ST_VALUE, dtype=np.uint8), cols[j][sl]) for j, name in enumerate(names)]
+            payload, n_values = encode_arrays(t_mono[sl], 1.767e9 + t_mono[sl], enc)
+            s.execute(
+                SampleBlock.__table__.insert(),
+                [{"sweep_id": 1, "run_id": run.id, "source": "tegrastats", "codec": CODEC,
+                  "t_start_mono": float(t_mono[sl.start]), "t_end_mono": float(t_mono[sl.stop - 1]),
+                  "n_ticks": n, "n_values": n_values, "resolution_ms": None, "data": payload}],
+            )  # fmt: skip
+        seal_run(s, run.id)
+        s.commit()
+        stored = s.execute(
+            select(func.sum(func.length(SampleBlock.data)), func.sum(SampleBlock.n_values)).where(
+                SampleBlock.run_id == run.id
+            )
+        ).one()
+        t0 = time.perf_counter()
+        verdicts = analyse_run(s, run.id)
+        judge_s = time.perf_counter() - t0
+        soak = next((v for v in verdicts if v.kind == "soak"), None)
+    engine.dispose()
+    return {
+        "hours": hours,
+        "windows": n_windows,
+        "readings": int(stored[1]),
+        "block_bytes": int(stored[0]),
+        "bytes_per_reading": int(stored[0]) / max(1, int(stored[1])),
+        "judge_s": judge_s,
+        "verdict": soak.value if soak is not None else None,
+    }
+
+
 # --------------------------------------------------------------------------------------------- timings
 
 
@@ -310,6 +383,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reuse", action="store_true", help="time an existing DB instead of rebuilding it")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--soak-hours", type=float, default=0.0, help="also a soak run of this many hours (e.g. 10)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     db = args.out / "overnight.db"
@@ -323,6 +397,13 @@ def main() -> int:
         b = result["build"]
         log(f"built: {b['samples']:,} samples in {b['blocks']} blocks, {b['db_bytes'] / 1e6:.1f} MB "
             f"({b['bytes_per_sample']:.2f} B/sample)")  # fmt: skip
+        if args.soak_hours > 0:
+            log(f"adding a {args.soak_hours:g}-hour soak and judging it")
+            result["soak"] = add_soak(db, args.soak_hours, args.seed)
+            k = result["soak"]
+            log(f"soak: {k['readings']:,} readings in {k['block_bytes'] / 1e6:.1f} MB "
+                f"({k['bytes_per_reading']:.2f} B/reading), {k['windows']} windows, judged in {k['judge_s']:.1f} s "
+                f"({k['verdict']})")  # fmt: skip
     result["db_bytes"] = db.stat().st_size
     html = args.out / "overnight.html"
     commands = {
@@ -350,6 +431,10 @@ def main() -> int:
     for name, t in result["timings"].items():
         print(f"{name:22s} {t['wall_s_min']:9.2f} {t['wall_s_median']:9.2f} {t['cpu_s_min']:8.2f} "
               f"{t['cpu_s_median']:8.2f}{'' if t['rc'] == 0 else '  exit ' + str(t['rc'])}")  # fmt: skip
+    if "soak" in result:
+        k = result["soak"]
+        print(f"soak of {k['hours']:g} h: {k['readings']:,} readings, {k['bytes_per_reading']:.2f} bytes/reading, "
+              f"{k['windows']} windows, judged in {k['judge_s']:.1f} s: {k['verdict']}")  # fmt: skip
     w = result["write_cost"]
     print(f"write path at {w['hz']:.0f} Hz x {w['metrics']} metrics: {w['pct_of_one_core']:.2f} % of one core")
     print(f"load average start {result['load_avg_start']}, end {result['load_avg_end']}")
