@@ -39,6 +39,9 @@ def fmt_s(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+PLAIN_SOAK_EVERY_S = 60.0  # off a terminal, one soak line per this much soak time
+
+
 class Progress:
     """What the sweep reports while it runs. ``start`` → (``phase`` | ``event``)* → ``finish``, per config;
     ``line`` for anything else; ``close`` once at the end (also safe to call twice)."""
@@ -60,6 +63,7 @@ class Progress:
         # soak window, for the live line
         self.read_temp: Callable[[], float | None] | None = None
         self._soak: dict[str, Any] | None = None  # the running soak's soak_start event
+        self._soak_plain_at_s = 0.0  # the soak time at which the next plain line is due
         if self.tty:
             self._start_live()
 
@@ -138,10 +142,23 @@ class Progress:
             if self.tty:
                 self._refresh()
         elif kind == "soak_start":
-            self._soak = event
+            self._soak, self._soak_plain_at_s = event, PLAIN_SOAK_EVERY_S
             self.phase(f"soak 0:00 / {fmt_s(event.get('duration_s'))}")
         elif kind == "soak_window":
-            self.phase(self.soak_text(event))
+            self._soak_window(event)
+
+    def _soak_window(self, window: dict[str, Any]) -> None:
+        """The live line follows every window; a log or the journal gets a line a minute, so an overnight
+        soak shows it is alive without a line per window."""
+        text = self.soak_text(window)
+        self.phase(text)
+        t0, t_end = (self._soak or {}).get("t"), window.get("t_end")
+        if self.tty or not isinstance(t0, (int, float)) or not isinstance(t_end, (int, float)):
+            return
+        if t_end - t0 >= self._soak_plain_at_s:
+            self._plain(f"[{self._index}/{self.total}]   {text}")
+            while self._soak_plain_at_s <= t_end - t0:
+                self._soak_plain_at_s += PLAIN_SOAK_EVERY_S
 
     def soak_text(self, window: dict[str, Any]) -> str:
         """The soak's elapsed / total time, the last window's decode speed and the temperature now."""
