@@ -18,9 +18,16 @@ the window edges, so that no reading belongs to two windows.
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from edgeprof.verdicts import WindowSpeed
+from support.fakes import CPU, THERMAL, FakeRoot
 
 Series = dict[str, list[tuple[float, float | None]]]
 
@@ -130,3 +137,101 @@ def simulate(dev: Device) -> Soak:
             WindowSpeed(k, start, start + dev.window_s, tokens, tokens / tps, tps, 50.0 if k == 0 else None)
         )
     return soak
+
+
+# -- a live simulated device, for a real soak --------------------------------------------------------------
+ZONE_TYPE = "cpu-thermal"
+KHZ = 1000
+
+
+def child_cpu_s(pid: int, tck: float = float(os.sysconf("SC_CLK_TCK"))) -> float | None:
+    """The process's utime + stime (/proc/<pid>/stat fields 14 and 15) in seconds; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
+    return (int(fields[11]) + int(fields[12])) / tck
+
+
+class LiveDevice:
+    """Synthetic: a board played in a ``FakeRoot`` while a real soak runs, for the real ThermalZones and
+    cpufreq collectors to read. Not a capture: every answer is known by construction.
+
+    Its one zone follows the first-order model of ``Device``, ``T' = (T_amb + k·P - T) / tau``, stepped every
+    ``tick_s``, where ``P`` is the child's CPU cores (the rate of its utime + stime, the process the sampler
+    follows) scaled by the CPU clock (cap / hardware maximum). The heat starts at the soak's start (the
+    device is cooled before it; the short load and cold request before it are not modelled). The first
+    time the zone reaches its passive trip point ``trip_c`` the policy's ``scaling_max_freq`` (and its
+    current clock) drops to ``capped_khz`` and stays there, ``trip_t`` records the moment, and the slow file
+    the worker's test fault reads says ``slow <slowdown>`` (the decode speed falls as the cap did).
+    ``k_c_per_core = 0`` is a board that does not heat at all."""
+
+    def __init__(
+        self,
+        root: FakeRoot,
+        slow_file: Path,
+        *,
+        ambient_c: float = 40.0,
+        k_c_per_core: float = 40.0,
+        tau_s: float = 4.0,
+        trip_c: float | None = None,
+        max_khz: int = 1_510_000,
+        capped_khz: int = 1_190_000,
+        slowdown: float = 0.4,
+        tick_s: float = 0.02,
+    ) -> None:
+        self.root, self.slow_file = root, slow_file
+        self.ambient_c, self.k, self.tau_s, self.trip_c = ambient_c, k_c_per_core, tau_s, trip_c
+        self.max_khz, self.capped_khz, self.slowdown, self.tick_s = max_khz, capped_khz, slowdown, tick_s
+        self.temp_c = ambient_c
+        self.cap_khz = max_khz
+        self.pid: int | None = None
+        self.soak_t0: float | None = None
+        self.trip_t: float | None = None  # CLOCK_MONOTONIC when the cap dropped
+        self.hottest_c = ambient_c
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="simulated-device", daemon=True)
+        trips = [("passive", round(trip_c * 1000))] if trip_c is not None else []
+        root.thermal_zone(0, ZONE_TYPE, round(ambient_c * 1000), mode="enabled", trips=trips)
+        root.cpufreq_policy(0, "0-1", max_khz, max_khz, max_khz, "schedutil")
+        slow_file.write_text("fast\n")
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """The child's events as the sweep sees them: its pid at start, the soak's t0 on the shared clock."""
+        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+            self.pid = int(event["pid"])
+        elif event.get("event") == "soak_start":
+            self.soak_t0 = float(event["t"])
+
+    def __enter__(self) -> LiveDevice:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        last_cpu: float | None = None
+        last_t = time.monotonic()
+        while not self._stop.wait(self.tick_s):
+            now = time.monotonic()
+            cpu = child_cpu_s(self.pid) if self.pid is not None else None
+            heating = self.soak_t0 is not None and now >= self.soak_t0 and cpu is not None
+            cores = (cpu - last_cpu) / (now - last_t) if cpu is not None and last_cpu is not None else 0.0
+            self.step(now, cores if heating else 0.0, now - last_t)
+            last_cpu, last_t = cpu, now
+
+    def step(self, now: float, cores: float, dt: float) -> None:
+        """One model step of ``dt`` s at ``cores`` of the child's CPU; the files rewritten."""
+        target = self.ambient_c + self.k * max(cores, 0.0) * self.cap_khz / self.max_khz
+        self.temp_c = target + (self.temp_c - target) * math.exp(-dt / self.tau_s)
+        self.hottest_c = max(self.hottest_c, self.temp_c)
+        self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
+        if self.trip_c is not None and self.trip_t is None and self.temp_c >= self.trip_c:
+            self.trip_t, self.cap_khz = now, self.capped_khz
+            policy = CPU / "cpufreq" / "policy0"
+            self.root.replace(policy / "scaling_max_freq", self.capped_khz)
+            self.root.replace(policy / "scaling_cur_freq", self.capped_khz)
+            self.slow_file.write_text(f"slow {self.slowdown}\n")
