@@ -21,6 +21,7 @@ import math
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,7 +166,9 @@ class LiveDevice:
     time the zone reaches its passive trip point ``trip_c`` the policy's ``scaling_max_freq`` (and its
     current clock) drops to ``capped_khz`` and stays there, ``trip_t`` records the moment, and the slow file
     the worker's test fault reads says ``slow <slowdown>`` (the decode speed falls as the cap did).
-    ``k_c_per_core = 0`` is a board that does not heat at all."""
+    ``k_c_per_core = 0`` is a board that does not heat at all. ``saturate_cores``: the heat stops growing at
+    that many cores, so a zone settles at one temperature while a shared machine's scheduler gives the child
+    a little more or less CPU from second to second (the settled temperature would wander with it)."""
 
     def __init__(
         self,
@@ -180,10 +183,13 @@ class LiveDevice:
         capped_khz: int = 1_190_000,
         slowdown: float = 0.4,
         tick_s: float = 0.02,
+        rate_s: float = 0.5,
+        saturate_cores: float | None = None,
     ) -> None:
         self.root, self.slow_file = root, slow_file
         self.ambient_c, self.k, self.tau_s, self.trip_c = ambient_c, k_c_per_core, tau_s, trip_c
         self.max_khz, self.capped_khz, self.slowdown, self.tick_s = max_khz, capped_khz, slowdown, tick_s
+        self.rate_s, self.saturate_cores = rate_s, saturate_cores
         self.temp_c = ambient_c
         self.cap_khz = max_khz
         self.pid: int | None = None
@@ -213,19 +219,26 @@ class LiveDevice:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        last_cpu: float | None = None
+        # the child's CPU rate over the last rate_s: /proc counts CPU time in 10-ms ticks, so a rate over one
+        # 20-ms tick would swing by half a core from tick to tick
+        history: deque[tuple[float, float]] = deque()
         last_t = time.monotonic()
         while not self._stop.wait(self.tick_s):
             now = time.monotonic()
             cpu = child_cpu_s(self.pid) if self.pid is not None else None
-            heating = self.soak_t0 is not None and now >= self.soak_t0 and cpu is not None
-            cores = (cpu - last_cpu) / (now - last_t) if cpu is not None and last_cpu is not None else 0.0
-            self.step(now, cores if heating else 0.0, now - last_t)
-            last_cpu, last_t = cpu, now
+            if cpu is not None:
+                history.append((now, cpu))
+            while len(history) > 2 and history[1][0] <= now - self.rate_s:
+                history.popleft()
+            heating = self.soak_t0 is not None and now >= self.soak_t0 and len(history) >= 2
+            cores = (history[-1][1] - history[0][1]) / (history[-1][0] - history[0][0]) if heating else 0.0
+            self.step(now, cores, now - last_t)
+            last_t = now
 
     def step(self, now: float, cores: float, dt: float) -> None:
         """One model step of ``dt`` s at ``cores`` of the child's CPU; the files rewritten."""
-        target = self.ambient_c + self.k * max(cores, 0.0) * self.cap_khz / self.max_khz
+        load = max(cores, 0.0) if self.saturate_cores is None else min(max(cores, 0.0), self.saturate_cores)
+        target = self.ambient_c + self.k * load * self.cap_khz / self.max_khz
         self.temp_c = target + (self.temp_c - target) * math.exp(-dt / self.tau_s)
         self.hottest_c = max(self.hottest_c, self.temp_c)
         self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
