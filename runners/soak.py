@@ -114,15 +114,15 @@ class SoakResult:
 
 class SlowWhileFileSays:
     """The test suite's simulated throttling: while the file at ``path`` says ``slow F``, each decode step is
-    stretched by a sleep so the soak's decode speed falls by the fraction F, as a lowered clock cap slows
-    the compute itself; the sleep is booked as the step's decode time. The file is read at most every
-    ``check_s``, and the sleep owed is paid once it reaches ``min_sleep_s`` (one short sleep per step
-    would overshoot by the scheduler's wake-up latency, and the slowdown would not be the one asked for)."""
+    stretched so the soak's decode speed falls by the fraction F, as a lowered clock cap slows the compute
+    itself; the stretch is booked as the step's decode time. It is a busy wait, not a sleep: a capped core
+    stays busy (its CPU time, which heats the simulated device, and its caches stay the child's), where a
+    sleep would hand the core to whatever else runs and slow the steps after it by more than asked. The
+    file is read at most every ``check_s``; a wait that overran is taken off the next one."""
 
-    def __init__(self, path: str, check_s: float = 0.05, min_sleep_s: float = 0.005) -> None:
+    def __init__(self, path: str, check_s: float = 0.05) -> None:
         self.path = path
         self.check_s = check_s
-        self.min_sleep_s = min_sleep_s
         self.fraction = 0.0
         self.checked = -math.inf
         self.owed_s = 0.0
@@ -136,20 +136,17 @@ class SlowWhileFileSays:
         return min(max(float(value or 0.0), 0.0), 0.95) if word == "slow" else 0.0
 
     def __call__(self, step_ms: float) -> float:
-        now = time.monotonic()
-        if now - self.checked >= self.check_s:
-            self.fraction, self.checked = self._read(), now
+        t0 = time.monotonic()
+        if t0 - self.checked >= self.check_s:
+            self.fraction, self.checked = self._read(), t0
         if self.fraction <= 0.0:
             self.owed_s = 0.0
             return 0.0
         self.owed_s += step_ms / 1000.0 * self.fraction / (1.0 - self.fraction)
-        if self.owed_s < self.min_sleep_s:
-            return 0.0
-        t0 = time.monotonic()
-        time.sleep(self.owed_s)
-        slept = time.monotonic() - t0
-        self.owed_s -= slept
-        return slept * 1000.0
+        while (now := time.monotonic()) - t0 < self.owed_s:
+            pass
+        self.owed_s -= now - t0
+        return (now - t0) * 1000.0
 
 
 def run_soak(
@@ -201,7 +198,7 @@ def _one_request(request: Any, tokens: list[int], windows: SoakWindows, pace: Pa
             t_end = time.monotonic()
             now = request.perf()
             step_ms = now[1] - last[1]
-            if pace is not None:  # the test suite's slowdown: the stretched step ends after its sleep
+            if pace is not None:  # the test suite's slowdown: the stretched step ends after its wait
                 step_ms += pace(step_ms)
                 t_end = time.monotonic()
             if windows.book_decode(t_end, now[3] - last[3], step_ms):

@@ -13,6 +13,7 @@ windows' speeds are compared with each other, never with a number of tokens per 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -156,14 +157,22 @@ def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_held_a
     assert judged.steady_temp_c == pytest.approx(device.temp_c, abs=3.0)
 
 
+def pin_threads(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` on ``cpu`` (an affinity set on a pid binds only its main thread)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that just ended
+            os.sched_setaffinity(int(task.name), {cpu})
+
+
 class Hog:
-    """A busy loop pinned to the CPU the child is pinned to, started ``after_s`` into the soak: a CPU hog
-    that takes half the child's core and heats nothing."""
+    """Two busy loops pinned to the CPU the child is pinned to, started ``after_s`` into the soak: a CPU hog
+    that takes two thirds of the child's core and heats nothing. Two, not one: on a shared machine another
+    process may share the child's core in the burst windows and move to a free one when the hog starts."""
 
     def __init__(self, device: LiveDevice, after_s: float) -> None:
         self.device, self.after_s = device, after_s
         self.cpu = min(os.sched_getaffinity(0))
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.started_t: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-hog", daemon=True)
@@ -173,10 +182,12 @@ class Hog:
             t0, pid = self.device.soak_t0, self.device.pid
             if t0 is None or pid is None:
                 continue
-            os.sched_setaffinity(pid, {self.cpu})  # the child and the hog share one core
+            pin_threads(pid, self.cpu)  # the child and the hog share one core
             if time.monotonic() >= t0 + self.after_s:
-                self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                os.sched_setaffinity(self.proc.pid, {self.cpu})
+                for _ in range(2):
+                    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    os.sched_setaffinity(proc.pid, {self.cpu})
+                    self.procs.append(proc)
                 self.started_t = time.monotonic()
                 return
 
@@ -187,9 +198,9 @@ class Hog:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
 
 
 def test_synthetic_a_cpu_hog_halfway_without_heat_is_a_slowdown_not_thermal(

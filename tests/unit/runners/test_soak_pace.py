@@ -1,6 +1,6 @@
 """The soak's test-only slowdown (runners/soak.py:SlowWhileFileSays, armed by
 runners/llama_worker.py:slowdown_for_tests), without llama.cpp: it acts only when the test suite armed it,
-does nothing while its file says anything but ``slow F``, and books exactly the time it slept (the
+does nothing while its file says anything but ``slow F``, and books exactly the time it waited (the
 stretched steps add up to the slowdown asked for)."""
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ def test_the_slowdown_is_off_unless_the_suite_armed_it(
     assert slowdown_for_tests() is None
 
 
-def test_it_sleeps_only_while_the_file_says_slow_and_books_what_it_slept(tmp_path: Path) -> None:
+def test_it_waits_only_while_the_file_says_slow_and_books_what_it_waited(tmp_path: Path) -> None:
     flag = tmp_path / "slow"
-    pace = SlowWhileFileSays(str(flag), check_s=0.0, min_sleep_s=0.002)
+    pace = SlowWhileFileSays(str(flag), check_s=0.0)
     assert pace(10.0) == 0.0  # no file: full speed
     flag.write_text("fast\n")
     assert pace(10.0) == 0.0
     flag.write_text("slow 0.2\n")  # a 20 % slowdown: each step owes a quarter of its time
     slept = sum(pace(1.0) for _ in range(40))
     assert slept > 0.0
-    # every owed millisecond is either slept (and booked) or still owed: 40 steps x 1 ms x 0.2 / 0.8
+    # every owed millisecond is either waited (and booked) or still owed (less than 0 when a wait overran):
+    # 40 steps x 1 ms x 0.2 / 0.8
     assert slept + pace.owed_s * 1000.0 == pytest.approx(40 * 1.0 * 0.25)
     flag.write_text("fast\n")
     assert pace(10.0) == 0.0 and pace.owed_s == 0.0  # back to full speed, nothing carried over
