@@ -101,10 +101,12 @@ def window_at(rows: list[SoakWindow], t: float) -> int:
 def test_synthetic_a_cap_dropped_at_the_trip_point_is_a_throttle_at_that_window_and_its_slowdown(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
-    # One decode thread heats the zone toward 40 + 40 °C per core (tau 4 s): the 54 °C trip comes 1.7 s into
-    # the soak at a whole core, 3.5 s at 0.6 of one (a shared machine): after the 3 burst windows (1.5 s),
-    # before the last third (from 4 s), so that burst and sustained are the speeds before and after it.
-    device = LiveDevice(FakeRoot(tmp_path / "root"), tmp_path / "slow", trip_c=54.0, slowdown=SLOWDOWN)
+    # The decode thread heats the zone toward 80 °C (80 °C per core above 40 °C, saturating at half a core,
+    # tau 4 s): the 54 °C trip comes 1.7 s into the soak whenever the child gets half a core or more of a
+    # shared machine: after the 3 burst windows (1.5 s), before the last third (from 4 s), so that burst
+    # and sustained are the speeds before and after it.
+    device = LiveDevice(FakeRoot(tmp_path / "root"), tmp_path / "slow", trip_c=54.0, slowdown=SLOWDOWN,
+                        k_c_per_core=80.0, saturate_cores=0.5)  # fmt: skip
     engine, run_id = soak_on(tmp_path, tiny_models["Q8_0"], device, duration_s=6)
     verdict, rows = stored(engine, run_id)
     ev = evidence(verdict)
@@ -127,7 +129,7 @@ def test_synthetic_a_cap_dropped_at_the_trip_point_is_a_throttle_at_that_window_
     assert before and after and max(after) < min(before)
 
 
-def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_held_and_steady_in_its_span(
+def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_not_throttled_and_steady(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
     # tau 0.5 s: the zone settles 12 °C above ambient (20 °C per core, saturating at 0.6 of one) within
@@ -139,11 +141,17 @@ def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_held_a
     ev = evidence(verdict)
     assert device.trip_t is None and device.hottest_c > 50.0  # it heated, and stayed below the trip
     assert ev["first_throttle"] is None
-    assert ev["sustained_ratio"] >= 0.97, ev["reasons"]
+    held = ev["sustained_ratio"] >= 0.97
     # Steady state is judged over 120 s (SoakThresholds.steady_span_s; a plan cannot change it): a 6-s soak
-    # cannot show it, and the stored verdict says so instead of inventing one.
-    assert verdict.value == "not_steady"
-    assert "shorter than the 120-s span steady state is judged over" in ev["reasons"][0]
+    # cannot show it, and the stored verdict says so instead of inventing one. The decode speed is real: on a
+    # loaded machine it can fall below the 97 % hold mark with no heat cause, and the verdict then says the
+    # clocks held (a slowdown, not thermal) -- never throttled.
+    if held:
+        assert verdict.value == "not_steady", ev["reasons"]
+        assert "shorter than the 120-s span steady state is judged over" in ev["reasons"][0]
+    else:
+        assert verdict.value == "slowdown_not_thermal", ev["reasons"]
+        assert ev["clocks"] == "held" and "every measured clock held" in " ".join(ev["reasons"])
     # The same criterion scaled to seconds (1 °C per span: 0.5 °C/min over 120 s = 30 °C/min over 2 s) on
     # the stored windows and series: the zone is steady, at the model's temperature, and the soak held.
     with new_session(engine) as s:
@@ -152,7 +160,7 @@ def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_held_a
               for w in rows]  # fmt: skip
     seconds = SoakThresholds(steady_span_s=2.0, steady_c_per_min=30.0)
     judged = judge_soak(speeds, inputs.series, inputs.roles, seconds, gpu_in_use=inputs.gpu_in_use)
-    assert judged.value == "not_throttled", judged.evidence["reasons"]
+    assert judged.value == ("not_throttled" if held else "slowdown_not_thermal"), judged.evidence["reasons"]
     assert judged.steady_state_s is not None and judged.steady_state_s <= 6.0
     assert judged.steady_temp_c == pytest.approx(device.temp_c, abs=3.0)
 
@@ -214,7 +222,9 @@ def test_synthetic_a_cpu_hog_halfway_without_heat_is_a_slowdown_not_thermal(
     assert hog.started_t is not None and device.trip_t is None
     assert verdict.value == "slowdown_not_thermal", ev["reasons"]
     assert ev["first_throttle"] is None
-    assert ev["sustained_ratio"] < 0.8, ev["reasons"]
+    # the hog takes two thirds of the child's core; on a loaded machine less of it is the child's to lose,
+    # so the drop is asserted clearly past the 97 % hold mark, not at a figure
+    assert ev["sustained_ratio"] < 0.9, ev["reasons"]
     assert ev["cause"] == "contention", ev["reasons"]
     assert ev["clocks"] == "held" and ev["thermal"]["rise_c"] == pytest.approx(0.0, abs=0.01)
     # every window after the hog's start is a slow one (one before it may be too, on a shared machine)
