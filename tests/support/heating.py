@@ -13,6 +13,9 @@ The readings carry the names the built-in collectors give them (``temp.zone0_c``
 ``cpufreq.policy0.cur_mhz`` / ``max_mhz``, the proc_stat CPU-time counters), so that their roles come from
 the collectors' declarations (``support.roles.declared_roles``). Readings fall half a sample period off
 the window edges, so that no reading belongs to two windows.
+
+``LiveDevice`` plays the same model live, in a fake sysfs root, while a real soak runs (driven by the real
+child's CPU time, read by the real collectors): tests/integration/test_soak_simulated.py.
 """
 
 from __future__ import annotations
