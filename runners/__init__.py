@@ -22,6 +22,7 @@ from edgeprof.runners.protocol import (
     FAULT_ARM_VALUE,
     FAULT_ENV,
     KV_CACHE_TYPES,
+    SLOW_FILE_ENV,
 )
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "FAULT_ARM_VALUE",
     "FAULT_ENV",
     "KV_CACHE_TYPES",
+    "SLOW_FILE_ENV",
     "ChildResult",
     "RunInterrupted",
     "run_child",

@@ -34,9 +34,10 @@ from edgeprof.runners.protocol import (
     FAULT_ARM_ENV,
     FAULT_ARM_VALUE,
     FAULT_ENV,
+    SLOW_FILE_ENV,
     encode_event,
 )
-from edgeprof.runners.soak import run_soak
+from edgeprof.runners.soak import SlowWhileFileSays, run_soak
 
 T_PROCESS_START = time.monotonic()
 
@@ -87,6 +88,15 @@ def maybe_fault(stage: str, model_path: str) -> None:
         os._exit(1)
     elif action == "raise":
         raise RuntimeError(f"injected failure at {stage}")
+
+
+def slowdown_for_tests() -> SlowWhileFileSays | None:
+    """The soak's simulated throttling (``SLOW_FILE_ENV``), only when the test suite armed it: a stray
+    variable must never slow a real soak."""
+    path = os.environ.get(SLOW_FILE_ENV, "")
+    if not path or os.environ.get(FAULT_ARM_ENV) != FAULT_ARM_VALUE:
+        return None
+    return SlowWhileFileSays(path)
 
 
 class Request:
@@ -440,7 +450,7 @@ def main(argv: list[str]) -> int:
         serve(request, plan, model_path, pause=bool(job.get("pause_between_reps")))
         if soak is not None and not job.get("cold_only"):
             # straight after the cold request, in this process: a soak is one measurement with one load
-            run_soak(request, soak, emit, after_window=lambda: maybe_fault("soak", model_path))
+            run_soak(request, soak, emit, lambda: maybe_fault("soak", model_path), pace=slowdown_for_tests())
     except Exception as exc:  # noqa: BLE001 - reported to the parent; earlier reps are already out
         emit("error", stage="request", message=f"{type(exc).__name__}: {exc}")
         return EXIT_REQUEST_FAILED

@@ -15,6 +15,10 @@ FAULT_ENV = "EDGEPROF_TEST_FAULT"
 # crash the test suite faked.
 FAULT_ARM_ENV = "EDGEPROF_TEST_FAULT_ARMED_BY"
 FAULT_ARM_VALUE = "edgeprof-test-suite"
+# A soak's simulated throttling, armed the same way: the path of a file the soak loop reads between decode
+# steps; while it says "slow F" each step is stretched so the decode speed falls by the fraction F, as a
+# lowered clock cap would slow it (the simulated-device tests' fake cap writes it).
+SLOW_FILE_ENV = "EDGEPROF_TEST_SLOW_FILE"
 
 # Exit codes a worker uses to say why it stopped without a signal.
 EXIT_OK = 0

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 Emit = Callable[..., None]
+# After each decode step: the step's decode ms in, the ms it was stretched by out (the test suite's slowdown)
+Pace = Callable[[float], float]
 
 
 @dataclass
@@ -110,8 +112,48 @@ class SoakResult:
     requests: int = 0
 
 
-def run_soak(request: Any, soak: dict[str, Any], emit: Emit, after_window: Callable[[], None]) -> SoakResult:
-    """Requests back to back until the soak's duration has passed; the windows emitted as they end."""
+class SlowWhileFileSays:
+    """The test suite's simulated throttling: while the file at ``path`` says ``slow F``, each decode step is
+    stretched so the soak's decode speed falls by the fraction F, as a lowered clock cap slows the compute
+    itself; the stretch is booked as the step's decode time. It is a busy wait, not a sleep: a capped core
+    stays busy (its CPU time, which heats the simulated device, and its caches stay the child's), where a
+    sleep would hand the core to whatever else runs and slow the steps after it by more than asked. The
+    file is read at most every ``check_s``; a wait that overran is taken off the next one."""
+
+    def __init__(self, path: str, check_s: float = 0.05) -> None:
+        self.path = path
+        self.check_s = check_s
+        self.fraction = 0.0
+        self.checked = -math.inf
+        self.owed_s = 0.0
+
+    def _read(self) -> float:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                word, _, value = f.read().strip().partition(" ")
+        except OSError:
+            return 0.0
+        return min(max(float(value or 0.0), 0.0), 0.95) if word == "slow" else 0.0
+
+    def __call__(self, step_ms: float) -> float:
+        t0 = time.monotonic()
+        if t0 - self.checked >= self.check_s:
+            self.fraction, self.checked = self._read(), t0
+        if self.fraction <= 0.0:
+            self.owed_s = 0.0
+            return 0.0
+        self.owed_s += step_ms / 1000.0 * self.fraction / (1.0 - self.fraction)
+        while (now := time.monotonic()) - t0 < self.owed_s:
+            pass
+        self.owed_s -= now - t0
+        return (now - t0) * 1000.0
+
+
+def run_soak(
+    request: Any, soak: dict[str, Any], emit: Emit, after_window: Callable[[], None], pace: Pace | None = None
+) -> SoakResult:
+    """Requests back to back until the soak's duration has passed; the windows emitted as they end.
+    ``pace``: the test suite's slowdown after each decode step (None outside the tests)."""
     t0 = time.monotonic()
     windows = SoakWindows(t0, float(soak["duration_s"]), float(soak["window_s"]), emit, after_window)
     emit("soak_start", t=t0, duration_s=windows.t_stop - t0, window_s=windows.window_s, n_windows=windows.n)
@@ -119,13 +161,13 @@ def run_soak(request: Any, soak: dict[str, Any], emit: Emit, after_window: Calla
     tokens = request.tokenize()
     while not windows.over(time.monotonic()):
         result.requests += 1
-        result.decode_steps += _one_request(request, tokens, windows)
+        result.decode_steps += _one_request(request, tokens, windows, pace)
     windows.close()
     emit("soak_end", t=time.monotonic(), decode_steps=result.decode_steps, requests=result.requests)
     return result
 
 
-def _one_request(request: Any, tokens: list[int], windows: SoakWindows) -> int:
+def _one_request(request: Any, tokens: list[int], windows: SoakWindows, pace: Pace | None = None) -> int:
     """One request of the soak (prefill, then decode steps until n_predict, an EOS unless ignored, a stop
     string, or the soak's end); returns its decode steps."""
     ll, ctx = request.ll, request.ctx
@@ -155,7 +197,11 @@ def _one_request(request: Any, tokens: list[int], windows: SoakWindows) -> int:
             token = int(ll.llama_sampler_sample(sampler, ctx, -1))  # reads the logits: the step is synced
             t_end = time.monotonic()
             now = request.perf()
-            if windows.book_decode(t_end, now[3] - last[3], now[1] - last[1]):
+            step_ms = now[1] - last[1]
+            if pace is not None:  # the test suite's slowdown: the stretched step ends after its wait
+                step_ms += pace(step_ms)
+                t_end = time.monotonic()
+            if windows.book_decode(t_end, now[3] - last[3], step_ms):
                 steps += 1
             last = now
             produced += 1

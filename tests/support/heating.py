@@ -13,14 +13,25 @@ The readings carry the names the built-in collectors give them (``temp.zone0_c``
 ``cpufreq.policy0.cur_mhz`` / ``max_mhz``, the proc_stat CPU-time counters), so that their roles come from
 the collectors' declarations (``support.roles.declared_roles``). Readings fall half a sample period off
 the window edges, so that no reading belongs to two windows.
+
+``LiveDevice`` plays the same model live, in a fake sysfs root, while a real soak runs (driven by the real
+child's CPU time, read by the real collectors): tests/integration/test_soak_simulated.py.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from edgeprof.verdicts import WindowSpeed
+from support.fakes import CPU, THERMAL, FakeRoot
 
 Series = dict[str, list[tuple[float, float | None]]]
 
@@ -130,3 +141,113 @@ def simulate(dev: Device) -> Soak:
             WindowSpeed(k, start, start + dev.window_s, tokens, tokens / tps, tps, 50.0 if k == 0 else None)
         )
     return soak
+
+
+# -- a live simulated device, for a real soak --------------------------------------------------------------
+ZONE_TYPE = "cpu-thermal"
+KHZ = 1000
+
+
+def child_cpu_s(pid: int, tck: float = float(os.sysconf("SC_CLK_TCK"))) -> float | None:
+    """The process's utime + stime (/proc/<pid>/stat fields 14 and 15) in seconds; None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
+    return (int(fields[11]) + int(fields[12])) / tck
+
+
+class LiveDevice:
+    """Synthetic: a board played in a ``FakeRoot`` while a real soak runs, for the real ThermalZones and
+    cpufreq collectors to read. Not a capture: every answer is known by construction.
+
+    Its one zone follows the first-order model of ``Device``, ``T' = (T_amb + k·P - T) / tau``, stepped every
+    ``tick_s``, where ``P`` is the child's CPU cores (the rate of its utime + stime, the process the sampler
+    follows) scaled by the CPU clock (cap / hardware maximum). The heat starts at the soak's start (the
+    device is cooled before it; the short load and cold request before it are not modelled). The first
+    time the zone reaches its passive trip point ``trip_c`` the policy's ``scaling_max_freq`` (and its
+    current clock) drops to ``capped_khz`` and stays there, ``trip_t`` records the moment, and the slow file
+    the worker's test fault reads says ``slow <slowdown>`` (the decode speed falls as the cap did).
+    ``k_c_per_core = 0`` is a board that does not heat at all. ``saturate_cores``: the heat stops growing at
+    that many cores, so a zone settles at one temperature while a shared machine's scheduler gives the child
+    a little more or less CPU from second to second (the settled temperature would wander with it)."""
+
+    def __init__(
+        self,
+        root: FakeRoot,
+        slow_file: Path,
+        *,
+        ambient_c: float = 40.0,
+        k_c_per_core: float = 40.0,
+        tau_s: float = 4.0,
+        trip_c: float | None = None,
+        max_khz: int = 1_510_000,
+        capped_khz: int = 1_190_000,
+        slowdown: float = 0.4,
+        tick_s: float = 0.02,
+        rate_s: float = 0.5,
+        saturate_cores: float | None = None,
+    ) -> None:
+        self.root, self.slow_file = root, slow_file
+        self.ambient_c, self.k, self.tau_s, self.trip_c = ambient_c, k_c_per_core, tau_s, trip_c
+        self.max_khz, self.capped_khz, self.slowdown, self.tick_s = max_khz, capped_khz, slowdown, tick_s
+        self.rate_s, self.saturate_cores = rate_s, saturate_cores
+        self.temp_c = ambient_c
+        self.cap_khz = max_khz
+        self.pid: int | None = None
+        self.soak_t0: float | None = None
+        self.trip_t: float | None = None  # CLOCK_MONOTONIC when the cap dropped
+        self.hottest_c = ambient_c
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="simulated-device", daemon=True)
+        trips = [("passive", round(trip_c * 1000))] if trip_c is not None else []
+        root.thermal_zone(0, ZONE_TYPE, round(ambient_c * 1000), mode="enabled", trips=trips)
+        root.cpufreq_policy(0, "0-1", max_khz, max_khz, max_khz, "schedutil")
+        slow_file.write_text("fast\n")
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        """The child's events as the sweep sees them: its pid at start, the soak's t0 on the shared clock."""
+        if event.get("event") == "start" and isinstance(event.get("pid"), int):
+            self.pid = int(event["pid"])
+        elif event.get("event") == "soak_start":
+            self.soak_t0 = float(event["t"])
+
+    def __enter__(self) -> LiveDevice:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        # the child's CPU rate over the last rate_s: /proc counts CPU time in 10-ms ticks, so a rate over one
+        # 20-ms tick would swing by half a core from tick to tick
+        history: deque[tuple[float, float]] = deque()
+        last_t = time.monotonic()
+        while not self._stop.wait(self.tick_s):
+            now = time.monotonic()
+            cpu = child_cpu_s(self.pid) if self.pid is not None else None
+            if cpu is not None:
+                history.append((now, cpu))
+            while len(history) > 2 and history[1][0] <= now - self.rate_s:
+                history.popleft()
+            heating = self.soak_t0 is not None and now >= self.soak_t0 and len(history) >= 2
+            cores = (history[-1][1] - history[0][1]) / (history[-1][0] - history[0][0]) if heating else 0.0
+            self.step(now, cores, now - last_t)
+            last_t = now
+
+    def step(self, now: float, cores: float, dt: float) -> None:
+        """One model step of ``dt`` s at ``cores`` of the child's CPU; the files rewritten."""
+        load = max(cores, 0.0) if self.saturate_cores is None else min(max(cores, 0.0), self.saturate_cores)
+        target = self.ambient_c + self.k * load * self.cap_khz / self.max_khz
+        self.temp_c = target + (self.temp_c - target) * math.exp(-dt / self.tau_s)
+        self.hottest_c = max(self.hottest_c, self.temp_c)
+        self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
+        if self.trip_c is not None and self.trip_t is None and self.temp_c >= self.trip_c:
+            self.trip_t, self.cap_khz = now, self.capped_khz
+            policy = CPU / "cpufreq" / "policy0"
+            self.root.replace(policy / "scaling_max_freq", self.capped_khz)
+            self.root.replace(policy / "scaling_cur_freq", self.capped_khz)
+            self.slow_file.write_text(f"slow {self.slowdown}\n")
