@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.storage.models import Device, Run, Sweep
+from edgeprof.storage.models import Device, QualityResult, Run, Sweep
 
 T0 = datetime(2024, 1, 1)
 
@@ -85,3 +85,23 @@ def add_run(s: Session, sweep: Sweep | int, seq: int, **fields: Any) -> Run:
     s.flush()
     return run
 
+
+def quality_result(run_id: int, kld: float, **fields: Any) -> QualityResult:
+    """A quality run's result with one mean KLD standing for every KLD figure (synthetic); ``fields``
+    set the rest (reference, chunking, same-top, PPL)."""
+    values: dict[str, Any] = {
+        "reference_sha256": "f" * 64,
+        "text_sha256": "t" * 64,
+        "text_source": "synthetic",
+        "kld_mean": kld,
+        "kld_se": kld / 10,
+        "kld_median": kld,
+        "kld_p90": kld,
+        "kld_p95": kld,
+        "kld_p99": kld,
+        "kld_max": kld,
+        "dp_top_mean": 0.0,
+        "dp_top_p99": 0.0,
+        "ln_ppl_ratio": 0.0,
+    }
+    return QualityResult(run_id=run_id, **(values | fields))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import dbbuild
 from support.plans import plan_toml
 
 from edgeprof.plan import PlanError, QualityBudget, budget_from_plan_text, parse_plan
@@ -78,35 +79,11 @@ def _run(sweep_id: int, seq: int, mf: ModelFile, label: str, workload: str, stat
 
 
 def _quality(run_id: int, kld: float, same_top: float, is_ref: bool) -> QualityResult:
-    return QualityResult(
-        run_id=run_id,
-        reference_label="demo-f16",
-        reference_sha256="f" * 64,
-        is_reference=is_ref,
-        text_sha256="t" * 64,
-        text_source="synthetic",
-        ctx=128,
-        n_chunks=4,
-        n_tokens=252,
-        kld_mean=kld,
-        kld_se=kld / 10,
-        kld_median=kld,
-        kld_p90=kld,
-        kld_p95=kld,
-        kld_p99=kld,
-        kld_max=kld,
-        same_top_pct=same_top,
-        dp_top_mean=0.0,
-        dp_top_p99=0.0,
-        ppl=10.0,
-        ppl_se=0.1,
-        ppl_ref=10.0,
-        ppl_ref_se=0.1,
-        delta_ppl=0.0,
-        delta_ppl_se=0.0,
-        ln_ppl_ratio=0.0,
-        ln_ppl_ratio_se=0.0,
-    )
+    return dbbuild.quality_result(
+        run_id, kld, reference_label="demo-f16", is_reference=is_ref, ctx=128, n_chunks=4, n_tokens=252,
+        same_top_pct=same_top, ppl=10.0, ppl_se=0.1, ppl_ref=10.0, ppl_ref_se=0.1, delta_ppl=0.0,
+        delta_ppl_se=0.0, ln_ppl_ratio_se=0.0,
+    )  # fmt: skip
 
 
 def build_fixture_db(db: Path | str, plan_text: str = "") -> tuple[Any, int]:

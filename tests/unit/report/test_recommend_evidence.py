@@ -64,13 +64,9 @@ def _model_file(s: Session, v: Variant) -> ModelFile:
 
 def _quality(run_id: int, v: Variant) -> QualityResult:
     kld = float(v.kld or 0.0)
-    return QualityResult(
-        run_id=run_id, reference_label=REFERENCE, reference_sha256="f" * 64,
-        is_reference=v.label == REFERENCE,
-        text_sha256="t" * 64, text_source="synthetic", ctx=128, n_chunks=4, n_tokens=252,
-        kld_mean=kld, kld_se=kld / 20, kld_median=kld, kld_p90=kld, kld_p95=kld, kld_p99=kld, kld_max=kld,
-        same_top_pct=v.same_top, dp_top_mean=0.0, dp_top_p99=0.0, ppl=10.0, ppl_ref=10.0, delta_ppl=0.0,
-        ln_ppl_ratio=0.0,
+    return dbbuild.quality_result(
+        run_id, kld, reference_label=REFERENCE, is_reference=v.label == REFERENCE, ctx=128, n_chunks=4,
+        n_tokens=252, kld_se=kld / 20, same_top_pct=v.same_top, ppl=10.0, ppl_ref=10.0, delta_ppl=0.0,
     )  # fmt: skip
 
 

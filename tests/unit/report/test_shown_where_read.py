@@ -31,35 +31,11 @@ NASTY = "\x1b[31mred\x1b[0m \x9b2J <script>alert(1)</script> a|b ``code`` \u202e
 
 
 def _quality(run_id: int, ctx: int, kld: float, ppl: float, *, ref: bool) -> QualityResult:
-    return QualityResult(
-        run_id=run_id,
-        reference_label="f16",
-        reference_sha256="f" * 64,
-        is_reference=ref,
-        text_sha256="t" * 64,
-        text_source="synthetic",
-        ctx=ctx,
-        n_chunks=2,
-        n_tokens=126,
-        kld_mean=kld,
-        kld_se=kld / 10,
-        kld_median=kld,
-        kld_p90=kld,
-        kld_p95=kld,
-        kld_p99=kld,
-        kld_max=kld,
-        same_top_pct=100.0 if ref else 92.1,
-        dp_top_mean=0.0,
-        dp_top_p99=0.0,
-        ppl=ppl,
-        ppl_se=0.1,
-        ppl_ref=10.25,
-        ppl_ref_se=0.1,
-        delta_ppl=ppl - 10.25,
-        delta_ppl_se=0.01,
-        ln_ppl_ratio=0.0,
-        ln_ppl_ratio_se=0.0,
-    )
+    return dbbuild.quality_result(
+        run_id, kld, reference_label="f16", is_reference=ref, ctx=ctx, n_chunks=2, n_tokens=126,
+        same_top_pct=100.0 if ref else 92.1, ppl=ppl, ppl_se=0.1, ppl_ref=10.25, ppl_ref_se=0.1,
+        delta_ppl=ppl - 10.25, delta_ppl_se=0.01, ln_ppl_ratio_se=0.0,
+    )  # fmt: skip
 
 
 def _gen(s: Session, sweep: Any, seq: int, mf: ModelFile, label: str, ctx: int, text: str | None,
