@@ -133,6 +133,20 @@ def check_open_engine(engine: object, path: Path) -> None:
     _check_writable(path)
 
 
+def error_line(exc: BaseException) -> str:
+    """The first line of what the driver said, for a one-line message.
+
+    SQLAlchemy's own text can open with a line of its own (an autoflush note) before the driver's, so the
+    driver's exception is preferred when there is one.
+    """
+    driver = getattr(exc, "orig", None)
+    lines = str(driver if driver is not None else exc).strip().splitlines()
+    for line in lines:
+        if line.strip() and not line.lstrip().startswith("(raised as a result of"):
+            return line.strip()
+    return type(exc).__name__
+
+
 def describe_sqlite_error(message: str, path: Path | str | None = None) -> str:
     """A storage error as one line that says what happened and what to do."""
     first = (message.strip().splitlines() or ["unknown database error"])[0]

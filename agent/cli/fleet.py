@@ -220,6 +220,7 @@ def import_(path: ExportFileArgument, db: DbOption = None) -> None:
 
     from edgeprof.fleet import FleetError, import_export, open_export
     from edgeprof.storage.db import mask_url, scrub
+    from edgeprof.storage.guard import error_line
 
     try:
         stream = open_export(path)
@@ -237,8 +238,7 @@ def import_(path: ExportFileArgument, db: DbOption = None) -> None:
     except FleetError as exc:
         fail(str(exc))
     except (SQLAlchemyError, OSError, EOFError) as exc:
-        first = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
-        fail(f"import into {mask_url(db)} stopped: {scrub(first[0], db)}; import again to resume")
+        fail(f"import into {mask_url(db)} stopped: {scrub(error_line(exc), db)}; import again to resume")
     typer.echo(f"imported into {mask_url(db)}: {total.n_added} rows added")
 
 

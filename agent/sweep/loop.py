@@ -38,6 +38,7 @@ from edgeprof.device import (
 from edgeprof.executors import Executor, RunContext, executor_of_run, executor_of_spec
 from edgeprof.plan import Plan, RunSpec, expand
 from edgeprof.run_states import FINISHED_STATUSES, SKIPPED_MEMORY, utcnow
+from edgeprof.storage.guard import error_line
 from edgeprof.storage.models import Device, Run, Sweep
 from edgeprof.sweep.fit import FitChecker, record_sweep_bandwidth
 from edgeprof.sweep.lease import Lease, lease_key, mark_interrupted, reconcile_plan
@@ -181,7 +182,7 @@ def run_plan(
             _mark_aborted(engine, held.sweep_id, "stopped by the user")
             return SweepOutcome(sweep_id=held.sweep_id, n_specs=held.n_specs, n_skipped=0, interrupted=True)
         except (SQLAlchemyError, OSError) as exc:
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            first = error_line(exc)
             where = f"sweep {held.sweep_id}" if held.sweep_id is not None else "the sweep"
             marked = held.sweep_id is not None and _mark_aborted(engine, held.sweep_id, first)
             raise SweepAborted(
