@@ -13,6 +13,7 @@ from edgeprof.executors.base import Executor
 from edgeprof.executors.inprocess import InProcessExecutor
 from edgeprof.executors.quality import QualityExecutor
 from edgeprof.executors.serving import ServingExecutor
+from edgeprof.executors.serving_soak import ServingSoakExecutor
 from edgeprof.executors.soak import SoakExecutor
 from edgeprof.plan import RunSpec
 from edgeprof.runners.registry import DEFAULT_RUNNER
@@ -25,6 +26,7 @@ EXECUTORS: tuple[Executor, ...] = (
     ServingExecutor(),  # llama-server on loopback under a load generator, a server per config
     QualityExecutor(),  # KLD / same top / PPL against a reference, in quality worker children
     SoakExecutor(),  # one request back to back for a duration, in one worker child, stored per window
+    ServingSoakExecutor(),  # a serving level held for a soak's duration, cut into its windows
 )
 
 _BY_KEY: dict[tuple[str, str], Executor] = {(e.runner, e.workload_kind): e for e in EXECUTORS}

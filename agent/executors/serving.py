@@ -239,13 +239,14 @@ class ServingExecutor:
         budget = kv_budget(spec, offload)
         if budget.get("fits") is False:
             return self.refuse(session, run, spec, budget)
-        job = serving_job(spec, mf.vocab_size if mf is not None else None)
+        job = self.job_for(spec, mf.vocab_size if mf is not None else None)
         # No write transaction open while the server runs: the sampler's sink and the lease's heartbeats
         # write from other connections, and would wait out SQLite's busy timeout (the sampler blocked in
         # its flush takes no readings: a level without telemetry).
         session.commit()
         res = run_serving(job, spec.timeout_s, on_event=ctx.on_event, env=ctx.env, heartbeat=ctx.heartbeat)
         store_result(session, run, spec, res, budget)
+        self.store_more(session, run, spec, res)
         run.status, run.reason = res.status, res.reason
         run.exit_code, run.signal_name = res.exit_code, res.signal_name
         run.log_tail = res.log_tail[-2000:] if res.status != "ok" and res.log_tail else None
@@ -253,6 +254,13 @@ class ServingExecutor:
         if res.status == "interrupted":
             raise KeyboardInterrupt
         return run
+
+    def job_for(self, spec: RunSpec, vocab_size: int | None) -> dict[str, Any]:
+        """What the serving runner is handed (a workload kind with its own load overrides it)."""
+        return serving_job(spec, vocab_size)
+
+    def store_more(self, session: Session, run: Run, spec: RunSpec, res: ServingResult) -> None:
+        """Rows a workload kind keeps beside the level's, stored however the level ended (none here)."""
 
     def refuse(self, session: Session, run: Run, spec: RunSpec, budget: dict[str, Any]) -> Run:
         """As for the in-process runner: a config predicted not to fit is not started (it would be

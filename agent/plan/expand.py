@@ -1,7 +1,7 @@
 """A validated plan's matrix as the ordered list of run specs a sweep measures.
 
 Order: power mode > model (plan order) > ngl > mmap > ctx > … > threads > runner load > workload, then the
-model's soak workloads (once per matrix cell, in-process), then its quality workloads. The outer levels are
+model's soak workloads (once per matrix cell and runner), then its quality workloads. The outer levels are
 the expensive changes: a power-mode switch takes seconds and changes the thermal state, a model reload reads
 the file again.
 """
@@ -75,14 +75,25 @@ def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | N
 
 
 def _soak_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
-    """A soak runs once per matrix cell on the in-process runner: one cold request, then its request back to
-    back for the duration. Its child may run the duration plus the plan's timeout."""
+    """A soak runs once per matrix cell and runner: in-process, one cold request, then its request back to
+    back for the duration; on a serving runner, closed loop at each concurrency (a soak measures what the
+    device sustains, so no request rate paces it). Its child may run the duration plus the plan's timeout."""
     soaks = [wl for wl in plan.workloads if wl.soak is not None and workload_applies(wl, model)]
-    if not soaks or "llama-cpp" not in plan.runners:
+    if not soaks:
         return
-    for params in _matrix_params(plan, power_mode):
-        for wl in soaks:
-            yield _soak_spec(plan, model, sha256, params, wl)
+    for base in _matrix_params(plan, power_mode):
+        for params in _soak_runner_params(plan, base):
+            for wl in soaks:
+                yield _soak_spec(plan, model, sha256, params, wl)
+
+
+def _soak_runner_params(plan: Plan, base: Params) -> Iterator[Params]:
+    for runner in plan.runners:
+        if runner == "llama-cpp":
+            yield base
+            continue
+        for conc in plan.concurrency:
+            yield replace(base, runner=runner, concurrency=conc, request_rate=None)
 
 
 def _soak_spec(plan: Plan, model: ModelEntry, sha256: str, params: Params, wl: Workload) -> RunSpec:
@@ -96,6 +107,7 @@ def _soak_spec(plan: Plan, model: ModelEntry, sha256: str, params: Params, wl: W
         timeout_s=plan.timeout_s + wl.soak.duration_s,
         cold_cache=plan.cold_cache,
         rendered_prompt=plan.rendered.get((model.label, wl.name)),
+        serving=plan.serving if params.runner != "llama-cpp" else None,
     )
 
 

@@ -301,8 +301,10 @@ class Plan:
             per_combo *= len(values)
         # a quality workload runs once per model (and power mode): its numbers do not depend on the speed axes
         n_quality = max(1, len(self.power_modes)) * sum(1 for wl in self.workloads if wl.quality is not None)
-        # a soak runs once per matrix cell, on the in-process runner only
-        per_soak = max(1, len(self.power_modes)) * (1 if "llama-cpp" in self.runners else 0)
+        # a soak runs once per matrix cell in-process, and per concurrency on each serving runner
+        per_soak = max(1, len(self.power_modes)) * sum(
+            1 if r == "llama-cpp" else len(self.concurrency) for r in self.runners
+        )
         for values in self.axes.values():
             per_soak *= len(values)
         return {

@@ -58,12 +58,6 @@ def check_serving(
     runners = _runners(chk, matrix)
     conc = _concurrency(chk, matrix)
     rates = _request_rates(chk, matrix)
-    for wl in workloads:
-        if getattr(wl, "soak", None) is not None and runners and DEFAULT_RUNNER not in runners:
-            chk.add(
-                f"workload '{wl.name}'",
-                f'a soak runs on the in-process runner: add "{DEFAULT_RUNNER}" to [matrix] runner',
-            )
     if not any(RUNNERS[r].serving for r in runners):
         for key in ("concurrency", "request_rate"):
             if key in matrix:
@@ -73,8 +67,7 @@ def check_serving(
         return tuple(runners) or (DEFAULT_RUNNER,), tuple(conc) or (1,), (None,), None
     serving = _serving_table(chk, doc)
     for wl in workloads:
-        # a soak runs in-process only (above), whatever its prompt
-        if getattr(wl, "messages", None) is not None and getattr(wl, "soak", None) is None:
+        if getattr(wl, "messages", None) is not None:
             chk.add(
                 f"workload '{wl.name}'",
                 "the llama-server runner sends text or token prompts to /completion; a chat workload "

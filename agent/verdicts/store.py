@@ -262,14 +262,15 @@ def _judge(
 ) -> dict[str, VerdictResult]:
     """kind -> verdict for one run whose inputs are gathered."""
     throttle = throttle_verdict(inputs, thresholds)
+    soak = _judge_soak(session, run, inputs)
     level = level_inputs(session, run)
     if level is not None:  # a serving level: its requests and its window play the steady reps' part
         return {
             "throttle": throttle,
             "stability": level_stability(level, stability_thresholds),
             "interference": level_interference(level, inputs.series, inputs.roles),
+            **({SOAK_KIND: soak} if soak is not None else {}),  # a soak held on a server
         }
-    soak = _judge_soak(session, run, inputs)
     if soak is not None:
         return {"throttle": throttle, SOAK_KIND: soak}
     steady = sorted(inputs.reps, key=lambda r: r.rep)

@@ -114,12 +114,29 @@ def test_the_plan_lists_every_soak_problem_with_its_place(tiny_models: dict[str,
         'workload[4].kind: expected "generation", "soak" or "quality", got \'soaks\'',
         "workload[0].duration_s: 50000 is above the limit 43200 (a soak runs at most a night)",
     ]
-    server_only = plan_toml(
-        {"q8": tiny_models["Q8_0"]}, workloads=[SOAK], matrix={"runner": ["llama-server"]}
-    )
-    assert "workload 'soak': a soak runs on the in-process runner: add \"llama-cpp\" to [matrix] runner" in (
-        problems(server_only)
-    )
+    chat_on_server = plan_toml(
+        {"q8": tiny_models["Q8_0"]},
+        workloads=[{"name": "chat", "kind": "soak", "messages": [{"role": "user", "content": "hi"}],
+                    "n_predict": 4, "duration_s": 2, "window_s": 0.5}],
+        matrix={"runner": ["llama-server"]},
+    )  # fmt: skip
+    assert any("a chat workload" in p for p in problems(chat_on_server))
+
+
+def test_a_soak_on_a_serving_runner_runs_once_per_concurrency_closed_loop(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    plan = soak_plan(tmp_path, {"q8": tiny_models["Q8_0"]},
+                     matrix={"runner": ["llama-cpp", "llama-server"], "concurrency": [1, 2],
+                             "request_rate": [0.5]})  # fmt: skip
+    specs = expand(plan, {str(p): p.name for p in tiny_models.values()})
+    assert [(s.params.runner, s.params.concurrency, s.params.request_rate) for s in specs] == [
+        ("llama-cpp", None, None), ("llama-server", 1, None), ("llama-server", 2, None),
+    ]  # fmt: skip
+    assert plan.n_specs() == len(specs)
+    served = specs[1]
+    assert served.serving is not None and specs[0].serving is None
+    assert served.timeout_s == plan.timeout_s + 2
 
 
 def test_a_soak_runs_once_per_matrix_cell_after_the_models_speed_configs(

@@ -1,0 +1,31 @@
+"""One-line storage errors (storage/guard.py): the driver's words, not SQLAlchemy's preamble."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from edgeprof.storage.guard import error_line
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_an_autoflush_wrapped_error_gives_the_drivers_line() -> None:
+    # SQLAlchemy prefixes an error raised during autoflush with a line of its own; the sweep once reported
+    # that line instead of "database or disk is full".
+    exc = OperationalError(
+        "INSERT INTO x VALUES (?)", (1,), sqlite3.OperationalError("database or disk is full")
+    )
+    exc.add_detail(
+        "raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block"
+    )
+    assert str(exc).splitlines()[0].startswith("(raised as a result of")
+    assert error_line(exc) == "database or disk is full"
+
+
+def test_a_plain_error_gives_its_first_nonblank_line_or_its_type() -> None:
+    assert error_line(OSError(28, "No space left on device")) == "[Errno 28] No space left on device"
+    assert error_line(RuntimeError("\n\nfirst\nsecond")) == "first"
+    assert error_line(RuntimeError("")) == "RuntimeError"
