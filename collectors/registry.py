@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Collector
+from edgeprof.collectors.jetson_oc import JetsonOcEventsCollector
 from edgeprof.collectors.jtop import JtopCollector
 from edgeprof.collectors.nvml import NvmlCollector
 from edgeprof.collectors.procstat import ProcStatCollector
@@ -36,10 +37,15 @@ ALL_HOST_COLLECTORS: list[type[Collector]] = [
 ]
 
 # Device-specific sources go here, in the order doctor should list them:
-#   Jetson: tegrastats (power rails, GPU/EMC load) and jtop; NVIDIA dGPU: nvml.
+#   Jetson: tegrastats (power rails, GPU/EMC load), jtop and the OC throttle counters; NVIDIA dGPU: nvml.
 # Import them at the top of this module like the host collectors; keep optional third-party imports
 # (jtop, pynvml) inside the collector module so this registry imports everywhere.
-PLATFORM_COLLECTORS: list[type[Collector]] = [TegrastatsCollector, JtopCollector, NvmlCollector]
+PLATFORM_COLLECTORS: list[type[Collector]] = [
+    TegrastatsCollector,
+    JtopCollector,
+    JetsonOcEventsCollector,
+    NvmlCollector,
+]
 
 
 def collector_classes() -> list[type[Collector]]:

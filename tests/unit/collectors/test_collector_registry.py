@@ -63,10 +63,11 @@ def test_describe_on_real_vm_tree(tmp_path: Path) -> None:
         "proc_stat",
         "tegrastats",
         "jtop",
+        "jetson_oc",
         "nvml",
     ]
     # No Jetson and no NVIDIA GPU here: each platform source is unavailable and says why.
-    for name in ("tegrastats", "jtop", "nvml"):
+    for name in ("tegrastats", "jtop", "jetson_oc", "nvml"):
         assert report[name]["ok"] is False and report[name]["reason"], name
     assert "tegrastats not found" in report["tegrastats"]["reason"]
     assert report["jtop"]["reason"].startswith(("jtop:", "jetson-stats not installed"))

@@ -199,3 +199,15 @@ def test_an_x86_thermal_throttle_counter_that_went_up_is_throttling() -> None:
     assert j.first_throttle_what == "throttle.cpu0.core_count +3 throttle events"
     assert j.windows[30].throttle_signals == ["throttle.cpu0.core_count +3"]
     assert not j.windows[29].throttle_signals and not j.windows[31].throttle_signals
+
+
+def test_a_jetson_over_current_counter_that_went_up_is_throttling_by_the_supply() -> None:
+    # no heat at all (trip never reached): the supply, not the temperature, throttled the board
+    soak = simulate(Device(trip_c=90.0))
+    start = Device().t0
+    soak.series["oc_throttle.oc3.events"] = [
+        (t, 12.0 if t < start + 200.0 else 19.0) for t, _ in soak.series["temp.zone0_c"]
+    ]
+    j = judge_soak(soak.speeds, soak.series, declared_roles(soak.series))
+    assert j.value == "throttled" and j.first_throttle_window == 20
+    assert j.windows[20].throttle_signals == ["oc_throttle.oc3.events +7"]
