@@ -327,7 +327,8 @@ COLUMNS: tuple[Column, ...] = (
     field("quality_warning", "string|null", rows=LOCAL),
     # v11: a soak's figures (agent/report/soak.py, from the soak verdict of agent/verdicts/soak.py): burst =
     # median tg of the first 3 windows, sustained = of the last third, stability = worst / best window, the
-    # first throttle signal (seconds from the soak's start, and what it was), thermal steady state
+    # first throttle signal (seconds from the soak's start, and what it was), thermal steady state, and the
+    # energy per decoded token over the same burst and sustained windows
     field("soak_windows_n", "integer|null", rows=LOCAL),
     field("soak_verdict", "string|null", rows=LOCAL),
     field("soak_burst_tps", "number|null", "t/s", LOCAL),
@@ -339,6 +340,8 @@ COLUMNS: tuple[Column, ...] = (
     field("soak_steady_state_s", "number|null", "s", LOCAL),
     field("soak_steady_temp_c", "number|null", "°C", LOCAL),
     field("soak_end_slope_c_per_min", "number|null", "°C/min", LOCAL),
+    field("soak_burst_j_per_token", "number|null", "J/token", LOCAL),
+    field("soak_sustained_j_per_token", "number|null", "J/token", LOCAL),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),

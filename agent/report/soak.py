@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import object_session
 
+from edgeprof.stats import median
 from edgeprof.storage.models import Run, SoakWindow, Verdict
 
 SOAK_KIND = "soak"
@@ -31,7 +32,20 @@ _EVIDENCE_PATHS: dict[str, tuple[str, ...]] = {
     "soak_steady_temp_c": ("thermal", "steady_temp_c"),
     "soak_end_slope_c_per_min": ("thermal", "end_slope_c_per_min"),
 }
-SOAK_FIELDS = ("soak_verdict", *_EVIDENCE_PATHS)
+# read from the windows themselves: their energy is the run's energy source's, set after the verdict
+_ENERGY_FIELDS = ("soak_burst_j_per_token", "soak_sustained_j_per_token")
+SOAK_FIELDS = ("soak_verdict", *_EVIDENCE_PATHS, *_ENERGY_FIELDS)
+BURST_WINDOWS = 3  # as the soak verdict's burst: the first three windows; sustained: the last third
+
+
+def burst_and_sustained(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Median of the first three measured windows' values and of the last third's, as the soak verdict takes
+    burst and sustained speed (None where no window was measured)."""
+
+    known = [v for v in values if v is not None]
+    if not known:
+        return None, None
+    return median(known[:BURST_WINDOWS]), median(known[-max(1, len(known) // 3) :])
 
 
 def _dig(evidence: Mapping[str, Any], path: Sequence[str]) -> Any:
@@ -61,6 +75,10 @@ def soak_fields(run: Run) -> dict[str, Any]:
         out["soak_verdict"] = verdict.value
         out.update({name: _dig(evidence, path) for name, path in _EVIDENCE_PATHS.items()})
         out["_soak_reasons"] = list(evidence.get("reasons") or [])
+    ordered = sorted(windows, key=lambda w: w.idx)
+    out["soak_burst_j_per_token"], out["soak_sustained_j_per_token"] = burst_and_sustained(
+        [w.j_per_token for w in ordered]
+    )
     t0 = min((w.t_start_mono for w in windows), default=0.0)
     out["_soak_windows"] = [
         {
@@ -69,8 +87,9 @@ def soak_fields(run: Run) -> dict[str, Any]:
             "temp_max_c": w.temp_max_c,
             "cpu_mhz": w.cpu_mhz,
             "gpu_mhz": w.gpu_mhz,
+            "j_per_token": w.j_per_token,
         }
-        for w in sorted(windows, key=lambda w: w.idx)
+        for w in ordered
     ]
     return out
 

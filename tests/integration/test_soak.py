@@ -249,6 +249,13 @@ def test_each_window_gets_the_telemetry_phase_aggregates_and_its_energy(
             assert w.energy_j == pytest.approx(POWER_MW / 1000.0 * (w.t_end_mono - w.t_start_mono), rel=1e-6)
             assert w.power_mw == pytest.approx(POWER_MW)
             assert w.j_per_token == pytest.approx(w.energy_j / w.tokens)
+        (row,) = build_rows(s, outcome.sweep_id)
+    # J per token over time: the burst's (first 3 windows) and the sustained last third's, as for the speed
+    per_token = sorted(w.j_per_token for w in windows[:3])
+    assert row["soak_burst_j_per_token"] == pytest.approx(per_token[1])
+    assert row["soak_sustained_j_per_token"] == pytest.approx(
+        windows[-1].j_per_token
+    )  # 4 windows: 1 is a third
 
 
 @pytest.mark.parametrize(("fault", "status"), [("kill@soak:q8_0", "crashed"), ("hang@soak:q8_0", "timeout")])

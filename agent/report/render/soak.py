@@ -57,6 +57,10 @@ def _tps(x: Any) -> str:
     return f"{float(x):.1f} t/s" if x is not None else "—"
 
 
+def _j(x: Any) -> str:
+    return f"{float(x):.3g}" if x is not None else "—"
+
+
 def soak_summary(row: Mapping[str, Any]) -> str:
     """One line: verdict, burst → sustained, stability, the first throttle signal, thermal steady state."""
     parts = [
@@ -67,6 +71,9 @@ def soak_summary(row: Mapping[str, Any]) -> str:
     if row.get("soak_first_throttle_s") is not None:
         after = float(row["soak_first_throttle_s"])
         parts.append(f"first throttle after {after:.0f} s: {row['soak_first_throttle_what']}")
+    burst_j, sustained_j = row.get("soak_burst_j_per_token"), row.get("soak_sustained_j_per_token")
+    if burst_j is not None or sustained_j is not None:
+        parts.append(f"J/token {_j(burst_j)} → {_j(sustained_j)}")
     if row.get("soak_steady_state_s") is not None:
         temp = row.get("soak_steady_temp_c")
         at = f" at {float(temp):.1f} °C" if temp is not None else ""
