@@ -56,9 +56,19 @@ class SoakSpec:
 
     duration_s: float = SOAK_DEFAULT_DURATION_S
     window_s: float = SOAK_DEFAULT_WINDOW_S
+    # Thermal steady state: the hottest zone's slope under this many °C/min over the trailing span; None:
+    # the soak verdict's defaults (``SoakThresholds``). Left out of to_json while unset, so a plan that
+    # does not state them keeps its spec ids.
+    steady_c_per_min: float | None = None
+    steady_span_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"duration_s": self.duration_s, "window_s": self.window_s}
+        out: dict[str, Any] = {"duration_s": self.duration_s, "window_s": self.window_s}
+        if self.steady_c_per_min is not None:
+            out["steady_c_per_min"] = self.steady_c_per_min
+        if self.steady_span_s is not None:
+            out["steady_span_s"] = self.steady_span_s
+        return out
 
 
 @dataclass(frozen=True)

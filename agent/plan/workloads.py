@@ -29,7 +29,8 @@ WORKLOAD_KEYS = {
     "models",
     "kind",
 }
-SOAK_KEYS = {"duration_s", "window_s"}
+SOAK_KEYS = {"duration_s", "window_s", "steady_c_per_min", "steady_span_s"}
+MAX_STEADY_C_PER_MIN = 100.0  # a bound against typos: short test soaks scale the criterion to seconds
 # Below a tenth of a second a window holds a token or two on a fast model: a rate per window is noise, and
 # the event pipe and the phase table fill with rows that say nothing.
 MIN_SOAK_WINDOW_S = 0.1
@@ -132,7 +133,22 @@ def parse_soak(chk: Checker, table: dict[str, Any], place: str) -> SoakSpec | No
     if window > duration:
         chk.add(f"{place}.window_s", f"{window:g} s is longer than duration_s {duration:g} s: not one window")
         return None
-    return SoakSpec(duration_s=duration, window_s=window)
+    slope = _optional_number(chk, table, "steady_c_per_min", place, 0.01, MAX_STEADY_C_PER_MIN)
+    span = _optional_number(chk, table, "steady_span_s", place, window, duration)
+    return SoakSpec(duration_s=duration, window_s=window, steady_c_per_min=slope, steady_span_s=span)
+
+
+def _optional_number(
+    chk: Checker, table: dict[str, Any], key: str, place: str, low: float, high: float
+) -> float | None:
+    """``table[key]`` within [low, high] (None when absent or refused, the problem noted)."""
+    if key not in table:
+        return None
+    value = chk.number(table[key], f"{place}.{key}", minimum=low)
+    if value is not None and value > high:
+        chk.add(f"{place}.{key}", f"{value:g} is above {high:g}")
+        return None
+    return value
 
 
 def _prompt(chk: Checker, table: dict[str, Any], place: str) -> _Prompt:

@@ -165,6 +165,7 @@ def _thermal(tel: SoakTelemetry, windows: Sequence[SoakWindow], th: SoakThreshol
         "rise_c": (max(v for _, v in readings) - (temps[0] if temps else readings[0][1])),
         "end_slope_c_per_min": end_slope,
         "end_slope_span_s": end_span,
+        "steady_criterion": {"c_per_min": th.steady_c_per_min, "span_s": th.steady_span_s},
         "steady_state_s": steady_from - t0 if steady_from is not None else None,
         "steady_temp_c": median(steady),
         "soak_s": t1 - t0,

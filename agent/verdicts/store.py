@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import delete, func, select
@@ -22,7 +23,7 @@ from edgeprof.telemetry import Series
 from edgeprof.verdicts.interference import Rep, interference_verdict
 from edgeprof.verdicts.result import VerdictResult
 from edgeprof.verdicts.serving import level_inputs, level_interference, level_stability
-from edgeprof.verdicts.soak import judge_soak
+from edgeprof.verdicts.soak import SoakThresholds, judge_soak
 from edgeprof.verdicts.soak_telemetry import WindowSpeed
 from edgeprof.verdicts.stability import StabilityThresholds, stability
 from edgeprof.verdicts.throttle import (
@@ -227,6 +228,20 @@ def inputs_for_run(session: Session, run: Run, trip_points: TripPoints | None = 
 _WINDOW_FIGURES = ("temp_max_c", "cpu_mhz", "cpu_cap_mhz", "gpu_mhz", "gpu_cap_mhz", "emc_mhz", "other_cores")
 
 
+def _soak_thresholds(run: Run) -> SoakThresholds:
+    """The verdict's thresholds with the steady-state slope and span the plan stated for this soak."""
+    try:
+        soak = json.loads(run.workload_json or "{}").get("soak") or {}
+    except (ValueError, AttributeError):
+        soak = {}
+    th = SoakThresholds()
+    if soak.get("steady_c_per_min") is not None:
+        th = replace(th, steady_c_per_min=float(soak["steady_c_per_min"]))
+    if soak.get("steady_span_s") is not None:
+        th = replace(th, steady_span_s=float(soak["steady_span_s"]))
+    return th
+
+
 def _judge_soak(session: Session, run: Run, inputs: ThrottleInputs) -> VerdictResult | None:
     """A soak run's verdict from its stored windows and the run's series (None for any other run); each
     window row gets its telemetry figures. The soak's windows are its steady state: the stability and
@@ -240,7 +255,9 @@ def _judge_soak(session: Session, run: Run, inputs: ThrottleInputs) -> VerdictRe
         WindowSpeed(w.idx, w.t_start_mono, w.t_end_mono, w.tokens, w.decode_s, w.tg_tps, w.pp_tps)
         for w in rows
     ]
-    judgement = judge_soak(speeds, inputs.series, inputs.roles, gpu_in_use=inputs.gpu_in_use)
+    judgement = judge_soak(
+        speeds, inputs.series, inputs.roles, _soak_thresholds(run), gpu_in_use=inputs.gpu_in_use
+    )
     by_idx = {w.idx: w for w in rows}
     for window in judgement.windows:
         row = by_idx.get(window.index)

@@ -114,6 +114,15 @@ def test_the_plan_lists_every_soak_problem_with_its_place(tiny_models: dict[str,
         'workload[4].kind: expected "generation", "soak" or "quality", got \'soaks\'',
         "workload[0].duration_s: 50000 is above the limit 43200 (a soak runs at most a night)",
     ]
+    criteria = [
+        {**SOAK, "steady_span_s": 0.2, "steady_c_per_min": 0},
+        {**SOAK, "name": "s2", "steady_span_s": 9},
+    ]
+    assert problems(plan_toml({"q8": tiny_models["Q8_0"]}, workloads=criteria)) == [
+        "workload[0].steady_c_per_min: must be >= 0.01, got 0",
+        "workload[0].steady_span_s: must be >= 0.5, got 0.2",
+        "workload[1].steady_span_s: 9 is above 2",
+    ]
     chat_on_server = plan_toml(
         {"q8": tiny_models["Q8_0"]},
         workloads=[{"name": "chat", "kind": "soak", "messages": [{"role": "user", "content": "hi"}],

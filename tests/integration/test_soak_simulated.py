@@ -57,10 +57,13 @@ class DeviceTelemetry(Telemetry):
         super().on_child_event(run, event)
 
 
-def soak_on(tmp_path: Path, model: Path, device: LiveDevice, duration_s: float) -> tuple[Any, int]:
-    """One soak of ``model`` while ``device`` plays; (engine, run id)."""
+def soak_on(
+    tmp_path: Path, model: Path, device: LiveDevice, duration_s: float, **keys: float
+) -> tuple[Any, int]:
+    """One soak of ``model`` while ``device`` plays; (engine, run id). ``keys``: more keys of the soak
+    workload (its steady-state slope and span)."""
     soak = {"name": "soak", "kind": "soak", "prompt_tokens": 16, "n_predict": 32,
-            "duration_s": duration_s, "window_s": WINDOW_S}  # fmt: skip
+            "duration_s": duration_s, "window_s": WINDOW_S, **keys}  # fmt: skip
     toml = plan_toml({"q8": model}, name="sim", workloads=[soak])
     plan = parse_plan(toml, str(tmp_path / "p.toml"), tmp_path)
     engine = open_engine(tmp_path / "sim.db")
@@ -136,33 +139,39 @@ def test_synthetic_without_the_slowdown_a_zone_settling_below_its_trip_is_not_th
     # 3 s, below the 95 °C trip
     device = LiveDevice(FakeRoot(tmp_path / "root"), tmp_path / "slow", trip_c=95.0, tau_s=0.5,
                         k_c_per_core=20.0, saturate_cores=0.6)  # fmt: skip
-    engine, run_id = soak_on(tmp_path, tiny_models["Q8_0"], device, duration_s=6)
+    # The plan states the steady-state criterion scaled to seconds (1 °C per span: the default 0.5 °C/min
+    # over 120 s is 30 °C/min over 2 s), so a 6-s soak can show it.
+    engine, run_id = soak_on(
+        tmp_path, tiny_models["Q8_0"], device, duration_s=6, steady_span_s=2.0, steady_c_per_min=30.0
+    )
     verdict, rows = stored(engine, run_id)
     ev = evidence(verdict)
-    assert device.trip_t is None and device.hottest_c > 50.0  # it heated, and stayed below the trip
+    # it heated (by how much follows the child's CPU share, which a loaded machine lowers) and stayed below
+    # the trip
+    assert device.trip_t is None and device.hottest_c > device.ambient_c + 2.0
     assert ev["first_throttle"] is None
+    assert ev["thermal"]["steady_state_s"] is not None and ev["thermal"]["steady_state_s"] <= 6.0
+    assert ev["thermal"]["steady_temp_c"] == pytest.approx(device.temp_c, abs=3.0)
     held = ev["sustained_ratio"] >= 0.97
-    # Steady state is judged over 120 s (SoakThresholds.steady_span_s; a plan cannot change it): a 6-s soak
-    # cannot show it, and the stored verdict says so instead of inventing one. The decode speed is real: on a
-    # loaded machine it can fall below the 97 % hold mark with no heat cause, and the verdict then says the
-    # clocks held (a slowdown, not thermal) -- never throttled.
+    # The decode speed is real: on a loaded machine it can fall below the 97 % hold mark with no heat cause,
+    # and the verdict then says the clocks held (a slowdown, not thermal) -- never throttled.
     if held:
-        assert verdict.value == "not_steady", ev["reasons"]
-        assert "shorter than the 120-s span steady state is judged over" in ev["reasons"][0]
+        assert verdict.value == "not_throttled", ev["reasons"]
+        assert "(under 30 °C/min over 2 s)" in ev["reasons"][-1]
     else:
         assert verdict.value == "slowdown_not_thermal", ev["reasons"]
         assert ev["clocks"] == "held" and "every measured clock held" in " ".join(ev["reasons"])
-    # The same criterion scaled to seconds (1 °C per span: 0.5 °C/min over 120 s = 30 °C/min over 2 s) on
-    # the stored windows and series: the zone is steady, at the model's temperature, and the soak held.
+    # With the default criterion (0.5 °C/min over 120 s) the same windows and series cannot show a steady
+    # state, and the judgement says so instead of inventing one.
     with new_session(engine) as s:
         inputs = inputs_for_run(s, s.get(Run, run_id))
     speeds = [WindowSpeed(w.idx, w.t_start_mono, w.t_end_mono, w.tokens, w.decode_s, w.tg_tps, w.pp_tps)
               for w in rows]  # fmt: skip
-    seconds = SoakThresholds(steady_span_s=2.0, steady_c_per_min=30.0)
-    judged = judge_soak(speeds, inputs.series, inputs.roles, seconds, gpu_in_use=inputs.gpu_in_use)
-    assert judged.value == ("not_throttled" if held else "slowdown_not_thermal"), judged.evidence["reasons"]
-    assert judged.steady_state_s is not None and judged.steady_state_s <= 6.0
-    assert judged.steady_temp_c == pytest.approx(device.temp_c, abs=3.0)
+    judged = judge_soak(speeds, inputs.series, inputs.roles, SoakThresholds(), gpu_in_use=inputs.gpu_in_use)
+    assert judged.steady_state_s is None
+    if held:
+        assert judged.value == "not_steady", judged.evidence["reasons"]
+        assert "shorter than the 120-s span steady state is judged over" in judged.evidence["reasons"][0]
 
 
 def pin_threads(pid: int, cpu: int) -> None:
