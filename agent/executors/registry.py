@@ -11,6 +11,7 @@ import json
 
 from edgeprof.executors.base import Executor
 from edgeprof.executors.inprocess import InProcessExecutor
+from edgeprof.executors.openai_server import OpenAIExecutor
 from edgeprof.executors.quality import QualityExecutor
 from edgeprof.executors.serving import ServingExecutor
 from edgeprof.executors.soak import SoakExecutor
@@ -25,6 +26,7 @@ EXECUTORS: tuple[Executor, ...] = (
     ServingExecutor(),  # llama-server on loopback under a load generator, a server per config
     QualityExecutor(),  # KLD / same top / PPL against a reference, in quality worker children
     SoakExecutor(),  # one request back to back for a duration, in one worker child, stored per window
+    OpenAIExecutor(),  # a server edgeprof did not start, at [serving] target, under the same load generator
 )
 
 _BY_KEY: dict[tuple[str, str], Executor] = {(e.runner, e.workload_kind): e for e in EXECUTORS}
