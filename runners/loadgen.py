@@ -1,6 +1,7 @@
 """The serving runner's load generator: an async streaming (SSE) client, closed-loop (N clients, each sends
 its next request when its previous one ends) and open-loop (Poisson arrivals under a concurrency cap), and
-the per-request figures computed from the raw timestamps. The runner measures, the agent summarises: a level's distributions and goodput are ``edgeprof.executors.serving_stats``.
+the per-request figures computed from the raw timestamps. The runner measures, the agent summarises: a
+level's distributions and goodput are ``edgeprof.executors.serving_stats``.
 
 One definition per metric (README "Serving metrics"); every time is ``time.monotonic()`` in seconds, the clock
 the telemetry samples use. Output tokens come from the server's own count (``tokens_predicted`` /
