@@ -34,6 +34,8 @@ SLO_KEYS = {"ttft_ms", "tpot_ms", "e2el_ms"}
 FOREIGN_RUNNER = "openai"  # the runner that measures a server at [serving] target
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 TARGET_EXAMPLE = '"http://127.0.0.1:8080"'
+# the matrix axes that still mean something against a foreign server (power_mode: the device it runs on)
+FOREIGN_AXES = ("models", "power_mode", *SERVING_AXES)
 
 
 @dataclass(frozen=True)
@@ -146,10 +148,19 @@ def check_serving(
 
 def _check_foreign(chk: Checker, matrix: dict[str, Any], workloads: list[Any], serving: Serving) -> None:
     """What the openai runner cannot send: token prompts to the chat endpoint, messages to the completions
-    one; more than one model (the server serves one: the plan's model only names it)."""
+    one; more than one model (the server serves one: the plan's model only names it) or several values of
+    a llama.cpp axis (the server has its own)."""
     models = matrix.get("models")
     if isinstance(models, list) and len(models) > 1:
         chk.add("matrix.models", 'runner "openai" measures the one model its server serves: give at most one')
+    for key, value in matrix.items():
+        # the llama.cpp knobs are the server's own business: each value would measure the same server again
+        if key not in FOREIGN_AXES and isinstance(value, list) and len(value) > 1:
+            chk.add(
+                f"matrix.{key}",
+                "a server edgeprof did not start keeps its own settings: "
+                f'runner "{FOREIGN_RUNNER}" takes one value here (or a plan of its own)',
+            )
     for wl in workloads:
         if getattr(wl, "soak", None) is not None or getattr(wl, "quality", None) is not None:
             continue

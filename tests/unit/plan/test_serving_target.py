@@ -82,3 +82,13 @@ def test_the_workload_must_fit_the_endpoint(tmp_path: Path) -> None:
     )
     (only,) = problems(foreign_plan_toml("http://h:1", "completions", workload=chat), tmp_path)
     assert 'messages need endpoint = "chat"' in only
+
+
+def test_one_model_at_most_and_no_llama_cpp_axis_with_several_values(tmp_path: Path) -> None:
+    text = foreign_plan_toml("http://h:1").replace("ctx = [256]", "ctx = [256, 512]")
+    (only,) = problems(text, tmp_path)
+    assert only.startswith("matrix.ctx: a server edgeprof did not start keeps its own settings")
+    two = foreign_plan_toml("http://h:1").replace("[matrix]\n", '[matrix]\nmodels = ["a.gguf", "b.gguf"]\n')
+    assert any(
+        p.startswith('matrix.models: runner "openai" measures the one model') for p in problems(two, tmp_path)
+    )
