@@ -308,8 +308,10 @@ async def run_level(
     scrape: Callable[[], Any] | None = None,
     scrape_interval_s: float = 0.5,
     endpoint: Endpoint = COMPLETION,
+    headers: dict[str, str] | None = None,
 ) -> LevelResult:
-    """Run one level and return every request's record (finished, failed or timed out)."""
+    """Run one level and return every request's record (finished, failed or timed out); ``headers`` go with
+    every request (an API key's ``Authorization``)."""
     import httpx
 
     n_conn = load.concurrency + 2
@@ -318,7 +320,7 @@ async def run_level(
     records: list[RequestRecord] = []
     samples: list[dict[str, float]] = []
     url = base_url.rstrip("/") + endpoint.path
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers) as client:
         t_start = time.monotonic()
         budget = _Budget(load, t_start)
 

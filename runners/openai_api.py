@@ -12,6 +12,7 @@ a server that sends none is counted one token per text chunk, and the record say
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from functools import partial
@@ -19,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from edgeprof.runners import loadgen
-from edgeprof.runners.llama_server import ServingResult, control_client, scrape_metrics, token_prompt
+from edgeprof.runners.llama_server import ServingResult, scrape_metrics, token_prompt
 
 
 def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) -> None:
@@ -183,19 +184,45 @@ def identity_of(target: str, endpoint: str, models: Any, props: Any) -> dict[str
     }
 
 
+def auth_headers(serving: dict[str, Any], env: dict[str, str] | None) -> tuple[dict[str, str], str | None]:
+    """(headers, problem): ``Authorization: Bearer`` from the variable ``api_key_env`` names (a key never
+    sits in the plan, which is stored with the sweep); the problem when that variable is not set."""
+    name = serving.get("api_key_env")
+    if not name:
+        return {}, None
+    key = (os.environ if env is None else env).get(str(name))
+    if not key:
+        return {}, f"${name} is not set (serving.api_key_env names it for the target's API key)"
+    return {"Authorization": f"Bearer {key}"}, None
+
+
+def control_client(headers: dict[str, str]) -> Any:
+    """One kept-alive connection for the driver's own requests (``/v1/models``, ``/props``, ``/metrics``),
+    made before anything is timed (as llama-server's driver does)."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    return httpx.AsyncClient(limits=limits, headers=headers)
+
+
 def run_openai(
     job: dict[str, Any],
     timeout_s: float,
     *,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     heartbeat: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> ServingResult:
     """One config against the target: identity → warm-ups → the measured level. ``res.props`` is the
     identity; ``t_spawn`` is the config's start (nothing was spawned: no ready or cold-start time)."""
     res = ServingResult(status="error", reason=None, t_spawn=time.monotonic())
+    headers, problem = auth_headers(job["serving"], env)
+    if problem is not None:
+        res.reason = problem
+        return res
     if on_event is not None:
         on_event({"event": "start", "pid": None, "runner": "openai"})
-    drive = _Drive(job, res, res.t_spawn + timeout_s, on_event, heartbeat)
+    drive = _Drive(job, res, res.t_spawn + timeout_s, on_event, heartbeat, headers)
     try:
         asyncio.run(drive.run())
     except KeyboardInterrupt:
@@ -213,8 +240,9 @@ class _Drive:
         deadline: float,
         on_event: Callable[[dict[str, Any]], None] | None,
         heartbeat: Callable[[], None] | None,
+        headers: dict[str, str],
     ) -> None:
-        self.job, self.res, self.deadline = job, res, deadline
+        self.job, self.res, self.deadline, self.headers = job, res, deadline, headers
         self.on_event, self.heartbeat = on_event, heartbeat
         self.serving = job["serving"]
         self.target = str(self.serving["target"]).rstrip("/")
@@ -236,7 +264,7 @@ class _Drive:
         return self.deadline - time.monotonic()
 
     async def run(self) -> None:
-        async with control_client() as self.control:
+        async with control_client(self.headers) as self.control:
             await self.steps()
 
     async def steps(self) -> None:
@@ -289,6 +317,7 @@ class _Drive:
             first_idx=first_idx,
             scrape=self.scrape,
             endpoint=self.endpoint,
+            headers=self.headers,
         )
         try:
             out = await asyncio.wait_for(run, timeout=max(1.0, self.left()))

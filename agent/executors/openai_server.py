@@ -90,7 +90,7 @@ class OpenAIExecutor(ServingExecutor):
         run.t_start_mono = time.monotonic()
         job = serving_job(spec, None)
         session.commit()  # no write transaction open while the level runs (the sampler's, the lease's)
-        res = run_openai(job, spec.timeout_s, on_event=ctx.on_event, heartbeat=ctx.heartbeat)
+        res = run_openai(job, spec.timeout_s, on_event=ctx.on_event, heartbeat=ctx.heartbeat, env=ctx.env)
         store_foreign(session, run, spec, res)
         run.status, run.reason = res.status, res.reason
         end_run(session, run)

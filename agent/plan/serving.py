@@ -7,6 +7,7 @@ server's own, so ``matrix.models`` is optional there (``foreign_target`` is what
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,11 +30,13 @@ SERVING_KEYS = {
     "target",
     "endpoint",
     "model",
+    "api_key_env",
 }
 SLO_KEYS = {"ttft_ms", "tpot_ms", "e2el_ms"}
 FOREIGN_RUNNER = "openai"  # the runner that measures a server at [serving] target
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 TARGET_EXAMPLE = '"http://127.0.0.1:8080"'
+FOREIGN_KEYS = ("target", "endpoint", "model", "api_key_env")  # [serving] keys of the openai runner only
 # the matrix axes that still mean something against a foreign server (power_mode: the device it runs on)
 FOREIGN_AXES = ("models", "power_mode", *SERVING_AXES)
 
@@ -55,6 +58,7 @@ class Serving:
     target: str | None = None
     endpoint: str | None = None
     model: str | None = None
+    api_key_env: str | None = None  # the environment variable holding its API key (never the key itself)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -66,7 +70,7 @@ class Serving:
             "cache_prompt": self.cache_prompt,
             "slo": dict(self.slo),
         }
-        for key in ("target", "endpoint", "model"):
+        for key in FOREIGN_KEYS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -224,7 +228,6 @@ def _serving_table(chk: Checker, doc: dict[str, Any], foreign: bool) -> Serving:
         chk.add("serving", "expected a table")
         table = {}
     chk.unknown_keys(table, SERVING_KEYS, "serving")
-    target, endpoint, model = _foreign_keys(chk, table, foreign)
     requests = chk.integer(table["requests"], "serving.requests", minimum=1) if "requests" in table else None
     duration = (
         chk.number(table["duration_s"], "serving.duration_s", minimum=0.1) if "duration_s" in table else None
@@ -247,37 +250,36 @@ def _serving_table(chk: Checker, doc: dict[str, Any], foreign: bool) -> Serving:
         ready_timeout_s=ready_t or 120.0,
         cache_prompt=bool(cache),
         slo=_slo(chk, table),
-        target=target,
-        endpoint=endpoint,
-        model=model,
+        **_foreign_keys(chk, table, foreign),
     )
 
 
-def _foreign_keys(
-    chk: Checker, table: dict[str, Any], foreign: bool
-) -> tuple[str | None, str | None, str | None]:
-    """(target, endpoint, model) of the openai runner; a problem where they are given without it, or where
-    it has no target."""
+def _foreign_keys(chk: Checker, table: dict[str, Any], foreign: bool) -> dict[str, str | None]:
+    """target, endpoint, model and api_key_env of the openai runner; a problem where they are given without
+    it, or where it has no target."""
     if not foreign:
-        for key in ("target", "endpoint", "model"):
+        for key in FOREIGN_KEYS:
             if key in table:
                 chk.add(f"serving.{key}", f'needs runner = ["{FOREIGN_RUNNER}"] in [matrix]')
-        return None, None, None
+        return {}
+    target = None
     if "target" not in table:
         chk.add("serving.target", f'missing: runner "{FOREIGN_RUNNER}" measures the server at this URL, '
                 f"such as {TARGET_EXAMPLE}")  # fmt: skip
-        target = None
+    elif (problem := target_problem(table["target"])) is not None:
+        chk.add("serving.target", problem)
     else:
-        problem = target_problem(table["target"])
-        if problem is not None:
-            chk.add("serving.target", problem)
-        target = table["target"] if problem is None else None
+        target = table["target"]
     endpoint = table.get("endpoint", "chat")
     if endpoint not in ENDPOINTS:
         chk.add("serving.endpoint", f"expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
         endpoint = None
     model = chk.string(table["model"], "serving.model") if "model" in table else None
-    return target, endpoint or "chat", model
+    key_env = chk.string(table["api_key_env"], "serving.api_key_env") if "api_key_env" in table else None
+    if key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
+        chk.add("serving.api_key_env", f"expected the name of an environment variable, got {key_env!r}")
+        key_env = None
+    return {"target": target, "endpoint": endpoint or "chat", "model": model, "api_key_env": key_env}
 
 
 def _slo(chk: Checker, table: dict[str, Any]) -> tuple[tuple[str, float], ...]:

@@ -190,3 +190,28 @@ def test_raw_streams_fold_into_the_usage_the_server_sent(server_url: str) -> Non
                 f"{ENDPOINTS[name].path} body {json.dumps(body)}; raw SSE lines as received\n"
             )
             (CAPTURES / f"llama-server_{name}_stream.txt").write_text(source + "\n".join(lines) + "\n")
+
+
+@needs_server
+def test_an_api_key_comes_from_the_variable_the_plan_names(tmp_path: Path, tiny_models) -> None:
+    """A server started with --api-key: the key from $EDGEPROF_TEST_API_KEY gets through; a wrong key is a
+    failed run with the server's 401; an unset variable is a failed run that says which."""
+    assert SERVER is not None
+    engine = open_engine(tmp_path / "s.db")
+    extra = ("--api-key", "synthetic-test-key")
+    with running_llama_server(SERVER, tiny_models["Q4_K_M"], slots=1, extra=extra) as url:
+        text = foreign_plan_toml(url, conc=[1], requests=2, api_key_env="EDGEPROF_TEST_API_KEY")
+        plan = parse_plan(text, source="plan.toml", base=tmp_path)
+        outcomes = []
+        for key in ("synthetic-test-key", "wrong-key", None):
+            env = env_clean()
+            env.pop("EDGEPROF_TEST_API_KEY", None)
+            if key is not None:
+                env["EDGEPROF_TEST_API_KEY"] = key
+            outcome = run_plan(engine, plan, out=io.StringIO(), env=env, new_sweep=True)
+            ((run, level, reqs, _p),) = rows_of(engine, outcome.sweep_id)
+            outcomes.append((run.status, run.reason or "", level, reqs))
+    (ok, _r, level, _q), (bad, bad_reason, _l, bad_reqs), (unset, unset_reason, _l2, _q2) = outcomes
+    assert ok == "ok" and level is not None and level.n_ok == 2
+    assert bad == "error" and "HTTP 401" in bad_reason and all(q.http_status == 401 for q in bad_reqs)
+    assert unset == "error" and "$EDGEPROF_TEST_API_KEY is not set" in unset_reason

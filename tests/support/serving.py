@@ -103,14 +103,16 @@ def foreign_plan_toml(
 
 
 @contextlib.contextmanager
-def running_llama_server(binary: str, model: Path, slots: int = 2, ready_s: float = 60.0) -> Iterator[str]:
-    """A llama-server on a free loopback port serving ``model`` with ``slots`` slots and /metrics; yields its
-    base URL and stops it after."""
+def running_llama_server(
+    binary: str, model: Path, slots: int = 2, ready_s: float = 60.0, extra: Sequence[str] = ()
+) -> Iterator[str]:
+    """A llama-server on a free loopback port serving ``model`` with ``slots`` slots and /metrics (``extra``:
+    more of its flags); yields its base URL and stops it after."""
     from edgeprof.runners.llama_server import free_port
 
     port = free_port()
     cmd = [binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(256 * slots),
-           "-np", str(slots), "-t", "1", "--metrics", "--no-webui"]  # fmt: skip
+           "-np", str(slots), "-t", "1", "--metrics", "--no-webui", *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:

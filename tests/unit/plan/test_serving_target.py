@@ -92,3 +92,10 @@ def test_one_model_at_most_and_no_llama_cpp_axis_with_several_values(tmp_path: P
     assert any(
         p.startswith('matrix.models: runner "openai" measures the one model') for p in problems(two, tmp_path)
     )
+
+
+def test_the_api_key_is_named_by_a_variable_never_given(tmp_path: Path) -> None:
+    plan = parse_plan(foreign_plan_toml("http://h:1", api_key_env="MY_KEY"), base=tmp_path)
+    assert plan.serving is not None and plan.serving.to_json()["api_key_env"] == "MY_KEY"
+    (only,) = problems(foreign_plan_toml("http://h:1", api_key_env="sk-123 456"), tmp_path)
+    assert only.startswith("serving.api_key_env: expected the name of an environment variable")

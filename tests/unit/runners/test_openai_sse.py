@@ -9,7 +9,15 @@ import json
 from support.captures import CAPTURES, read_capture
 
 from edgeprof.runners import loadgen
-from edgeprof.runners.openai_api import CHAT, COMPLETIONS, ENDPOINTS, identity_of, payload_for, public_url
+from edgeprof.runners.openai_api import (
+    CHAT,
+    COMPLETIONS,
+    ENDPOINTS,
+    auth_headers,
+    identity_of,
+    payload_for,
+    public_url,
+)
 
 SSE = CAPTURES / "openai_sse"
 
@@ -124,3 +132,11 @@ def test_the_identity_keeps_what_the_server_offered_and_null_for_the_rest() -> N
     assert bare["models"] is None and bare["model_meta"] is None
     assert json.dumps(bare)  # storable as it is
     assert public_url("https://[::1]:8443/prefix/") == "https://[::1]:8443/prefix"
+
+
+def test_the_api_key_is_read_from_the_named_variable_at_run_time() -> None:
+    serving = {"api_key_env": "K"}
+    assert auth_headers(serving, {"K": "abc"}) == ({"Authorization": "Bearer abc"}, None)
+    headers, problem = auth_headers(serving, {})
+    assert headers == {} and problem is not None and problem.startswith("$K is not set")
+    assert auth_headers({}, {}) == ({}, None)
