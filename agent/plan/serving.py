@@ -166,6 +166,12 @@ def _check_foreign(chk: Checker, matrix: dict[str, Any], workloads: list[Any], s
                 f'runner "{FOREIGN_RUNNER}" takes one value here (or a plan of its own)',
             )
     for wl in workloads:
+        if getattr(wl, "quality", None) is not None and "models" not in matrix:
+            chk.add(
+                f"workload '{wl.name}'",
+                "quality (KLD) is not measured on a foreign server: its logits are out of reach; list the "
+                'model file and add runner "llama-cpp" to score it in process',
+            )
         if getattr(wl, "soak", None) is not None or getattr(wl, "quality", None) is not None:
             continue
         if serving.endpoint == "chat" and getattr(wl, "prompt_tokens", None):
