@@ -101,7 +101,9 @@ def test_the_api_key_is_named_by_a_variable_never_given(tmp_path: Path) -> None:
     assert only.startswith("serving.api_key_env: expected the name of an environment variable")
 
 
-def test_a_quality_workload_needs_a_model_file_kld_is_not_measured_on_a_foreign_server(tmp_path: Path) -> None:
+def test_a_quality_workload_needs_a_model_file_kld_is_not_measured_on_a_foreign_server(
+    tmp_path: Path,
+) -> None:
     text = foreign_plan_toml("http://h:1")
     text += '\n[[workload]]\nname = "q"\nkind = "quality"\n'
     found = problems(text, tmp_path)
