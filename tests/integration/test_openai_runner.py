@@ -129,6 +129,19 @@ def test_both_endpoints_at_concurrency_1_and_2_store_what_the_server_reported(
     assert f"edgeprof-demo-tiny-q4_k_m.gguf @ {host}" in render_table(report_rows)
 
 
+@needs_server
+def test_open_loop_poisson_arrivals_against_the_server(tmp_path: Path, server_url: str) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    text = foreign_plan_toml(server_url, "completions", conc=[2], requests=6, request_rate=[20.0])
+    outcome = run_plan(engine, parse_plan(text, base=tmp_path), out=io.StringIO(), env=env_clean())
+    ((run, level, reqs, _p),) = rows_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    assert (run.request_rate, run.concurrency) == (20.0, 2)
+    assert level is not None and level.request_rate == 20.0 and (level.n_requests, level.n_ok) == (6, 6)
+    measured = sorted((q for q in reqs if q.kind == "measured"), key=lambda q: q.t_send_mono)
+    assert measured[-1].t_send_mono > measured[0].t_send_mono  # arrivals spread out
+
+
 def test_an_unreachable_target_is_a_failed_run_kept_and_counted_and_the_sweep_goes_on(tmp_path: Path) -> None:
     engine = open_engine(tmp_path / "s.db")
     target = f"http://127.0.0.1:{free_port()}"  # nobody listens there

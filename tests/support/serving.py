@@ -80,9 +80,11 @@ def foreign_plan_toml(
     conc: Sequence[int] = (1, 2),
     requests: int = 4,
     workload: dict[str, Any] | None = None,
+    request_rate: Sequence[float] | None = None,
     **more: Any,
 ) -> str:
-    """The openai runner against ``target`` at each concurrency; no model file (the server has its own)."""
+    """The openai runner against ``target`` at each concurrency (and ``request_rate``: open loop); no model
+    file (the server has its own); ``more``: keys of the [serving] table."""
     serving = {
         "target": target,
         "endpoint": endpoint,
@@ -95,7 +97,8 @@ def foreign_plan_toml(
     return plan_toml(
         [],
         name="foreign",
-        matrix={"runner": ["openai"], "concurrency": list(conc)},
+        matrix={"runner": ["openai"], "concurrency": list(conc)}
+        | ({"request_rate": list(request_rate)} if request_rate is not None else {}),
         workloads=[workload or {"name": "w", "prompt": "Once upon a time", "n_predict": 8}],
         run={"timeout_s": 120},
         tables={"serving": serving},
