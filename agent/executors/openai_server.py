@@ -2,7 +2,8 @@
 (``runners.openai_api``), stored as a serving level like llama-server's (same request rows, same figures)
 with what could not be measured left NULL: no KV budget (the server's memory is its own), no process, no
 load or cold-start time, no build row. What the server says it is (``/v1/models``, ``/props``) is the
-level's ``props_json``; the run carries its model and its URL (credentials dropped) as its label and path."""
+level's ``props_json``; without a model file, the run carries the server's model and its URL (credentials
+dropped) as its label and path."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from edgeprof.executors.serving import ServingExecutor, level_stats, put_stats, 
 from edgeprof.executors.store import add_phases
 from edgeprof.plan import RunSpec, is_server_entry
 from edgeprof.runners.llama_server import ServingResult
-from edgeprof.runners.openai_api import public_url, run_openai
+from edgeprof.runners.openai_api import run_openai
 from edgeprof.storage.models import Run, ServingLevel
 
 
@@ -71,11 +72,8 @@ def store_foreign(session: Session, run: Run, spec: RunSpec, res: ServingResult)
         put_stats(level, stats)
     session.add(level)
     identity = res.props or {}
-    if is_server_entry(spec.model.path):  # no model file named it: the server's own word does
+    if is_server_entry(spec.model.path):  # no model file named it (its path is the URL): the server's word
         run.model_label = server_label(identity) or run.model_label
-    target = spec.serving.target if spec.serving is not None else None
-    if target:
-        run.model_path = public_url(target)
     run.effective_json = json.dumps({"server": identity}, sort_keys=True, default=str)
 
 
