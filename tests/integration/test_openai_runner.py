@@ -142,6 +142,23 @@ def test_open_loop_poisson_arrivals_against_the_server(tmp_path: Path, server_ur
     assert measured[-1].t_send_mono > measured[0].t_send_mono  # arrivals spread out
 
 
+@needs_server
+def test_a_model_file_given_names_what_the_server_serves(
+    tmp_path: Path, server_url: str, tiny_models
+) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    text = foreign_plan_toml(server_url, conc=[1], requests=2)
+    text = text.replace(
+        "[matrix]\n", f'[matrix]\nmodels = [{{ path = "{tiny_models["Q4_K_M"]}", label = "q4" }}]\n'
+    )
+    outcome = run_plan(engine, parse_plan(text, base=tmp_path), out=io.StringIO(), env=env_clean())
+    ((run, level, _reqs, _p),) = rows_of(engine, outcome.sweep_id)
+    assert run.status == "ok", run.reason
+    assert (run.model_label, run.model_path) == ("q4", str(tiny_models["Q4_K_M"]))  # the plan's own name
+    assert run.model_file_id is not None  # hashed like any model file
+    assert level is not None and json.loads(level.props_json or "{}")["target"] == server_url
+
+
 def test_an_unreachable_target_is_a_failed_run_kept_and_counted_and_the_sweep_goes_on(tmp_path: Path) -> None:
     engine = open_engine(tmp_path / "s.db")
     target = f"http://127.0.0.1:{free_port()}"  # nobody listens there
