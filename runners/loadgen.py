@@ -1,12 +1,17 @@
-"""The serving runner's load generator: an async streaming (SSE) client for llama-server's ``/completion``,
-closed-loop (N clients, each sends its next request when its previous one ends) and open-loop (Poisson
-arrivals under a concurrency cap), and the per-request figures computed from the raw timestamps. The runner
-measures, the agent summarises: a level's distributions and goodput are ``edgeprof.executors.serving_stats``.
+"""The serving runner's load generator: an async streaming (SSE) client, closed-loop (N clients, each sends
+its next request when its previous one ends) and open-loop (Poisson arrivals under a concurrency cap), and
+the per-request figures computed from the raw timestamps. The runner measures, the agent summarises: a
+level's distributions and goodput are ``edgeprof.executors.serving_stats``.
 
 One definition per metric (README "Serving metrics"); every time is ``time.monotonic()`` in seconds, the clock
 the telemetry samples use. Output tokens come from the server's own count (``tokens_predicted`` /
-``timings.predicted_n``), never from the number of SSE chunks: a chunk is not a token (merged multi-byte
-pieces, held-back stop strings).
+``timings.predicted_n``; an OpenAI-compatible server's ``usage``), and only where a server gives none from
+the number of SSE chunks, labelled so (``token_source = "chunks"``): a chunk is not a token (merged
+multi-byte pieces, held-back stop strings).
+
+What differs between servers is the endpoint: its path, how a streamed chunk is read and how the stream
+ends (an ``Endpoint``). llama-server's native ``/completion`` is ``COMPLETION`` here; the OpenAI-compatible
+ones are in ``runners.openai_api``. One generator drives them all.
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ class RequestRecord:
     server_predicted_ms: float | None = None
     server_cache_n: int | None = None
     finish_reason: str | None = None
+    # where output_tokens / prompt_tokens came from: "server" (llama-server's own count), "usage" (an
+    # OpenAI-compatible server's usage object) or "chunks" (no count offered: one token per text chunk)
+    token_source: str | None = None
     client_overhead_ms: float = 0.0  # our own parsing/bookkeeping time inside the stream loop
 
     @property
@@ -109,6 +117,7 @@ def apply_chunk(rec: RequestRecord, data: dict[str, Any], t_arrival: float) -> b
     timings = data.get("timings") or {}
     predicted = data.get("tokens_predicted", timings.get("predicted_n"))
     rec.output_tokens = int(predicted) if predicted is not None else None
+    rec.token_source = "server" if predicted is not None else None
     prompt_n = data.get("tokens_evaluated", timings.get("prompt_n"))
     rec.prompt_tokens = int(prompt_n) if prompt_n is not None else None
     rec.server_prompt_ms = _float(timings.get("prompt_ms"))
@@ -122,12 +131,36 @@ def apply_chunk(rec: RequestRecord, data: dict[str, Any], t_arrival: float) -> b
     return True
 
 
+def is_done_line(line: str) -> bool:
+    """The ``data: [DONE]`` line that ends an OpenAI-style stream."""
+    return line.startswith("data:") and line[5:].strip() == "[DONE]"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How one server endpoint streams: its path, how a chunk folds into the record (True: the last one)
+    and how the stream's end (``[DONE]`` or the connection closing) settles the record (True: complete)."""
+
+    path: str
+    fold: Callable[[RequestRecord, dict[str, Any], float], bool]
+    finish: Callable[[RequestRecord], bool] | None = None  # None: only a final chunk completes a request
+
+
+# llama-server's native endpoint: its final chunk (``stop``) carries the counts and timings.
+COMPLETION = Endpoint("/completion", apply_chunk)
+
+
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 async def stream_request(
-    client: Any, url: str, payload: dict[str, Any], rec: RequestRecord, timeout_s: float
+    client: Any,
+    url: str,
+    payload: dict[str, Any],
+    rec: RequestRecord,
+    timeout_s: float,
+    endpoint: Endpoint = COMPLETION,
 ) -> RequestRecord:
     """POST one streaming completion and time it; every ending is a status, never an exception."""
     import httpx
@@ -144,18 +177,24 @@ async def stream_request(
                 return
             async for line in resp.aiter_lines():
                 t_arrival = time.monotonic()
+                if endpoint.finish is not None and is_done_line(line):
+                    settle(rec, endpoint, t_arrival)
+                    return
                 data = parse_sse_line(line)
                 last = False
                 if data is not None:
                     if "error" in data and "content" not in data:
                         rec.status, rec.error = "error", str(data.get("error"))[:200]
                         return
-                    last = apply_chunk(rec, data, t_arrival)
+                    last = endpoint.fold(rec, data, t_arrival)
                 rec.client_overhead_ms += (time.monotonic() - t_arrival) * 1000.0
                 if last:
                     rec.t_end = t_arrival
                     rec.status = "ok"
                     return
+            if endpoint.finish is not None:
+                settle(rec, endpoint, time.monotonic())
+                return
             rec.status, rec.error = "error", "stream ended without a final chunk"
 
     try:
@@ -169,6 +208,17 @@ async def stream_request(
     if rec.t_end is None:
         rec.t_end = time.monotonic()
     return rec
+
+
+def settle(rec: RequestRecord, endpoint: Endpoint, t_end: float) -> None:
+    """The end of a stream that ends with ``[DONE]`` (or by closing): ok when the endpoint says the request
+    completed (a finish reason came), else an error naming what was missing."""
+    assert endpoint.finish is not None
+    rec.t_end = t_end
+    if endpoint.finish(rec):
+        rec.status = "ok"
+    else:
+        rec.status, rec.error = "error", "stream ended without a finish_reason"
 
 
 @dataclass(frozen=True)
@@ -257,8 +307,11 @@ async def run_level(
     first_idx: int = 0,
     scrape: Callable[[], Any] | None = None,
     scrape_interval_s: float = 0.5,
+    endpoint: Endpoint = COMPLETION,
+    headers: dict[str, str] | None = None,
 ) -> LevelResult:
-    """Run one level and return every request's record (finished, failed or timed out)."""
+    """Run one level and return every request's record (finished, failed or timed out); ``headers`` go with
+    every request (an API key's ``Authorization``)."""
     import httpx
 
     n_conn = load.concurrency + 2
@@ -266,15 +319,15 @@ async def run_level(
     timeout = httpx.Timeout(load.timeout_s, connect=min(10.0, load.timeout_s))
     records: list[RequestRecord] = []
     samples: list[dict[str, float]] = []
-    url = base_url.rstrip("/") + "/completion"
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+    url = base_url.rstrip("/") + endpoint.path
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, headers=headers) as client:
         t_start = time.monotonic()
         budget = _Budget(load, t_start)
 
         async def one(i: int, worker: int) -> None:
             rec = RequestRecord(idx=first_idx + i, kind=kind, client=worker)
             records.append(rec)
-            await stream_request(client, url, payload_for(first_idx + i), rec, load.timeout_s)
+            await stream_request(client, url, payload_for(first_idx + i), rec, load.timeout_s, endpoint)
 
         stop_scrape = asyncio.Event()
         scrape_task = (

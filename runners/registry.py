@@ -23,6 +23,8 @@ class RunnerInfo:
 RUNNERS: dict[str, RunnerInfo] = {
     "llama-cpp": RunnerInfo("llama-cpp", "in-process (llama-cpp-python)", serving=False),
     "llama-server": RunnerInfo("llama-server", "HTTP API (llama-server, streamed)", serving=True),
+    # a server edgeprof did not start, at [serving] target (runners/openai_api.py)
+    "openai": RunnerInfo("openai", "HTTP API (OpenAI-compatible server, streamed)", serving=True),
 }
 
 

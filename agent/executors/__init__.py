@@ -1,11 +1,13 @@
-"""Executors: one class per way of running a config (in-process, llama-server, quality, soak), each with the
-hooks the sweep calls (execute, label, describe, attach_energy), registered in ``registry``.
+"""Executors: one class per way of running a config (in-process, llama-server, a foreign OpenAI-compatible
+server, quality, soak), each with the hooks the sweep calls (execute, label, describe, attach_energy),
+registered in ``registry``.
 
 The sweep imports this package; nothing here imports the sweep.
 """
 
 from edgeprof.executors.base import EnergyOver, Executor, RunContext, config_label, end_run
 from edgeprof.executors.inprocess import InProcessExecutor
+from edgeprof.executors.openai_server import OpenAIExecutor
 from edgeprof.executors.quality import QualityExecutor, group_of, quality_of_run, reference_entry
 from edgeprof.executors.registry import (
     EXECUTORS,
@@ -31,6 +33,7 @@ __all__ = [
     "EnergyOver",
     "Executor",
     "InProcessExecutor",
+    "OpenAIExecutor",
     "QualityExecutor",
     "RunContext",
     "ServingExecutor",

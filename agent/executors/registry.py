@@ -11,9 +11,10 @@ import json
 
 from edgeprof.executors.base import Executor
 from edgeprof.executors.inprocess import InProcessExecutor
+from edgeprof.executors.openai_server import OpenAIExecutor
 from edgeprof.executors.quality import QualityExecutor
 from edgeprof.executors.serving import ServingExecutor
-from edgeprof.executors.serving_soak import ServingSoakExecutor
+from edgeprof.executors.serving_soak import OpenAISoakExecutor, ServingSoakExecutor
 from edgeprof.executors.soak import SoakExecutor
 from edgeprof.plan import RunSpec
 from edgeprof.runners.registry import DEFAULT_RUNNER
@@ -26,7 +27,9 @@ EXECUTORS: tuple[Executor, ...] = (
     ServingExecutor(),  # llama-server on loopback under a load generator, a server per config
     QualityExecutor(),  # KLD / same top / PPL against a reference, in quality worker children
     SoakExecutor(),  # one request back to back for a duration, in one worker child, stored per window
+    OpenAIExecutor(),  # a server edgeprof did not start, at [serving] target, under the same load generator
     ServingSoakExecutor(),  # a serving level held for a soak's duration, cut into its windows
+    OpenAISoakExecutor(),  # the same on a server edgeprof did not start
 )
 
 _BY_KEY: dict[tuple[str, str], Executor] = {(e.runner, e.workload_kind): e for e in EXECUTORS}

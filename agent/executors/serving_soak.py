@@ -1,6 +1,6 @@
-"""Soak runs on llama-server: the serving runner's measured level held for the soak's duration at the
-config's concurrency (closed loop: each client sends its next request when its previous one ends), then cut
-into the soak's windows from the requests' own timestamps.
+"""Soak runs on llama-server (or on a server edgeprof did not start): the serving runner's measured level
+held for the soak's duration at the config's concurrency (closed loop: each client sends its next request
+when its previous one ends), then cut into the soak's windows from the requests' own timestamps.
 
 The server is cooled, spawned, loaded and warmed up as for any serving config; the measured level is the
 soak. Its windows are the fixed intervals ``t0 + i * window_s`` of CLOCK_MONOTONIC from the level's start,
@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from edgeprof.executors.base import EnergyOver
+from edgeprof.executors.openai_server import OpenAIExecutor
 from edgeprof.executors.serving import ServingExecutor
 from edgeprof.executors.soak import attach_soak_telemetry, store_soak_windows, stored_windows
 from edgeprof.plan import RunSpec
@@ -147,3 +148,11 @@ class ServingSoakExecutor(ServingExecutor):
     def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
         super().attach_energy(session, run, energy)
         attach_soak_telemetry(session, run, energy)
+
+
+class OpenAISoakExecutor(ServingSoakExecutor, OpenAIExecutor):
+    """A soak on a server edgeprof did not start: the same windows, from the same request records; the
+    run itself is the openai runner's (no spawn, no memory prediction)."""
+
+    runner = "openai"
+    workload_kind = "soak"

@@ -75,7 +75,18 @@ def level_counts(
         "goodput_rps": len(good) / dur if dur and good is not None else None,
         "n_good": len(good) if good is not None else None,
         "slo": slo or None,
+        "token_sources": token_sources(ok),
     }
+
+
+def token_sources(ok: list[RequestRecord]) -> dict[str, int]:
+    """Where the successful requests' token counts came from, with how many: "server" (llama-server's own
+    count), "usage" (an OpenAI-compatible server's), "chunks" (none offered: one token per text chunk)."""
+    out: dict[str, int] = {}
+    for r in ok:
+        key = r.token_source or "none"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def latency_distributions(measured: list[RequestRecord], ok: list[RequestRecord]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from edgeprof.plan.model import (
 from edgeprof.plan.parse import load_plan, parse_plan
 from edgeprof.plan.power import SystemProbe
 from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, MAX_CHUNKS, QualitySpec, default_text, quality_params
-from edgeprof.plan.serving import Serving
+from edgeprof.plan.serving import Serving, is_server_entry
 
 __all__ = [
     "AXES",
@@ -68,6 +68,7 @@ __all__ = [
     "default_threads",
     "estimate_prompt_tokens",
     "expand",
+    "is_server_entry",
     "load_plan",
     "parse_budget",
     "parse_plan",

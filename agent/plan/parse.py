@@ -18,7 +18,7 @@ from edgeprof.plan.matrix import check_axis_pairs, parse_axes
 from edgeprof.plan.model import ModelEntry, Plan, PlanError
 from edgeprof.plan.model_files import parse_models
 from edgeprof.plan.power import SystemProbe, parse_power_modes
-from edgeprof.plan.serving import check_serving
+from edgeprof.plan.serving import check_serving, foreign_target
 from edgeprof.plan.tables import (
     parse_cold_cache,
     parse_collect,
@@ -54,7 +54,9 @@ def parse_plan(
     name = parse_name(chk, doc, source)
     matrix = chk.table(doc, "matrix", "matrix")
     axes = parse_axes(chk, matrix)
-    models, infos = parse_models(chk, matrix.get("models"), base)
+    # the openai runner alone needs no model file: the server has its own (its URL stands in for it)
+    foreign = foreign_target(doc, matrix)
+    models, infos = parse_models(chk, matrix.get("models"), base) if foreign is None else ([], {})
     workloads = parse_workloads(chk, doc.get("workload"), base)
     repeat = parse_repeat(chk, doc)
     run_t = chk.table(doc, "run", "run")
@@ -71,6 +73,8 @@ def parse_plan(
     check_contexts(chk, axes, models, workloads, rendered)
     check_axis_pairs(chk, axes)
     runners, concurrency, request_rates, serving = check_serving(chk, doc, matrix, workloads)
+    if foreign:
+        models = [ModelEntry(path=foreign, label=server_label(foreign))]
     # Ceilings for every number and the matrix size: a plan is unattended input (agent/plan/bounds.py).
     n_configs = count_configs(models, workloads, power_modes, *axes.values())
     trained = _trained_ctx(models, infos)
@@ -107,6 +111,11 @@ def read_toml(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(source, [f"malformed TOML: {exc}"]) from None
+
+
+def server_label(url: str) -> str:
+    """A foreign server's label until it names its model: its host and port."""
+    return url.split("://", 1)[1]
 
 
 def _trained_ctx(models: list[ModelEntry], infos: dict[str, GGUFInfo]) -> dict[str, int | None]:

@@ -1,11 +1,16 @@
 """The plan's serving part, for measuring llama-server under load as well as llama.cpp in process: the
 ``runner`` / ``concurrency`` / ``request_rate`` matrix axes and the ``[serving]`` table. Validated with the
-rest of the plan, every problem listed at once."""
+rest of the plan, every problem listed at once.
+
+The ``openai`` runner measures a server edgeprof did not start, at ``[serving] target``: its model is the
+server's own, so ``matrix.models`` is optional there (``foreign_target`` is what stands in for it)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from edgeprof.plan.checker import Checker
 from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
@@ -22,8 +27,18 @@ SERVING_KEYS = {
     "ready_timeout_s",
     "cache_prompt",
     "slo",
+    "target",
+    "endpoint",
+    "model",
+    "api_key_env",
 }
 SLO_KEYS = {"ttft_ms", "tpot_ms", "e2el_ms"}
+FOREIGN_RUNNER = "openai"  # the runner that measures a server at [serving] target
+ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
+TARGET_EXAMPLE = '"http://127.0.0.1:8080"'
+FOREIGN_KEYS = ("target", "endpoint", "model", "api_key_env")  # [serving] keys of the openai runner only
+# the matrix axes that still mean something against a foreign server (power_mode: the device it runs on)
+FOREIGN_AXES = ("models", "power_mode", *SERVING_AXES)
 
 
 @dataclass(frozen=True)
@@ -38,9 +53,15 @@ class Serving:
     ready_timeout_s: float = 120.0
     cache_prompt: bool = False  # off: repeated prompts must not measure the server's prefix cache
     slo: tuple[tuple[str, float], ...] = ()  # goodput: requests meeting every one of these
+    # the openai runner's server: its URL, which endpoint, and the model name sent (None: the first of
+    # its /v1/models); absent from the JSON while unset, so the spec ids of earlier plans stay as they were
+    target: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None  # the environment variable holding its API key (never the key itself)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "requests": self.requests,
             "duration_s": self.duration_s,
             "warmup_requests": self.warmup_requests,
@@ -49,6 +70,49 @@ class Serving:
             "cache_prompt": self.cache_prompt,
             "slo": dict(self.slo),
         }
+        for key in FOREIGN_KEYS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def target_problem(raw: Any) -> str | None:
+    """What is wrong with a ``[serving] target`` (one line), None when it is an http(s) URL with a host and a
+    port (a server's root: the endpoints' paths start with /v1)."""
+    expected = f"expected an http(s) URL with host and port, such as {TARGET_EXAMPLE}"
+    if not isinstance(raw, str):
+        return f"{expected}; got {type(raw).__name__} {raw!r}"
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError:
+        return f"{expected}; got {raw!r} (bad port)"
+    if parts.scheme not in ("http", "https") or not parts.hostname or port is None:
+        return f"{expected}; got {raw!r}"
+    if parts.path.rstrip("/").endswith("/v1"):
+        return f"give the server's root, without /v1 (the endpoint adds it); got {raw!r}"
+    return None
+
+
+def foreign_target(doc: dict[str, Any], matrix: dict[str, Any]) -> str | None:
+    """The target URL (credentials dropped) that stands in for the model when a plan runs the openai runner
+    alone and lists no models: the server has its own. "" for such a plan whose target is missing or not
+    valid (``check_serving`` says why, and no model is asked for); None for every other plan."""
+    runners = matrix.get("runner")
+    if runners not in (FOREIGN_RUNNER, [FOREIGN_RUNNER]) or "models" in matrix:
+        return None
+    table = doc.get("serving")
+    raw = table.get("target") if isinstance(table, dict) else None
+    if raw is None or target_problem(raw) is not None:
+        return ""
+    from edgeprof.runners.openai_api import public_url
+
+    return public_url(raw)
+
+
+def is_server_entry(path: str) -> bool:
+    """Whether a model entry's path is a foreign server's URL (``foreign_target``), not a GGUF file."""
+    return path.startswith(("http://", "https://"))
 
 
 def check_serving(
@@ -65,15 +129,53 @@ def check_serving(
         if "serving" in doc:
             chk.add("serving", 'needs a serving runner: add runner = ["llama-server"] to [matrix]')
         return tuple(runners) or (DEFAULT_RUNNER,), tuple(conc) or (1,), (None,), None
-    serving = _serving_table(chk, doc)
+    serving = _serving_table(chk, doc, FOREIGN_RUNNER in runners)
     for wl in workloads:
-        if getattr(wl, "messages", None) is not None:
+        if getattr(wl, "messages", None) is not None and "llama-server" in runners:
             chk.add(
                 f"workload '{wl.name}'",
                 "the llama-server runner sends text or token prompts to /completion; a chat workload "
                 "(messages) is not supported there yet",
             )
+    if FOREIGN_RUNNER in runners:
+        _check_foreign(chk, matrix, workloads, serving)
     return tuple(runners), tuple(conc) or (1,), tuple(rates) or (None,), serving
+
+
+def _check_foreign(chk: Checker, matrix: dict[str, Any], workloads: list[Any], serving: Serving) -> None:
+    """What the openai runner cannot send: token prompts to the chat endpoint, messages to the completions
+    one; more than one model (the server serves one: the plan's model only names it) or several values of
+    a llama.cpp axis (the server has its own)."""
+    models = matrix.get("models")
+    if isinstance(models, list) and len(models) > 1:
+        chk.add("matrix.models", 'runner "openai" measures the one model its server serves: give at most one')
+    for key, value in matrix.items():
+        # the llama.cpp knobs are the server's own business: each value would measure the same server again
+        if key not in FOREIGN_AXES and isinstance(value, list) and len(value) > 1:
+            chk.add(
+                f"matrix.{key}",
+                "a server edgeprof did not start keeps its own settings: "
+                f'runner "{FOREIGN_RUNNER}" takes one value here (or a plan of its own)',
+            )
+    for wl in workloads:
+        if getattr(wl, "quality", None) is not None and "models" not in matrix:
+            chk.add(
+                f"workload '{wl.name}'",
+                "quality (KLD) is not measured on a foreign server: its logits are out of reach; list the "
+                'model file and add runner "llama-cpp" to score it in process',
+            )
+        if getattr(wl, "quality", None) is not None:
+            continue  # a soak sends its request as any generation workload does
+        if serving.endpoint == "chat" and getattr(wl, "prompt_tokens", None):
+            chk.add(
+                f"workload '{wl.name}'",
+                'the chat endpoint takes text: give prompt or messages, or endpoint = "completions"',
+            )
+        if serving.endpoint == "completions" and getattr(wl, "messages", None) is not None:
+            chk.add(
+                f"workload '{wl.name}'",
+                'the completions endpoint takes a prompt: messages need endpoint = "chat"',
+            )
 
 
 def _places(matrix: dict[str, Any], key: str, default: Any) -> list[tuple[str, Any]]:
@@ -118,7 +220,7 @@ def _request_rates(chk: Checker, matrix: dict[str, Any]) -> list[float | None]:
     return rates
 
 
-def _serving_table(chk: Checker, doc: dict[str, Any]) -> Serving:
+def _serving_table(chk: Checker, doc: dict[str, Any], foreign: bool) -> Serving:
     table = doc.get("serving", {})
     if not isinstance(table, dict):
         chk.add("serving", "expected a table")
@@ -146,7 +248,36 @@ def _serving_table(chk: Checker, doc: dict[str, Any]) -> Serving:
         ready_timeout_s=ready_t or 120.0,
         cache_prompt=bool(cache),
         slo=_slo(chk, table),
+        **_foreign_keys(chk, table, foreign),
     )
+
+
+def _foreign_keys(chk: Checker, table: dict[str, Any], foreign: bool) -> dict[str, str | None]:
+    """target, endpoint, model and api_key_env of the openai runner; a problem where they are given without
+    it, or where it has no target."""
+    if not foreign:
+        for key in FOREIGN_KEYS:
+            if key in table:
+                chk.add(f"serving.{key}", f'needs runner = ["{FOREIGN_RUNNER}"] in [matrix]')
+        return {}
+    target = None
+    if "target" not in table:
+        chk.add("serving.target", f'missing: runner "{FOREIGN_RUNNER}" measures the server at this URL, '
+                f"such as {TARGET_EXAMPLE}")  # fmt: skip
+    elif (problem := target_problem(table["target"])) is not None:
+        chk.add("serving.target", problem)
+    else:
+        target = table["target"]
+    endpoint = table.get("endpoint", "chat")
+    if endpoint not in ENDPOINTS:
+        chk.add("serving.endpoint", f"expected one of {', '.join(ENDPOINTS)}, got {endpoint!r}")
+        endpoint = None
+    model = chk.string(table["model"], "serving.model") if "model" in table else None
+    key_env = chk.string(table["api_key_env"], "serving.api_key_env") if "api_key_env" in table else None
+    if key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
+        chk.add("serving.api_key_env", f"expected the name of an environment variable, got {key_env!r}")
+        key_env = None
+    return {"target": target, "endpoint": endpoint or "chat", "model": model, "api_key_env": key_env}
 
 
 def _slo(chk: Checker, table: dict[str, Any]) -> tuple[tuple[str, float], ...]:

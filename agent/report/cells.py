@@ -100,9 +100,15 @@ def quality_at(row: Row) -> str:
     return f" @ctx {measured_at}"
 
 
+FOREIGN_QUALITY = "not measured: foreign server"
+
+
 def fmt_quality(row: Row) -> str:
     """'KLD 0.0312 / 92.1 %' for a table cell, with '@ctx N' where it was measured at another ctx;
-    'reference' for the reference itself; '—' when none."""
+    'reference' for the reference itself; '—' when none. A foreign server's logits are out of reach: its
+    row says so rather than leave a blank that reads as "not run yet"."""
+    if row.get("runner") == "openai":
+        return FOREIGN_QUALITY
     if row.get("kld_mean") is None:
         return EMPTY
     if row.get("quality_reference_label") == row.get("model_label"):

@@ -402,7 +402,7 @@ class ConfigLoop:
         executor = executor_of_spec(spec)
         label = executor.label(spec)
         group = model_group(spec, self.plan.model_info.get(spec.model.path))
-        file_id = self.models.file_id[spec.model.path]
+        file_id = self.models.file_id.get(spec.model.path)  # None: a foreign server's model
         run = new_run(self.sweep, spec, self.seq_base + self.index, file_id, group)
         switch_error = self.set_power_mode(spec)
         self.note_device_state(run)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.executors import group_of
 from edgeprof.gguf import GGUFInfo, read_gguf_info, sha256_file
-from edgeprof.plan import Plan, RunSpec
+from edgeprof.plan import Plan, RunSpec, is_server_entry
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import ModelFile
 
@@ -65,6 +66,11 @@ def hash_models(session: Session, plan: Plan, heartbeat: Callable[[], None]) -> 
     """Every model of the plan hashed into its row, one commit each."""
     rows = ModelRows()
     for model in plan.models:
+        if is_server_entry(model.path):
+            # a foreign server's own model (runner openai): no file to hash, no model_file row; its URL
+            # is what its spec ids are made of
+            rows.sha256[model.path] = hashlib.sha256(f"server {model.path}".encode()).hexdigest()
+            continue
         info = plan.model_info.get(model.path) or read_gguf_info(model.path)
         mf = get_or_create_model_file(session, info, progress=heartbeat)
         rows.sha256[model.path], rows.file_id[model.path] = mf.sha256, mf.id

@@ -12,7 +12,7 @@ from edgeprof.run_states import utcnow
 from edgeprof.storage.models import Run, Sweep
 
 
-def new_run(sweep: Sweep, spec: RunSpec, seq: int, model_file_id: int, group: str) -> Run:
+def new_run(sweep: Sweep, spec: RunSpec, seq: int, model_file_id: int | None, group: str) -> Run:
     """The row of one config about to start (``running``): the spec as it was asked for, column by column."""
     p = spec.params
     return Run(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select
-from support.serving import serving_plan_toml
+from support.serving import foreign_plan_toml, running_llama_server, serving_plan_toml
 
 from edgeprof.plan import Collect, Cooldown, parse_plan
 from edgeprof.report import build_rows
@@ -89,3 +89,24 @@ def test_a_soak_on_llama_server_is_stored_per_window_beside_its_level(
         rows = build_rows(s, outcome.sweep_id, include_serving=True)
     (row,) = [r for r in rows if r["runner"] == "llama-server"]
     assert row["soak_windows_n"] == 6 and row["soak_verdict"] is not None
+
+
+@needs_server
+def test_a_soak_on_a_server_edgeprof_did_not_start_is_cut_into_windows_the_same_way(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    assert SERVER is not None
+    soak = {**SOAK, "prompt": "Once upon a time"}
+    del soak["prompt_tokens"]
+    with running_llama_server(SERVER, tiny_models["Q4_K_M"], slots=1) as base:
+        text = foreign_plan_toml(base, conc=[1], workload=soak)
+        plan = parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
+        engine = open_engine(tmp_path / "f.db")
+        out = io.StringIO()
+        outcome = run_plan(engine, plan, out=out, env=dict(os.environ))
+    assert outcome.counts == {"ok": 1}, out.getvalue()
+    with new_session(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.runner == "openai"
+        windows = list(s.scalars(select(SoakWindow).where(SoakWindow.run_id == run.id)))
+        assert len(windows) == 6 and sum(w.tokens for w in windows) > 0

@@ -53,7 +53,8 @@ def plan_toml(
     run: Mapping[str, Any] | None = None,
     tables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
-    """A plan's TOML. ``models``: label -> path, or the matrix's own list (paths or entry tables).
+    """A plan's TOML. ``models``: label -> path, or the matrix's own list (paths or entry tables); empty:
+    no ``models`` key at all.
     ``matrix``: more axes (ngl, depth, runner, ...); ``repeat``/``run`` update the defaults; ``tables``:
     further top-level tables ([cooldown], [collect], [serving], [quality_budget])."""
     if isinstance(models, Mapping):
@@ -61,6 +62,8 @@ def plan_toml(
     else:
         entries = [str(m) if isinstance(m, Path) else m for m in models]
     axes: dict[str, Any] = {"models": entries, "ctx": list(ctx), "threads": list(threads), **(matrix or {})}
+    if not entries:
+        del axes["models"]  # a plan without models (runner "openai": the server has its own)
     parts = [f"name = {_value(name)}", _table("matrix", axes)]
     parts += [_table("[workload]", w) for w in workloads]
     parts.append(_table("repeat", {**DEFAULT_REPEAT, **(repeat or {})}))

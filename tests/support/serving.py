@@ -3,11 +3,17 @@
 - ``synthetic_request``: a request sent at t = 10 s with 3 output tokens, chunks at TTFT, +50 ms, +150 ms
   (the runner's per-request tests and the agent's per-level ones).
 - ``serving_plan_toml``: one model under llama-server at each concurrency, small bounded levels.
+- ``foreign_plan_toml``: the openai runner against a target URL, no model file, small bounded levels.
+- ``running_llama_server``: a real llama-server the test starts itself (the binary setup.sh built), for
+  the openai runner to measure as a server edgeprof did not start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +72,73 @@ def serving_plan_toml(
         run={"timeout_s": 180, "cold_cache": "keep"},
         tables={"serving": {k: v for k, v in serving.items() if v is not None}},
     )
+
+
+def foreign_plan_toml(
+    target: str,
+    endpoint: str = "chat",
+    conc: Sequence[int] = (1, 2),
+    requests: int = 4,
+    workload: dict[str, Any] | None = None,
+    request_rate: Sequence[float] | None = None,
+    **more: Any,
+) -> str:
+    """The openai runner against ``target`` at each concurrency (and ``request_rate``: open loop); no model
+    file (the server has its own); ``more``: keys of the [serving] table."""
+    serving = {
+        "target": target,
+        "endpoint": endpoint,
+        "requests": requests,
+        "warmup_requests": 1,
+        "request_timeout_s": 60,
+        "slo": {"ttft_ms": 60000, "tpot_ms": 60000},
+        **more,
+    }
+    return plan_toml(
+        [],
+        name="foreign",
+        matrix={"runner": ["openai"], "concurrency": list(conc)}
+        | ({"request_rate": list(request_rate)} if request_rate is not None else {}),
+        workloads=[workload or {"name": "w", "prompt": "Once upon a time", "n_predict": 8}],
+        run={"timeout_s": 120},
+        tables={"serving": serving},
+    )
+
+
+@contextlib.contextmanager
+def running_llama_server(
+    binary: str, model: Path, slots: int = 2, ready_s: float = 60.0, extra: Sequence[str] = ()
+) -> Iterator[str]:
+    """A llama-server on a free loopback port serving ``model`` with ``slots`` slots and /metrics (``extra``:
+    more of its flags); yields its base URL and stops it after."""
+    from edgeprof.runners.llama_server import free_port
+
+    port = free_port()
+    cmd = [binary, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(256 * slots),
+           "-np", str(slots), "-t", "1", "--metrics", "--no-webui", *extra]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(base, proc, ready_s)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen[bytes], ready_s: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + ready_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama-server exited with {proc.returncode} before it was ready")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(base + "/health", timeout=2.0).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"llama-server at {base} not ready within {ready_s:g} s")

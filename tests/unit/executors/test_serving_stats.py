@@ -51,3 +51,12 @@ def test_no_slo_means_no_goodput_and_failed_requests_never_meet_one() -> None:
     s = summarize_level(level(), duration_s=2.0, slo={})
     assert s["goodput_rps"] is None and s["n_good"] is None
     assert not meets_slo(synthetic(0, 0.1, status="timeout"), {"ttft_ms": 1e9})
+
+
+def test_the_level_says_where_its_token_counts_came_from() -> None:
+    recs = level()
+    for r, source in zip(recs[:10], ["usage"] * 7 + ["chunks"] * 2 + [None], strict=True):
+        r.token_source = source
+    s = summarize_level(recs, duration_s=2.0, slo={})
+    # successful measured requests only: the failed one and the warm-up are not counted
+    assert s["token_sources"] == {"chunks": 2, "none": 1, "usage": 7}

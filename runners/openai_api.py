@@ -1,0 +1,357 @@
+"""The ``openai`` runner: a server edgeprof did not start (llama-server, vLLM, Ollama, … behind
+``/v1/chat/completions`` or ``/v1/completions``), measured under the same load generator as llama-server's
+native endpoint (``loadgen``; this module gives it the two endpoints) with the same levels.
+
+Nothing is spawned, so there is no load time, no cold start and no KV prediction: a config is the server's
+identity (``/v1/models``, and llama-server's ``/props`` where offered), warm-up requests, then the measured
+level. Token counts come from the server's ``usage`` (asked for with ``stream_options.include_usage``);
+a server that sends none is counted one token per text chunk, and the record says so
+(``token_source = "chunks"``). This module never touches storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from edgeprof.runners import loadgen
+from edgeprof.runners.llama_server import ServingResult, scrape_metrics, token_prompt
+
+
+def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) -> None:
+    """The counts of ``usage`` (OpenAI) and the figures of ``timings`` (llama-server's extension), where the
+    chunk has them (vLLM sends ``"usage": null`` on every chunk but the last)."""
+    for choice in data.get("choices") or ():
+        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+        if reason:
+            rec.finish_reason = str(reason)
+    usage = data.get("usage")
+    if isinstance(usage, dict):
+        out, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        if isinstance(out, int) and not isinstance(out, bool):
+            rec.output_tokens, rec.token_source = out, "usage"
+        if isinstance(prompt, int) and not isinstance(prompt, bool):
+            rec.prompt_tokens = prompt
+    timings = data.get("timings")
+    if isinstance(timings, dict):
+        rec.server_prompt_ms = _number(timings.get("prompt_ms"))
+        rec.server_predicted_ms = _number(timings.get("predicted_ms"))
+        cache_n = timings.get("cache_n")
+        rec.server_cache_n = int(cache_n) if isinstance(cache_n, int) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0]
+    return {}
+
+
+def _text_arrived(rec: loadgen.RequestRecord, text: Any, t_arrival: float) -> None:
+    if isinstance(text, str) and text:
+        if rec.t_first is None:
+            rec.t_first = t_arrival
+        rec.chunk_times.append(t_arrival)
+
+
+def fold_chat(rec: loadgen.RequestRecord, data: dict[str, Any], t_arrival: float) -> bool:
+    """One ``chat.completion.chunk``: generated text is ``delta.content`` (or a reasoning model's
+    ``delta.reasoning_content``: tokens it generated all the same). Never the last: ``[DONE]`` is."""
+    delta = _first_choice(data).get("delta")
+    if isinstance(delta, dict):
+        content = delta.get("content") or delta.get("reasoning_content")
+        _text_arrived(rec, content, t_arrival)
+    _record_usage_and_timings(rec, data)
+    return False
+
+
+def fold_completions(rec: loadgen.RequestRecord, data: dict[str, Any], t_arrival: float) -> bool:
+    """One ``text_completion`` chunk: generated text is ``choices[0].text``. Never the last: ``[DONE]`` is."""
+    _text_arrived(rec, _first_choice(data).get("text"), t_arrival)
+    _record_usage_and_timings(rec, data)
+    return False
+
+
+def finish(rec: loadgen.RequestRecord) -> bool:
+    """The stream ended: complete when a finish reason came. No ``usage``: the text chunks are counted, and
+    labelled so (a chunk may hold more than one token, or none)."""
+    if rec.finish_reason is None:
+        return False
+    if rec.output_tokens is None:
+        rec.output_tokens, rec.token_source = len(rec.chunk_times), "chunks"
+    if rec.t_first is None and rec.output_tokens:
+        rec.t_first = rec.t_end  # every token came without text (or in the last chunk)
+    return True
+
+
+CHAT = loadgen.Endpoint("/v1/chat/completions", fold_chat, finish)
+COMPLETIONS = loadgen.Endpoint("/v1/completions", fold_completions, finish)
+ENDPOINTS: dict[str, loadgen.Endpoint] = {"chat": CHAT, "completions": COMPLETIONS}
+
+
+def public_url(target: str) -> str:
+    """The target without credentials (``user:password@`` dropped), path and query kept: what is stored."""
+    parts = urlsplit(target)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"  # IPv6
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
+
+
+def _messages(wl: dict[str, Any], prefix: str) -> list[dict[str, str]]:
+    """The workload's chat messages (the server applies its own template), or its text prompt as one user
+    message; ``prefix`` goes in front of the last user message."""
+    given = wl.get("messages")
+    pairs = [(str(r), str(c)) for r, c in given] if given else [("user", str(wl.get("prompt") or ""))]
+    last_user = max((i for i, (role, _c) in enumerate(pairs) if role == "user"), default=len(pairs) - 1)
+    return [
+        {"role": role, "content": prefix + content if i == last_user else content}
+        for i, (role, content) in enumerate(pairs)
+    ]
+
+
+def payload_for(job: dict[str, Any], model: str | None, idx: int) -> dict[str, Any]:
+    """The body of request ``idx``: the workload greedy by default, streamed with usage. A per-request prefix
+    (its index) keeps repeated prompts apart unless the plan turns caching on. ``ignore_eos`` and ``top_k``
+    are not OpenAI's, but llama-server and vLLM honour them (a fixed output length needs the first)."""
+    wl, serving = job["workload"], job["serving"]
+    endpoint = serving.get("endpoint") or "chat"
+    prefix = "" if serving.get("cache_prompt") else f"[{idx}] "
+    body: dict[str, Any] = {"model": model} if model else {}
+    if endpoint == "chat":
+        body["messages"] = _messages(wl, prefix)
+    elif wl.get("prompt_tokens"):
+        body["prompt"] = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), idx)
+    else:
+        body["prompt"] = prefix + str(wl.get("prompt") or "")
+    body.update(
+        max_tokens=int(wl["n_predict"]),
+        temperature=float(wl.get("temperature", 0.0)),
+        top_p=float(wl.get("top_p", 0.95)),
+        top_k=int(wl.get("top_k", 40)),
+        seed=int(wl.get("seed", 42)),
+        ignore_eos=bool(wl.get("ignore_eos", True)),
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    if wl.get("stop"):
+        body["stop"] = list(wl["stop"])
+    return body
+
+
+async def _get(client: Any, url: str, timeout_s: float = 5.0) -> tuple[int | None, Any, str | None]:
+    """(HTTP status, JSON body or None, the connection error) of one GET."""
+    import httpx
+
+    try:
+        r = await client.get(url, timeout=timeout_s)
+    except (httpx.HTTPError, OSError) as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"[:200]
+    try:
+        return r.status_code, r.json(), None
+    except ValueError:
+        return r.status_code, None, None
+
+
+def identity_of(target: str, endpoint: str, models: Any, props: Any) -> dict[str, Any]:
+    """What the server says it is: the model ids of ``/v1/models`` (and llama-server's ``meta`` of the
+    first), and from ``/props`` its build and model file; a field the server does not offer is None."""
+    data = models.get("data") if isinstance(models, dict) else None
+    entries = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if data else []
+    props = props if isinstance(props, dict) else {}
+    gen = props.get("default_generation_settings")
+    meta = entries[0].get("meta") if entries else None
+    return {
+        "target": public_url(target),
+        "endpoint": endpoint,
+        "models": [m["id"] for m in entries] or None,
+        "owned_by": entries[0].get("owned_by") if entries else None,
+        "model_meta": meta if isinstance(meta, dict) else None,
+        "build_info": props.get("build_info"),
+        "model_path": props.get("model_path"),
+        "total_slots": props.get("total_slots"),
+        "slot_n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
+    }
+
+
+def auth_headers(serving: dict[str, Any], env: dict[str, str] | None) -> tuple[dict[str, str], str | None]:
+    """(headers, problem): ``Authorization: Bearer`` from the variable ``api_key_env`` names (a key never
+    sits in the plan, which is stored with the sweep); the problem when that variable is not set."""
+    name = serving.get("api_key_env")
+    if not name:
+        return {}, None
+    key = (os.environ if env is None else env).get(str(name))
+    if not key:
+        return {}, f"${name} is not set (serving.api_key_env names it for the target's API key)"
+    return {"Authorization": f"Bearer {key}"}, None
+
+
+def control_client(headers: dict[str, str]) -> Any:
+    """One kept-alive connection for the driver's own requests (``/v1/models``, ``/props``, ``/metrics``),
+    made before anything is timed (as llama-server's driver does)."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    return httpx.AsyncClient(limits=limits, headers=headers)
+
+
+def run_openai(
+    job: dict[str, Any],
+    timeout_s: float,
+    *,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    heartbeat: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> ServingResult:
+    """One config against the target: identity → warm-ups → the measured level. ``res.props`` is the
+    identity; ``t_spawn`` is the config's start (nothing was spawned: no ready or cold-start time)."""
+    res = ServingResult(status="error", reason=None, t_spawn=time.monotonic())
+    headers, problem = auth_headers(job["serving"], env)
+    if problem is not None:
+        res.reason = problem
+        return res
+    if on_event is not None:
+        on_event({"event": "start", "pid": None, "runner": "openai"})
+    drive = _Drive(job, res, res.t_spawn + timeout_s, on_event, heartbeat, headers)
+    try:
+        asyncio.run(drive.run())
+    except KeyboardInterrupt:
+        res.status, res.reason = "interrupted", "stopped by the user (Ctrl-C / SIGTERM) during this run"
+    return res
+
+
+class _Drive:
+    """One config against a running server; every way it can stop early is a status and a reason."""
+
+    def __init__(
+        self,
+        job: dict[str, Any],
+        res: ServingResult,
+        deadline: float,
+        on_event: Callable[[dict[str, Any]], None] | None,
+        heartbeat: Callable[[], None] | None,
+        headers: dict[str, str],
+    ) -> None:
+        self.job, self.res, self.deadline, self.headers = job, res, deadline, headers
+        self.on_event, self.heartbeat = on_event, heartbeat
+        self.serving = job["serving"]
+        self.target = str(self.serving["target"]).rstrip("/")
+        self.endpoint_name = str(self.serving.get("endpoint") or "chat")
+        self.endpoint = ENDPOINTS[self.endpoint_name]
+        self.req_timeout = float(self.serving.get("request_timeout_s", 60.0))
+        self.conc = int(job["params"].get("concurrency") or 1)
+        self.model: str | None = self.serving.get("model")
+        self.has_metrics = False
+        self.control: Any = None
+
+    def phase(self, name: str, t0: float, t1: float, kind: str | None = None) -> None:
+        ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
+        self.res.phases.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    async def run(self) -> None:
+        async with control_client(self.headers) as self.control:
+            await self.steps()
+
+    async def steps(self) -> None:
+        res = self.res
+        if not await self.identify():
+            return
+        n_warm = int(self.serving.get("warmup_requests", self.conc))
+        if n_warm and not await self.level("warmup", n_warm, None, 0):
+            return
+        res.metrics_before = await scrape_metrics(self.target, client=self.control)
+        self.has_metrics = res.metrics_before is not None  # llama-server --metrics; most others: none
+        n_req = self.serving.get("requests")
+        n = int(n_req) if n_req is not None else None
+        if not await self.level("measured", n, self.serving.get("duration_s"), n_warm):
+            return
+        if self.has_metrics:
+            res.metrics_after = await scrape_metrics(self.target, client=self.control)
+        self.judge_level()
+
+    async def identify(self) -> bool:
+        """``/v1/models`` (an unreachable target ends the config here), ``/props`` where offered."""
+        code, models, error = await _get(self.control, self.target + "/v1/models")
+        if code is None:
+            self.res.reason = f"target {public_url(self.target)} unreachable: {error}"
+            return False
+        _pc, props, _pe = await _get(self.control, self.target + "/props")
+        self.res.props = identity_of(self.target, self.endpoint_name, models, props)
+        if self.model is None and self.res.props["models"]:
+            self.model = self.res.props["models"][0]  # the one it serves (the first, where it lists several)
+        self.res.props["model"] = self.model
+        return True
+
+    async def level(self, kind: str, n: int | None, duration: float | None, first_idx: int) -> bool:
+        """One batch of requests at the level's concurrency; False when the config timed out."""
+        if self.left() <= 0:
+            return self.timed_out()
+        load = loadgen.LoadSpec(
+            concurrency=self.conc,
+            n_requests=n,
+            duration_s=duration,
+            request_rate=self.job["params"].get("request_rate") if kind == "measured" else None,
+            timeout_s=min(self.req_timeout, max(1.0, self.left())),
+            seed=int(self.job["workload"].get("seed", 0)),
+        )
+        run = loadgen.run_level(
+            self.target,
+            partial(payload_for, self.job, self.model),
+            load,
+            kind=kind,
+            first_idx=first_idx,
+            scrape=self.scrape,
+            endpoint=self.endpoint,
+            headers=self.headers,
+        )
+        try:
+            out = await asyncio.wait_for(run, timeout=max(1.0, self.left()))
+        except asyncio.TimeoutError:
+            return self.timed_out()
+        self.res.records.extend(out.records)
+        if kind == "measured":
+            self.res.level_t_start, self.res.level_t_end = out.t_start, out.t_end
+            self.res.metrics_samples = out.metrics_samples
+        self.phase(f"level_c{self.conc}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
+        return True
+
+    async def scrape(self) -> dict[str, float] | None:
+        """Beats the sweep's lease while requests run; polls ``/metrics`` only where the server has it."""
+        if self.heartbeat is not None:
+            self.heartbeat()
+        if not self.has_metrics:
+            return None
+        return await scrape_metrics(self.target, timeout_s=2.0, client=self.control)
+
+    def timed_out(self) -> bool:
+        self.res.status = "timeout"
+        self.res.reason = f"config ran past its {self.job['timeout_s']:g} s timeout"
+        return False
+
+    def judge_level(self) -> None:
+        """A level where no request succeeded is the config's outcome."""
+        res = self.res
+        measured = [r for r in res.records if r.kind == "measured"]
+        if measured and all(r.status != "ok" for r in measured):
+            if all(r.status == "timeout" for r in measured):
+                res.status = "timeout"
+                res.reason = f"every measured request timed out (request_timeout_s = {self.req_timeout:g})"
+            else:
+                res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
+            return
+        res.status, res.reason = "ok", None
