@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import DbOption, DeviceOption, fail, open_db
+from edgeprof.cli.common import DbOption, DeviceOption, fail, open_db, sweep_of_device
 
 TextfileOption = Annotated[
     Path | None,
@@ -28,8 +28,12 @@ EPILOG = (
 def metrics(textfile: TextfileOption = None, db: DbOption = None, device: DeviceOption = None) -> None:
     """Prometheus metrics of the agent and of every finished config, read from the database now."""
     from edgeprof.daemon import metrics_text, write_textfile
+    from edgeprof.storage.db import new_session
 
     engine = open_db(db, read_only=True)
+    if device is not None:
+        with new_session(engine) as session:
+            sweep_of_device(session, None, device)  # one clear line for a device this DB never saw
     if textfile is None:
         typer.echo(metrics_text(engine, device).decode(), nl=False)
         return

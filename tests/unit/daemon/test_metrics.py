@@ -156,6 +156,25 @@ def test_the_agent_its_sweep_and_the_last_error(engine: Engine) -> None:
     assert families["edgeprof_metrics_read_ok"] == [({}, 1.0)]
 
 
+def test_device_keeps_one_device_of_a_central_database(engine: Engine) -> None:
+    with new_session(engine) as s:
+        other = dbbuild.add_device(s, fingerprint="other", hostname="orin")
+        sweep = dbbuild.add_sweep(s, other, name="theirs", status="completed")
+        run = dbbuild.add_run(s, sweep, 0, model_label="theirs", ended_at=utcnow())
+        s.add(steady(run, 0, 5.0))
+        s.commit()
+    both = {lab["device"] for lab, _ in scrape(engine)["edgeprof_tg_tokens_per_second"]}
+    assert both == {"jet", "orin"}
+    mine = parse_metrics(MetricsCollector(engine, device="orin"))
+    assert [lab["model"] for lab, _ in mine["edgeprof_tg_tokens_per_second"]] == ["theirs"]
+    assert mine["edgeprof_sweep_info"][0][0]["name"] == "theirs"
+    assert not mine["edgeprof_agent_state"]  # the heartbeat in this database is jet's agent
+
+
+def parse_metrics(collector: MetricsCollector) -> dict[str, list[tuple[dict[str, str], float]]]:
+    return {m.name: [(dict(s.labels), s.value) for s in m.samples] for m in collector.collect()}
+
+
 def test_an_empty_database_scrapes_without_samples(tmp_path: Path) -> None:
     families = scrape(open_engine(tmp_path / "empty.db"))
     assert families["edgeprof_metrics_read_ok"] == [({}, 1.0)]
