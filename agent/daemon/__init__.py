@@ -1,7 +1,6 @@
 """The unattended agent: the spool-folder daemon that systemd starts, what ``edgeprof status`` reads of it,
 the install of its systemd units, and its Prometheus metrics (an HTTP endpoint in the agent, or a file for
-node_exporter). Nothing here imports the CLI: ``edgeprof.cli`` maps options onto
-these calls."""
+node_exporter). Nothing here imports the CLI: ``edgeprof.cli`` maps options onto these calls."""
 
 from edgeprof.daemon.agent import (
     Agent,
