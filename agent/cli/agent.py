@@ -41,10 +41,19 @@ CompactOption = Annotated[
     str | None,
     typer.Option("--compact-keep-raw", help="After each sweep, `db compact --keep-raw` this (e.g. 7d)."),
 ]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port", help="Serve Prometheus metrics at http://ADDR:PORT/metrics (0: any free port)."
+    ),
+]
+MetricsAddrOption = Annotated[
+    str, typer.Option("--metrics-addr", help="Address the metrics endpoint listens on (0.0.0.0: every one).")
+]
 
 EPILOG = (
     "Example: edgeprof agent --queue /var/lib/edgeprof/queue --until 06:30  ·  "
-    "edgeprof agent --plan plan.toml --once"
+    "edgeprof agent --plan plan.toml --once  ·  edgeprof agent --queue DIR --metrics-port 9464"
 )
 
 
@@ -61,9 +70,11 @@ def agent(
     allow_power_mode_change: PowerModeOption = False,
     push_to: PushToOption = None,
     compact_keep_raw: CompactOption = None,
+    metrics_port: MetricsPortOption = None,
+    metrics_addr: MetricsAddrOption = "127.0.0.1",
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
-    from edgeprof.daemon import AgentConfig, configure_logging, serve
+    from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
     from edgeprof.safefs import QueueLocked
 
     config = AgentConfig(
@@ -78,6 +89,8 @@ def agent(
         allow_power_mode_change=allow_power_mode_change,
         push_to=push_to,
         compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
+        metrics_port=_port(metrics_port),
+        metrics_addr=metrics_addr,
     )
     configure_logging()
     guard_write(db)
@@ -86,6 +99,8 @@ def agent(
         code = serve(engine, db, config)
     except QueueLocked as exc:
         fail(f"{exc}; wait for it with --wait, or stop it")
+    except MetricsPortError as exc:
+        fail(str(exc))
     raise typer.Exit(code)
 
 
@@ -98,6 +113,12 @@ def _queue(queue: Path | None, plan: Path | None) -> Path | None:
     if plan is not None and not plan.is_file():
         fail(f"plan {plan}: no such file")
     return queue
+
+
+def _port(port: int | None) -> int | None:
+    if port is not None and not 0 <= port <= 65535:
+        fail(f"--metrics-port expects 0 to 65535, got {port}")
+    return port
 
 
 def _until(text: str | None) -> dt.time | None:

@@ -1,9 +1,9 @@
 """The ``edgeprof`` command line: the Typer app, its command groups, and the console entry point.
 
-Each command lives in the module of its group (run, report, models, doctor, agent, fleet, retention,
-tegrastats, service) and maps its options onto one call below the CLI; this module only puts them together,
-in the order ``edgeprof --help`` lists them. Every expected failure (bad plan, missing file, unknown sweep)
-is one line on stderr and exit code 2 (edgeprof.cli.common).
+Each command lives in the module of its group (run, report, models, doctor, agent, metrics, fleet,
+retention, tegrastats, service) and maps its options onto one call below the CLI; this module only puts them
+together, in the order ``edgeprof --help`` lists them. Every expected failure (bad plan, missing file,
+unknown sweep) is one line on stderr and exit code 2 (edgeprof.cli.common).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli import agent, doctor, fleet, models, report, retention, run, service, tegrastats
+from edgeprof.cli import agent, doctor, fleet, metrics, models, report, retention, run, service, tegrastats
 from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ report.register(app)  # report, compare, analyse
 run.register_demo(app)
 doctor.register(app)  # doctor, status
 agent.register(app)
+metrics.register(app)  # metrics (Prometheus text, or a file for node_exporter)
 tegrastats.register(app)
 service.register(app)
 fleet.register(app, db_app)  # db version, db upgrade, sweeps, push, export, import

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from edgeprof.daemon.exposition import DEFAULT_METRICS_ADDR, MetricsServer, start_metrics_server
 from edgeprof.fleet import BackgroundPusher, start_pusher
 from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
@@ -145,6 +146,9 @@ class AgentConfig:
     # After each finished sweep, downsample raw telemetry older than this (``db compact``), so that a device
     # that sweeps every night does not fill its disk.
     compact_keep_raw_s: float | None = None
+    # Serve Prometheus' /metrics on this port (0: any free one) from a thread (agent/daemon/exposition.py).
+    metrics_port: int | None = None
+    metrics_addr: str = DEFAULT_METRICS_ADDR
 
 
 class Agent:
@@ -173,6 +177,7 @@ class Agent:
         self._last_state: tuple[str, str | None] | None = None
         self._queue_lock: Any = None
         self._pusher: BackgroundPusher | None = None  # when push_to is set
+        self.metrics: MetricsServer | None = None  # when metrics_port is set
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -317,6 +322,9 @@ class Agent:
         interval = self.notifier.watchdog_interval_s()
         if interval:
             threading.Thread(target=self._watchdog_loop, args=(interval,), daemon=True).start()
+        if self.config.metrics_port is not None:  # before "ready": a port that is taken stops the start
+            port, addr = self.config.metrics_port, self.config.metrics_addr
+            self.metrics = start_metrics_server(self.engine, port, addr)
         self.set_state("ready", "waiting for plans")
         self.notifier.send(ready="1")
         self._pusher = start_pusher(self.engine, self.config.push_to)
@@ -328,6 +336,8 @@ class Agent:
         finally:
             if self._pusher is not None:
                 self._pusher.stop()
+            if self.metrics is not None:
+                self.metrics.stop()
             self.stop_requested.set()
             self._current_sweep = None
             self._finish_state()

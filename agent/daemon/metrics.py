@@ -1,0 +1,276 @@
+"""The Prometheus metric set, read from the database: what the agent is doing (the same figures as
+``edgeprof status``) and, per finished config, its latest speed, TTFT, temperature, energy and verdicts (the
+same values as ``edgeprof report --format json``, from the report's own rows).
+
+``MetricsCollector`` is a custom collector: every scrape opens its own short read session, so a scrape sees
+what the sweep has written so far (SQLite in WAL mode: a reader never blocks the writer), and a failed read
+becomes ``edgeprof_metrics_read_ok 0`` in the scrape, never an exception in the agent.
+
+Values that were not measured are left out of the scrape, never written as 0: a dashboard must not draw a
+config without an energy sensor as one that costs no energy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from edgeprof.daemon.status import gather_status
+from edgeprof.fleet import sweep_scope
+from edgeprof.run_states import FINISHED_STATUSES, utcnow
+from edgeprof.runners.registry import DEFAULT_RUNNER
+from edgeprof.storage.models import Device, ModelFile, Run, Sweep
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+log = logging.getLogger("edgeprof.metrics")
+
+# Every per-config family carries these labels, in this order (the report row's field of each).
+CONFIG_LABELS = ("device", "model", "quant", "ctx", "ngl", "workload", "runner")
+ROW_FIELD_OF_LABEL = {
+    "device": "device_hostname",
+    "model": "model_label",
+    "quant": "quant",
+    "ctx": "ctx",
+    "ngl": "ngl",
+    "workload": "workload",
+    "runner": "runner",
+}
+
+# What the agent writes as its state (agent/daemon/agent.py), and what ``status`` shows for a silent one.
+AGENT_STATES = (
+    "starting", "ready", "idle", "running", "paused", "waiting", "error", "stopped", "died", "not responding",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ValueMetric:
+    """A per-config gauge: its name, help, the report field it shows and the factor to its unit."""
+
+    name: str
+    help: str
+    field: str
+    scale: float = 1.0
+
+
+CONFIG_VALUES = (
+    ValueMetric(
+        "edgeprof_tg_tokens_per_second", "Token generation speed, median of the steady reps.", "tg_tps_median"
+    ),
+    ValueMetric(
+        "edgeprof_pp_tokens_per_second", "Prompt speed, median of the steady reps.", "pp_tps_median"
+    ),
+    ValueMetric(
+        "edgeprof_ttft_seconds", "Time to first token, median (p50) of the steady reps.", "ttft_ms_p50", 1e-3
+    ),
+    ValueMetric(
+        "edgeprof_temperature_max_celsius",
+        "Highest temperature any sensor read during the steady reps.",
+        "temp_max_c",
+    ),
+    ValueMetric(
+        "edgeprof_energy_joules_per_token",
+        "Decode energy per generated token, median of the steady reps.",
+        "decode_j_per_token_median",
+    ),
+    ValueMetric(
+        "edgeprof_config_run_id", "The run these figures are from (its sweep's report shows it).", "run_id"
+    ),
+)
+
+
+@dataclass
+class Family:
+    """One metric family before it is handed to prometheus_client: samples as (labels, value)."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    samples: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
+
+    def add(self, labels: Sequence[Any], value: float | int | bool | None) -> None:
+        if value is None:  # not measured: absent from the scrape, never 0
+            return
+        self.samples.append((tuple("" if v is None else str(v) for v in labels), float(value)))
+
+
+# -- the agent and its current sweep -------------------------------------------------------------------
+def state_set(family: Family, labels: Sequence[str], states: Iterable[str], current: str) -> None:
+    """One sample per known state, 1 for the current one (a state that is not in the list is added)."""
+    known = list(states)
+    if current not in known:
+        known.append(current)
+    for state in known:
+        family.add([*labels, state], state == current)
+
+
+def seconds_since(iso: str | None, now: dt.datetime) -> float | None:
+    if not iso:
+        return None
+    return max(0.0, (now - dt.datetime.fromisoformat(iso)).total_seconds())
+
+
+def agent_families(status: Mapping[str, Any], now: dt.datetime) -> list[Family]:
+    """The agent's state, its current (else latest) sweep, config index, ETA and the last error's age, from
+    ``gather_status`` (what ``edgeprof status`` prints)."""
+    state = Family("edgeprof_agent_state", "The agent's current state (1) among its states.", ("state",))
+    up = Family("edgeprof_agent_up", "1 while the agent's heartbeat is fresh, else 0.")
+    beat = Family("edgeprof_agent_heartbeat_age_seconds", "Seconds since the agent's last heartbeat.")
+    agent = status.get("agent")
+    if agent is not None:
+        state_set(state, (), AGENT_STATES, str(agent["state"]))
+        up.add((), bool(agent["alive"]))
+        beat.add((), agent["heartbeat_age_s"])
+    info = Family(
+        "edgeprof_sweep_info", "The current (else latest) sweep.", ("sweep_id", "name", "status")
+    )
+    index = Family("edgeprof_sweep_config_index", "Which config of the sweep runs now (1-based; done + 1).")
+    total = Family("edgeprof_sweep_configs", "Configs in the current sweep's plan.")
+    done = Family("edgeprof_sweep_configs_done", "Configs of the current sweep that have finished.")
+    eta = Family("edgeprof_sweep_eta_seconds", "Estimated seconds until the running sweep ends.")
+    sweep = status.get("sweep")
+    if sweep is not None:
+        info.add((sweep["id"], sweep["name"], sweep["status"]), 1)
+        index.add((), sweep["config_index"])
+        total.add((), sweep["configs_total"])
+        done.add((), sweep["configs_done"])
+        eta.add((), sweep["eta_s"])
+    error = Family("edgeprof_last_error_age_seconds", "Seconds since the last run that did not end ok.")
+    last = status.get("last_error")
+    error.add((), seconds_since(last["at"], now) if last else None)
+    return [state, up, beat, info, index, total, done, eta, error]
+
+
+# -- the finished configs ------------------------------------------------------------------------------
+def config_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple("" if row.get(f) is None else str(row[f]) for f in ROW_FIELD_OF_LABEL.values())
+
+
+def config_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
+    """Per config (one report row each, the latest finished run of its labels): its figures as gauges and
+    its status and verdicts as state sets (each verdict's values worst first, as the report ranks them)."""
+    from edgeprof.verdicts import SEVERITY
+
+    values = [Family(m.name, m.help, CONFIG_LABELS) for m in CONFIG_VALUES]
+    status = Family(
+        "edgeprof_config_status",
+        "How the config's latest run ended (1) among the run statuses.",
+        (*CONFIG_LABELS, "status"),
+    )
+    ended = Family(
+        "edgeprof_config_last_run_timestamp_seconds",
+        "When the config's latest run ended (Unix time).",
+        CONFIG_LABELS,
+    )
+    verdicts = {
+        kind: Family(
+            f"edgeprof_{kind}_verdict",
+            f"The config's {kind} verdict (1) among its values.",
+            (*CONFIG_LABELS, "verdict"),
+        )
+        for kind in SEVERITY
+    }
+    for row in rows:
+        labels = config_labels(row)
+        for metric, family in zip(CONFIG_VALUES, values, strict=True):
+            value = row.get(metric.field)
+            family.add(labels, value * metric.scale if value is not None else None)
+        state_set(status, labels, FINISHED_STATUSES, str(row["status"]))
+        ended.add(labels, row.get("_ended_at_s"))
+        for kind, family in verdicts.items():
+            if row.get(f"{kind}_verdict") is not None:
+                state_set(family, labels, SEVERITY[kind], str(row[f"{kind}_verdict"]))
+    return [*values, status, ended, *verdicts.values()]
+
+
+def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, float | None]:
+    """run id -> its end (Unix time) of the latest finished in-process run of each label set (device, model,
+    quant, ctx, ngl, workload, runner): what a dashboard shows for that config now. Serving levels are left
+    out: several levels share one label set, so they would need the level's own labels."""
+    from edgeprof.report import is_serving_runner
+
+    query = (
+        select(
+            Run.id, Run.runner, Run.ended_at, Device.hostname, Run.model_label, ModelFile.quant_type,
+            Run.n_ctx, Run.n_gpu_layers, Run.workload_name,
+        )
+        .join(Sweep, Run.sweep_id == Sweep.id)
+        .join(Device, Sweep.device_id == Device.id)
+        .outerjoin(ModelFile, Run.model_file_id == ModelFile.id)
+        .where(Run.status.in_(FINISHED_STATUSES), *sweep_scope(device))
+        .order_by(Run.id)
+    )
+    latest: dict[tuple[Any, ...], tuple[int, float | None]] = {}
+    for run_id, runner, ended_at, *key in session.execute(query):
+        if is_serving_runner(runner):
+            continue
+        end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
+        labels = (*key, runner or DEFAULT_RUNNER)
+        latest[labels] = (run_id, end)  # ordered by id: the latest one stays
+    return dict(latest.values())
+
+
+def config_rows(session: Session, device: str | None = None) -> list[dict[str, Any]]:
+    """The report rows (``build_rows``) of each config's latest finished run, with ``_ended_at_s``: one
+    ``build_rows`` per sweep that holds such a run (nightly sweeps of one plan: only the newest)."""
+    from edgeprof.report import build_rows
+
+    latest = latest_finished_runs(session, device)
+    sweeps = sorted(set(session.scalars(select(Run.sweep_id).where(Run.id.in_(latest))))) if latest else []
+    rows: list[dict[str, Any]] = []
+    for sweep_id in sweeps:
+        for row in build_rows(session, sweep_id):
+            # a spec redone after an interruption: its newest attempt speaks in the report, and here once
+            # it has finished (until then, the config is absent from this sweep's rows)
+            if row["run_id"] in latest:
+                rows.append({**row, "_ended_at_s": latest[row["run_id"]]})
+    return rows
+
+
+# -- the collector -------------------------------------------------------------------------------------
+def read_families(session: Session, device: str | None = None) -> list[Family]:
+    """Everything one scrape shows, from one read session."""
+    status = gather_status(session, device=device)
+    return [*agent_families(status, utcnow()), *config_families(config_rows(session, device))]
+
+
+def to_prometheus(families: Iterable[Family]) -> Iterator[Metric]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    for fam in families:
+        gauge = GaugeMetricFamily(fam.name, fam.help, labels=list(fam.labels))
+        for labels, value in fam.samples:
+            gauge.add_metric(list(labels), value)
+        yield gauge
+
+
+class MetricsCollector:
+    """A prometheus_client collector over an edgeprof database: each ``collect`` (one per scrape or
+    textfile write) reads the database afresh in its own session; a failure is logged and shows as
+    ``edgeprof_metrics_read_ok 0``, never raised into the caller (the agent's HTTP thread)."""
+
+    def __init__(self, engine: Engine, device: str | None = None) -> None:
+        self.engine = engine
+        self.device = device
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing read at registration: the families are known only once the database is read
+
+    def collect(self) -> Iterator[Metric]:
+        ok = Family("edgeprof_metrics_read_ok", "1 when this scrape could read the database, else 0.")
+        families: list[Family] = []
+        try:
+            with Session(self.engine) as session:
+                families = read_families(session, self.device)
+        except Exception:  # a scrape must never fail the agent; the gauge says it failed
+            log.exception("metrics: reading the database failed")
+            families = []
+        ok.add((), bool(families))
+        yield from to_prometheus([ok, *families])
