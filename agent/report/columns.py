@@ -41,6 +41,7 @@ from edgeprof.report.cells import (
     fmt_watts,
 )
 from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
+from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
 RowKind = Literal["inprocess", "quality", "serving", "versus"]
@@ -442,7 +443,9 @@ def shown(fmt: Format, table: str = "configs") -> tuple[Column, ...]:
 
 
 def cells(columns: Sequence[Column], row: Row) -> list[str]:
-    return [c.text(row) for c in columns]
+    """A row's cells as the terminal and Markdown tables print them: control characters of a stored label
+    or name escaped (``edgeprof.safetext``), so no cell can act on a terminal or break its table's line."""
+    return [safe_text(c.text(row)) for c in columns]
 
 
 # (field, JSON type) — the JSON report's contract.

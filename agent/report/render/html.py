@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.plan import budget_from_plan_text
 from edgeprof.report.cells import output_head
-from edgeprof.report.render.html_parts import esc, kv_table, png_data_uri, registry_table
+from edgeprof.report.render.html_parts import kv_table, png_data_uri, registry_table
 from edgeprof.report.render.html_sections import (
     collectors_section,
     device_section,
@@ -33,6 +33,7 @@ from edgeprof.report.rows import build_rows
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.workload import depth_curves
 from edgeprof.safefs import replace_report
+from edgeprof.safetext import esc
 from edgeprof.storage.models import Run, Sweep
 
 Row = Mapping[str, Any]

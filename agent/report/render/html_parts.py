@@ -1,13 +1,13 @@
 """The HTML report's building blocks: escaping, badges, tables, and the tables of the column registry.
 
-Every stored string (labels, reasons, log tails, plan text, evidence) goes through ``esc`` before it is
-written: a model label like ``llama-<q8_0>`` is shown, never injected.
+Every stored string (labels, reasons, log tails, plan text, evidence) goes through ``esc``
+(``edgeprof.safetext``, the one escaping function of every HTML writer) before it is written: a model label
+like ``llama-<q8_0>`` is shown, never injected. Only ``table`` takes cells that are HTML already.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,12 +16,9 @@ from typing import Any
 from edgeprof.report.cells import fmt_value
 from edgeprof.report.columns import Column, cells, shown
 from edgeprof.report.tables import drop_empty_columns
+from edgeprof.safetext import esc
 
 Row = Mapping[str, Any]
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
 
 
 def badge(value: str | None, css_value: str | None = None) -> str:

@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 
 from edgeprof.report.cells import fmt_value
 from edgeprof.report.fit import recommendation_lines
-from edgeprof.report.render.html_parts import badge, esc, json_block, kv_table, registry_table, table, td
+from edgeprof.report.render.html_parts import badge, json_block, kv_table, registry_table, table, td
 from edgeprof.report.serving import versus_rows
+from edgeprof.safetext import esc
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
 from edgeprof.verdicts import verdicts_by_run
 
