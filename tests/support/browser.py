@@ -214,7 +214,8 @@ class Browser:
         for e in self.events:
             p = e.get("params", {})
             if e.get("method") == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                out.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+                args = (str(a.get("value", a.get("description"))) for a in p.get("args", []))
+                out.append("console: " + " ".join(args))
             elif e.get("method") == "Runtime.exceptionThrown":
                 out.append("exception: " + str(p.get("exceptionDetails", {}).get("text")))
             elif e.get("method") == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
