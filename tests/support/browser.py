@@ -29,16 +29,22 @@ from typing import Any
 START_TIMEOUT_S = 60.0  # a cold Chromium on a loaded 2-core machine
 STEP_TIMEOUT_S = 60.0
 # What the page reports about its own layout once loaded: the document's scroll width against the
-# window's, and the right edge of every table and image (each must end inside the window).
+# window's, the blocks that end past the window's right edge, and the tables wider than the window (which
+# then scroll in their own box).
 MEASURE = """JSON.stringify({
   scroll_width: document.documentElement.scrollWidth,
   client_width: document.documentElement.clientWidth,
   inner_width: window.innerWidth,
-  overflowing: [...document.querySelectorAll("table, img, pre, h1, h2, h3, p, ul")]
+  overflowing: [...document.querySelectorAll("div.table, img, pre, h1, h2, h3, p, ul")]
     .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
     .map(e => e.tagName + ": " + (e.textContent || e.getAttribute("alt") || "").slice(0, 80)),
+  tables_scrolling: [...document.querySelectorAll("table")]
+    .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+    .map(e => e.textContent.slice(0, 80)),
   tables: document.querySelectorAll("table").length,
   images_broken: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).length,
+  images: document.images.length,
+  elements: [...new Set([...document.querySelectorAll("*")].map(e => e.localName))].sort(),
 })"""
 
 
@@ -59,8 +65,11 @@ class Page:
     client_width: int
     inner_width: int
     overflowing: list[str]
+    tables_scrolling: list[str]
     tables: int
     images_broken: int
+    images: int
+    elements: list[str]  # every element name in the document
     errors: list[str] = field(default_factory=list)  # console errors, uncaught exceptions, failed loads
 
 

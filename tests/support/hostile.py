@@ -20,6 +20,11 @@ from support import dbbuild
 # (window title) ended by BEL, a carriage return that would overwrite the start of the line, DEL.
 CONTROL = "\x1b[2J\x1b[H\x1b]52;c;aGk=\x07\x1b]0;pwned\x07\r\x7f"
 TAG = "x-evil"
+# What the HTML report is made of: any other element on the page is markup that came from data.
+PAGE_TAGS = frozenset({
+    "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "ul", "li", "div", "table",
+    "thead", "tbody", "tr", "th", "td", "span", "details", "summary", "pre", "code", "img", "b",
+})  # fmt: skip
 
 
 def hostile(where: str) -> str:

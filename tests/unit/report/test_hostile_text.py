@@ -11,17 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.hostile import CONTROL, TAG, build_hostile_db
+from support.hostile import CONTROL, PAGE_TAGS, TAG, build_hostile_db
 
 from edgeprof.report import build_rows, render_html, render_markdown, render_table
 from edgeprof.safetext import safe_text
 from edgeprof.storage.db import new_session, open_engine
 
-# What the page is made of: anything else is markup that came from data.
-OWN_TAGS = {
-    "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "ul", "li", "div", "table",
-    "thead", "tbody", "tr", "th", "td", "span", "details", "summary", "pre", "code", "img", "b",
-}  # fmt: skip
 # The fields each section shows (as stored in the hostile database).
 SECTION_FIELDS = {
     "Summary": {"sweep_name", "plan_path"},
@@ -68,7 +63,7 @@ def test_no_markup_from_data_reaches_the_page(hostile: tuple[str, list[dict[str,
     page, _rows = hostile
     parser = Tags()
     parser.feed(page)
-    assert {tag for tag, _attrs in parser.tags} <= OWN_TAGS
+    assert {tag for tag, _attrs in parser.tags} <= PAGE_TAGS
     assert not [a for _t, attrs in parser.tags for a, _v in attrs if a.startswith("on")]
     images = [dict(attrs).get("src") or "" for tag, attrs in parser.tags if tag == "img"]
     assert images and all(src.startswith("data:image/png;base64,") for src in images)  # the figures only
