@@ -91,6 +91,7 @@ def sweeps(
 ) -> None:
     """List sweeps with their device (hostname, board, L4T), build, plan, time and status."""
     from edgeprof.fleet import list_sweeps, render_sweeps
+    from edgeprof.safetext import safe_lines
     from edgeprof.storage.db import new_session
 
     engine = open_db(db, read_only=True)
@@ -98,7 +99,7 @@ def sweeps(
         rows = list_sweeps(session, device=device, limit=limit)
     if device and not rows:
         fail(f"no sweeps of a device called {device!r} in this database")
-    typer.echo(json.dumps(rows, indent=2) if as_json else render_sweeps(rows))
+    typer.echo(json.dumps(rows, indent=2) if as_json else safe_lines(render_sweeps(rows)))
 
 
 def _parse_since(since: str | None) -> datetime | None:

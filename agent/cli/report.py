@@ -97,7 +97,7 @@ def report(
         try:
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
-                _write_html(session, sweep, html, db)
+                _write_html(session, sweep, html, db, wide)
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
@@ -112,14 +112,15 @@ def report(
         typer.echo(RENDERERS[fmt.value](rows))
 
 
-def _write_html(session: Any, sweep: int | None, html: Path, db: str | None) -> None:
-    """The HTML report of ``sweep`` (the latest when None); never over the database file itself."""
+def _write_html(session: Any, sweep: int | None, html: Path, db: str | None, wide: bool = False) -> None:
+    """The HTML report of ``sweep`` (the latest when None); never over the database file itself; ``wide``:
+    every configs column with data, as in the terminal."""
     from edgeprof.report import latest_sweep_id, write_html
 
     sweep_id = sweep if sweep is not None else latest_sweep_id(session)
     assert sweep_id is not None  # build_rows raised otherwise
     db_file = sqlite_file(db)
-    write_html(session, sweep_id, html, protect=(db_file,) if db_file else ())
+    write_html(session, sweep_id, html, protect=(db_file,) if db_file else (), wide=wide)
 
 
 def _terminal_width() -> int | None:

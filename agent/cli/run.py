@@ -22,6 +22,7 @@ from edgeprof.cli.common import (
     open_db,
 )
 from edgeprof.cli.models import DemoSizeChoice, build_demo
+from edgeprof.safetext import safe_text
 
 PlanArgument = Annotated[Path, typer.Argument(help="The TOML plan to run.")]
 NewOption = Annotated[bool, typer.Option("--new", help="Start a new sweep instead of resuming this plan's.")]
@@ -67,7 +68,7 @@ def run(
         typer.echo(f"plan {parsed.name!r} is valid: {parsed.n_specs()} configs")
         # A model's own workloads make the count differ from model to model: say so, model by model.
         for label, n in parsed.specs_per_model().items():
-            typer.echo(f"  {label}: {n} configs")
+            typer.echo(safe_text(f"  {label}: {n} configs"))  # a label is a file name: shown, never acted on
         return
     guard_write(db)
     engine = open_db(db)
@@ -77,7 +78,7 @@ def run(
 def _print_plan_problems(lines: list[str]) -> None:
     """Every problem of the plan on its own line, and how many there were when more than one."""
     for line in lines:
-        typer.echo(f"edgeprof: error: {line}", err=True)
+        typer.echo(f"edgeprof: error: {safe_text(line)}", err=True)
     if len(lines) > 1:
         typer.echo(f"edgeprof: {len(lines)} problems in the plan; nothing was run", err=True)
 

@@ -7,9 +7,10 @@ beside the figure it divides.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
+
+from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
 
@@ -162,30 +163,13 @@ def fmt_served(row: Row) -> str:
 
 # -- generated text: the first characters of a config's output, never able to reach a terminal as control --
 OUTPUT_CHARS = 120
-_NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# control, format (bidi overrides, zero-width), line/paragraph separators, surrogates, private, unassigned
-_HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
-
-
-def _escape(code: int) -> str:
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def visible(text: str) -> str:
     """``text`` with every control or format character written as an escape (``\\n``, ``\\x1b``,
     ``\\u202e``): generated text can then never start an escape sequence in a terminal, break a table's
     line or reorder what is shown. A backslash is doubled, so an escape reads unambiguously."""
-    out: list[str] = []
-    for ch in text:
-        if ch in _NAMED_ESCAPES:
-            out.append(_NAMED_ESCAPES[ch])
-        elif unicodedata.category(ch) in _HIDDEN:
-            out.append(_escape(ord(ch)))
-        else:
-            out.append(ch)
-    return "".join(out)
+    return safe_text(text.replace("\\", "\\\\"), strict=True)
 
 
 def output_head(row: Row) -> str | None:

@@ -41,6 +41,7 @@ from edgeprof.report.cells import (
     fmt_watts,
 )
 from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
+from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
 RowKind = Literal["inprocess", "quality", "serving", "versus"]
@@ -390,9 +391,10 @@ COLUMNS: tuple[Column, ...] = (
     column("interference", "interference", value_of("interference_verdict"), style="badge",
            field="interference_verdict", width_rank=10),
     # the start of what the config generated (Markdown and HTML; the terminal with ``report --show-output``),
-    # every control character made visible, marked where it only repeats the prompt
+    # every control character made visible, marked where it only repeats the prompt; the page keeps it the
+    # longest when it leaves columns out to fit a screen (its text wraps, and it is there to be read)
     column("output", f"output (first {OUTPUT_CHARS} chars)", fmt_output, rows=SPEED, formats=MD_HTML,
-           html_fmt=fmt_output_html),
+           html_fmt=fmt_output_html, width_rank=23),
     # the serving levels' latency and throughput (client-side, nearest rank)
     column("s_ttft", "TTFT p50/p90/p99 ms",
            lambda r: fmt_percentiles(r, "serving_ttft_ms", "p50", "p90", "p99"), unit="ms", rows=SERVING,
@@ -445,7 +447,9 @@ def shown(fmt: Format, table: str = "configs") -> tuple[Column, ...]:
 
 
 def cells(columns: Sequence[Column], row: Row) -> list[str]:
-    return [c.text(row) for c in columns]
+    """A row's cells as the terminal and Markdown tables print them: control characters of a stored label
+    or name escaped (``edgeprof.safetext``), so no cell can act on a terminal or break its table's line."""
+    return [safe_text(c.text(row)) for c in columns]
 
 
 # (field, JSON type) — the JSON report's contract.
@@ -454,10 +458,17 @@ FIELD_NAMES = tuple(name for name, _ in REPORT_FIELDS)
 # ``report --columns`` keys: the terminal table's columns, in its order.
 COLUMN_KEYS = tuple(c.name for c in shown("table"))
 ESSENTIAL_KEYS = tuple(c.name for c in shown("table") if c.essential)
+
+
+def drop_order(fmt: Format, table: str = "configs") -> tuple[str, ...]:
+    """The keys of ``fmt``'s columns in ``table`` that may be left out to fit a width, least telling first
+    (the essential ones never are): the terminal fits its characters by it, the HTML page a laptop screen."""
+    optional = (c for c in shown(fmt, table) if not c.essential)
+    return tuple(c.name for c in sorted(optional, key=lambda c: c.width_rank or 0))
+
+
 # Left out first when the table is wider than the terminal (least telling first); each one is named.
-FIT_DROP_ORDER = tuple(
-    c.name for c in sorted((c for c in shown("table") if not c.essential), key=lambda c: c.width_rank or 0)
-)
+FIT_DROP_ORDER = drop_order("table")
 
 
 class ColumnError(ValueError):

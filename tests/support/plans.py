@@ -10,6 +10,7 @@ only what it is about. ``write_plan_file`` writes it where the test wants it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,9 @@ def _value(v: Any) -> str:
     if isinstance(v, Path):
         v = str(v)
     if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        text = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        # any other control character as TOML's escape (a test of hostile labels writes them)
+        return '"' + re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", lambda m: f"\\u{ord(m.group()):04x}", text) + '"'
     if isinstance(v, Mapping):
         return "{ " + ", ".join(f"{k} = {_value(x)}" for k, x in v.items()) + " }"
     if isinstance(v, Sequence):

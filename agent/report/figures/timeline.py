@@ -1,17 +1,17 @@
 """The timeline figure of a sweep: temperatures, clocks, power and per-rep decode tokens/s against time,
 phases shaded, throttled spans marked.
 
-Missing data never breaks it: a panel with nothing to show says "not measured", and a sweep without
-telemetry still gets its tokens/s panel. Which metric goes into which panel is the role its collector
-declared, as stored with the sweep (never guessed from the metric's name, and never asked of collector
-drivers this installation may lack).
+Missing data never breaks it: only the panels with data are drawn, the others are named in one line under
+the title ("not measured: power"), so a sweep without telemetry gets its tokens/s panel alone. Which metric
+goes into which panel is the role its collector declared, as stored with the sweep (never guessed from the
+metric's name, and never asked of collector drivers this installation may lack).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -30,7 +30,6 @@ from edgeprof.report.figures.canvas import (
     finite,
     message_png,
     new_figure,
-    not_measured,
     save,
     stacked_panels,
 )
@@ -292,50 +291,43 @@ def read_timeline(session: Session, sweep: Sweep) -> SweepTimeline:
 
 def _draw_temperatures(ax: Axes, temps: Mapping[str, Points], axis: TimeAxis, trips: TripPoints) -> None:
     """Each zone's temperature, and its passive/hot trip points (as ``ThermalZonesCollector.trip_points``)."""
-    if plot_lines(ax, temps, axis.t0, axis.scale):
-        for metric, zone_trips in trips.items():
-            if metric not in temps:
-                continue
-            for kind, temp_c in zone_trips:
-                if kind in ("passive", "hot"):
-                    ax.axhline(temp_c, color=THROTTLED_COLOR, ls="--", lw=0.8, alpha=0.7)
-                    ax.text(
-                        0.995,
-                        temp_c,
-                        f"{metric} {kind} trip {temp_c:g} °C",
-                        transform=ax.get_yaxis_transform(),
-                        ha="right",
-                        va="bottom",
-                        fontsize=7,
-                        color=THROTTLED_COLOR,
-                    )
-        ax.legend(loc="upper left", fontsize=7, ncol=2)
-    else:
-        not_measured(ax, "temperature not measured")
+    plot_lines(ax, temps, axis.t0, axis.scale)
+    for metric, zone_trips in trips.items():
+        if metric not in temps:
+            continue
+        for kind, temp_c in zone_trips:
+            if kind in ("passive", "hot"):
+                ax.axhline(temp_c, color=THROTTLED_COLOR, ls="--", lw=0.8, alpha=0.7)
+                ax.text(
+                    0.995,
+                    temp_c,
+                    f"{metric} {kind} trip {temp_c:g} °C",
+                    transform=ax.get_yaxis_transform(),
+                    ha="right",
+                    va="bottom",
+                    fontsize=7,
+                    color=THROTTLED_COLOR,
+                )
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
     ax.set_ylabel("temperature (°C)")
 
 
-def _draw_clocks_and_power(
-    ax_clk: Axes, ax_pow: Axes, panels: Mapping[str, Mapping[str, Points]], axis: TimeAxis
-) -> None:
-    n_clk = plot_lines(ax_clk, panels["cpu"], axis.t0, axis.scale, group_label="cpu")
-    n_clk += plot_lines(ax_clk, panels["cap"], axis.t0, axis.scale, group_label="cap", linestyle="--")
-    n_clk += plot_lines(ax_clk, panels["gpu"], axis.t0, axis.scale, group_label="gpu")
-    if n_clk:
-        ax_clk.legend(loc="upper left", fontsize=7, ncol=2)
-    else:
-        not_measured(ax_clk, "CPU/GPU clocks not measured")
-    ax_clk.set_ylabel("clock (MHz)")
-    if plot_lines(ax_pow, panels["power"], axis.t0, axis.scale, scale_v=1e-3, group_label="power"):
-        ax_pow.legend(loc="upper left", fontsize=7, ncol=2)
-    else:
-        not_measured(ax_pow, "power not measured")
-    ax_pow.set_ylabel("power (W)")
+def _draw_clocks(ax: Axes, panels: Mapping[str, Mapping[str, Points]], axis: TimeAxis) -> None:
+    plot_lines(ax, panels["cpu"], axis.t0, axis.scale, group_label="cpu")
+    plot_lines(ax, panels["cap"], axis.t0, axis.scale, group_label="cap", linestyle="--")
+    plot_lines(ax, panels["gpu"], axis.t0, axis.scale, group_label="gpu")
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.set_ylabel("clock (MHz)")
 
 
-def _draw_tokens(ax: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
-    """Each steady rep's decode tokens/s at its middle, one colour per model label."""
-    label_of = {r.id: r.model_label for r in data.runs}
+def _draw_power(ax: Axes, power: Mapping[str, Points], axis: TimeAxis) -> None:
+    plot_lines(ax, power, axis.t0, axis.scale, scale_v=1e-3, group_label="power")
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.set_ylabel("power (W)")
+
+
+def _token_points(data: SweepTimeline, axis: TimeAxis) -> dict[int, Points]:
+    """Each run's steady reps as (x, decode tokens/s) at the middle of the rep."""
     points_by_run: dict[int, Points] = {}
     for m in data.steady:
         tps = finite(m.tg_tps)
@@ -343,29 +335,31 @@ def _draw_tokens(ax: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
             continue
         mid = m.t_start_mono if m.t_end_mono is None else (m.t_start_mono + m.t_end_mono) / 2.0
         points_by_run.setdefault(m.run_id, []).append((axis.x(mid), tps))
-    if points_by_run:
-        seen_labels: set[str] = set()
-        label_color: dict[str, str] = {}
-        for run_id in sorted(points_by_run):
-            label = label_of.get(run_id, str(run_id))
-            color = label_color.setdefault(label, COLORS[len(label_color) % len(COLORS)])
-            pts = sorted(points_by_run[run_id])
-            ax.plot(
-                [p[0] for p in pts],
-                [p[1] for p in pts],
-                "o-",
-                ms=3,
-                lw=0.8,
-                color=color,
-                label=label if label not in seen_labels else None,
-            )
-            seen_labels.add(label)
-        ax.legend(loc="upper left", fontsize=7, ncol=3)
-        ax.set_ylim(bottom=0)
-    else:
-        not_measured(ax, "no steady tokens/s (failed or not run)")
+    return points_by_run
+
+
+def _draw_tokens(ax: Axes, data: SweepTimeline, points_by_run: Mapping[int, Points]) -> None:
+    """Each steady rep's decode tokens/s at its middle, one colour per model label."""
+    label_of = {r.id: r.model_label for r in data.runs}
+    seen_labels: set[str] = set()
+    label_color: dict[str, str] = {}
+    for run_id in sorted(points_by_run):
+        label = label_of.get(run_id, str(run_id))
+        color = label_color.setdefault(label, COLORS[len(label_color) % len(COLORS)])
+        pts = sorted(points_by_run[run_id])
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            "o-",
+            ms=3,
+            lw=0.8,
+            color=color,
+            label=label if label not in seen_labels else None,
+        )
+        seen_labels.add(label)
+    ax.legend(loc="upper left", fontsize=7, ncol=3)
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("decode tokens/s\n(steady reps)")
-    ax.set_xlabel(f"time since sweep start ({axis.unit})")
 
 
 def _mark_throttled(axes: Sequence[Axes], ax_temp: Axes, data: SweepTimeline, axis: TimeAxis) -> None:
@@ -423,8 +417,31 @@ def _legend(strip: Axes) -> None:
     strip.legend(handles=handles, loc="center", ncol=len(handles), fontsize=8, frameon=False)
 
 
+Draw = Callable[[Axes], None]
+
+
+def measured_panels(
+    data: SweepTimeline, axis: TimeAxis, trip_points: TripPoints
+) -> tuple[list[tuple[str, Draw]], list[str]]:
+    """(name, draw) of each panel with data, top to bottom, and the names of those without: a panel that
+    would only say "not measured" costs the figure a quarter of its height, a list of names costs a line."""
+    panels = timeline_panels(data.samples, data.roles)
+    tokens = _token_points(data, axis)
+    candidates: list[tuple[str, bool, Draw]] = [
+        ("temperature", bool(panels["temp"]),
+         lambda ax: _draw_temperatures(ax, panels["temp"], axis, trip_points)),
+        ("CPU/GPU clocks", bool(panels["cpu"] or panels["cap"] or panels["gpu"]),
+         lambda ax: _draw_clocks(ax, panels, axis)),
+        ("power", bool(panels["power"]), lambda ax: _draw_power(ax, panels["power"], axis)),
+        ("steady decode tokens/s", bool(tokens), lambda ax: _draw_tokens(ax, data, tokens)),
+    ]  # fmt: skip
+    drawn = [(name, draw) for name, measured, draw in candidates if measured]
+    return drawn, [name for name, measured, _draw in candidates if not measured]
+
+
 def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | None = None) -> Figure | str:
-    """The timeline of a sweep, or why there is none (an unknown sweep, nothing recorded)."""
+    """The timeline of a sweep, one panel per measured kind of metric (the others named in one line), or
+    why there is none (an unknown sweep, nothing recorded)."""
     sweep = session.get(Sweep, sweep_id)
     if sweep is None:
         return f"no sweep with id {sweep_id}"
@@ -433,18 +450,18 @@ def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | N
     if not times:
         return f"sweep {sweep_id} ({sweep.name}): no telemetry, phases or measurements"
     axis = TimeAxis.over(times)
-    panels = timeline_panels(data.samples, data.roles)
-    fig = new_figure(13, 11.5)
-    axes, strip = stacked_panels(fig, 4, legend_height=0.35)
-    ax_temp, ax_clk, ax_pow, ax_tps = axes
-    fig.suptitle(
-        f"sweep {sweep_id}: {sweep.name} — {len(data.runs)} run(s), telemetry against time", fontsize=13
-    )
-    _draw_temperatures(ax_temp, panels["temp"], axis, trip_points or {})
-    _draw_clocks_and_power(ax_clk, ax_pow, panels, axis)
-    _draw_tokens(ax_tps, data, axis)
-    _mark_throttled(axes, ax_temp, data, axis)
-    _mark_run_starts(axes, ax_tps, data, axis)
+    drawn, missing = measured_panels(data, axis, trip_points or {})
+    if not drawn:
+        return f"sweep {sweep_id} ({sweep.name}): not measured: " + ", ".join(missing)
+    fig = new_figure(13, 1.2 + 2.6 * len(drawn))
+    axes, strip = stacked_panels(fig, len(drawn), legend_height=0.35)
+    title = f"sweep {sweep_id}: {sweep.name} — {len(data.runs)} run(s), telemetry against time"
+    fig.suptitle(title + (f"\nnot measured: {', '.join(missing)}" if missing else ""), fontsize=12)
+    for ax, (_name, draw) in zip(axes, drawn, strict=True):
+        draw(ax)
+    axes[-1].set_xlabel(f"time since sweep start ({axis.unit})")
+    _mark_throttled(axes, axes[0], data, axis)
+    _mark_run_starts(axes, axes[-1], data, axis)
     _legend(strip)
     return fig
 

@@ -18,7 +18,14 @@ from sqlalchemy.orm import Session
 
 from edgeprof.plan import budget_from_plan_text
 from edgeprof.report.cells import output_head
-from edgeprof.report.render.html_parts import esc, kv_table, png_data_uri, registry_table
+from edgeprof.report.render.html_parts import (
+    FIT_CHARS,
+    SCREEN_PX,
+    kv_table,
+    png_data_uri,
+    registry_table,
+    table_columns,
+)
 from edgeprof.report.render.html_sections import (
     collectors_section,
     device_section,
@@ -33,6 +40,7 @@ from edgeprof.report.rows import build_rows
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.workload import depth_curves
 from edgeprof.safefs import replace_report
+from edgeprof.safetext import esc
 from edgeprof.storage.models import Run, Sweep
 
 Row = Mapping[str, Any]
@@ -40,19 +48,22 @@ TripPoints = Mapping[str, Sequence[tuple[str, float]]]
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; margin: 24px;
-       color: #212121; max-width: 1600px; }
+       color: #212121; max-width: 1600px; overflow-wrap: anywhere; }
 h1 { font-size: 22px; margin-bottom: 4px; }
 h2 { font-size: 17px; border-bottom: 1px solid #ccc; padding-bottom: 3px; margin-top: 28px; }
 h3 { font-size: 14px; margin: 14px 0 4px; }
 table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
-th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+div.table { max-width: 100%; overflow-x: auto; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top;
+         overflow-wrap: normal; }
 th { background: #f5f5f5; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.failed td { background: #fff3f3; }
 pre { background: #f7f7f7; border: 1px solid #e0e0e0; padding: 6px; font-size: 11px; overflow-x: auto;
       white-space: pre-wrap; }
 .muted { color: #757575; }
-.badge { display: inline-block; padding: 1px 6px; border-radius: 8px; font-size: 11px; font-weight: 600; }
+.badge { display: inline-block; padding: 1px 6px; border-radius: 8px; font-size: 11px; font-weight: 600;
+         white-space: nowrap; }
 .v-throttled, .v-unstable, .v-contended, .v-failed { background: #ffcdd2; color: #b71c1c; }
 .v-slowdown_not_thermal { background: #ffe0b2; color: #e65100; }
 .v-inconclusive, .v-none { background: #eeeeee; color: #616161; }
@@ -171,8 +182,24 @@ def _echo_warning(rows: Sequence[Row]) -> str:
     return f"<h3>{esc(len(echoes))} config(s) with {esc(ECHO_TITLE)}</h3><ul>{items}</ul>"
 
 
-def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None = None) -> str:
-    """The whole report as one HTML string (raises ``ReportError`` for an unknown sweep)."""
+def configs_section(rows: Sequence[Row], wide: bool = False) -> str:
+    """The configs table: columns without data left out, as the terminal leaves them out, and (unless
+    ``wide``) the least telling ones too until it fits a laptop screen, each one named below it."""
+    columns, left_out = table_columns("configs", rows, drop_empty=True, fit_chars=None if wide else FIT_CHARS)
+    out = registry_table("configs", rows, numbered=True, columns=columns)
+    if left_out:
+        out += (
+            f'<p class="muted">Left out to fit a {SCREEN_PX}-px window: {esc(", ".join(left_out))} '
+            "(<code>edgeprof report --html FILE --wide</code> shows every column).</p>"
+        )
+    return out
+
+
+def render_html(
+    session: Session, sweep_id: int, trip_points: TripPoints | None = None, wide: bool = False
+) -> str:
+    """The whole report as one HTML string (raises ``ReportError`` for an unknown sweep); ``wide``: every
+    column with data in the configs table, however wide it gets."""
     everything = build_rows(session, sweep_id, include_serving=True)
     # the serving levels, a scenario of their own (never in the in-process config table)
     rows = [r for r in everything if not is_serving_row(r)]
@@ -182,13 +209,11 @@ def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None 
     runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)))
     latest_ids = {int(r["run_id"]) for r in rows}
     figures = _figures_html(_figures_to_draw(session, sweep, rows, serving, trip_points))
-    # columns without data are left out, as the terminal table leaves them out
-    config_table = registry_table("configs", rows, numbered=True, drop_empty=True)
     body = (
         f"<h1>edgeprof report — sweep {sweep.id}: {esc(sweep.name)}</h1>"
         f"{recommendation_section(rows)}"
         f"<h2>Summary</h2>{_summary(sweep, rows)}"
-        f"<h2>Configs</h2>{config_table}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
+        f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
         f"{serving_section(serving, rows)}"
         f"<h2>Figures</h2>{figures}"
         f"<h2>Verdicts</h2>{verdict_section(session, runs)}"
@@ -199,6 +224,7 @@ def render_html(session: Session, sweep_id: int, trip_points: TripPoints | None 
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<meta name="generator" content="edgeprof">'
         f"<title>edgeprof sweep {sweep.id}: {esc(sweep.name)}</title>"
         f"<style>{CSS}</style></head><body>{body}</body></html>\n"

@@ -1,27 +1,24 @@
 """The HTML report's building blocks: escaping, badges, tables, and the tables of the column registry.
 
-Every stored string (labels, reasons, log tails, plan text, evidence) goes through ``esc`` before it is
-written: a model label like ``llama-<q8_0>`` is shown, never injected.
+Every stored string (labels, reasons, log tails, plan text, evidence) goes through ``esc``
+(``edgeprof.safetext``, the one escaping function of every HTML writer) before it is written: a model label
+like ``llama-<q8_0>`` is shown, never injected. Only ``table`` takes cells that are HTML already.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from edgeprof.report.cells import fmt_value
-from edgeprof.report.columns import Column, cells, shown
-from edgeprof.report.tables import drop_empty_columns
+from edgeprof.report.columns import Column, cells, drop_order, shown
+from edgeprof.report.tables import drop_empty_columns, fit_columns
+from edgeprof.safetext import esc
 
 Row = Mapping[str, Any]
-
-
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
 
 
 def badge(value: str | None, css_value: str | None = None) -> str:
@@ -38,7 +35,10 @@ def table(headers: Sequence[str], body: Sequence[Sequence[str]], row_classes: Se
     for i, cells_ in enumerate(body):
         css = f' class="{esc(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
         rows.append(f"<tr{css}>" + "".join(cells_) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # in a box of its own: a table wider than the window (``--wide``, a long unbroken value) scrolls there,
+    # never the whole page
+    body_html = "".join(rows)
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body_html}</tbody></table></div>'
 
 
 def td(text: Any, num: bool = False) -> str:
@@ -47,7 +47,8 @@ def td(text: Any, num: bool = False) -> str:
 
 def kv_table(pairs: Sequence[tuple[str, Any]]) -> str:
     body = [[f"<th>{esc(k)}</th>", td(fmt_value(v, 2) if not isinstance(v, str) else v)] for k, v in pairs]
-    return "<table><tbody>" + "".join("<tr>" + "".join(c) + "</tr>" for c in body) + "</tbody></table>"
+    rows = "".join("<tr>" + "".join(c) + "</tr>" for c in body)
+    return f'<div class="table"><table><tbody>{rows}</tbody></table></div>'
 
 
 def json_block(text: str | None) -> str:
@@ -89,14 +90,64 @@ def non_empty(columns: Sequence[Column], rows: Sequence[Row]) -> list[Column]:
     return [c for c in columns if c.name not in dropped]
 
 
-def registry_table(
-    table_name: str, rows: Sequence[Row], *, numbered: bool = False, drop_empty: bool = False
-) -> str:
-    """An HTML table of the registry's columns for ``table_name`` (``configs``, ``serving``, ``versus``);
-    ``numbered``: a leading ``#`` column; ``drop_empty``: columns without data left out."""
+# The page reads on a 1366-px laptop screen without scrolling sideways: the body, less its margins and a
+# scrollbar, holds about this many characters of the tables' 12-px font (a digit is ~7 px; a cell's padding
+# and border, ~13 px, are the two characters ``grid_width`` puts between columns).
+SCREEN_PX = 1366
+FIT_CHARS = 190
+# A text cell wraps at its spaces (and a long word anywhere): it needs about this much width, not its length;
+# numbers never wrap.
+TEXT_CHARS = 22
+
+
+def cell_chars(column: Column, row: Row) -> int:
+    """About how many characters wide a cell is drawn (see ``FIT_CHARS``)."""
+    if column.style == "status":
+        return len(str(row.get(column.field))) + 2  # the badge; the reason beside it wraps
+    if column.style == "badge":
+        return len(str(row.get(column.field) or "not judged")) + 2
+    text = column.html_text(row)
+    return len(text) if column.style == "num" else min(len(text), TEXT_CHARS)
+
+
+def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tuple[list[Column], list[str]]:
+    """``columns`` less the least telling ones (the registry's order, as the terminal leaves them out) until
+    the table fits ``chars``; returns the columns kept and the keys of those left out."""
+    by_key = {c.name: c for c in columns}
+    # a header wraps at its spaces: its longest word is what it needs
+    heads = [max(len(w) for w in (c.html_header or c.header).split()) for c in columns]
+    grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
+    order = [k for k in drop_order("html") if k in by_key]
+    keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
+    return [by_key[k] for k in keys], left_out
+
+
+def table_columns(
+    table_name: str, rows: Sequence[Row], *, drop_empty: bool = False, fit_chars: int | None = None
+) -> tuple[list[Column], list[str]]:
+    """The registry's HTML columns for ``table_name``; ``drop_empty``: those without data left out;
+    ``fit_chars``: the least telling left out to fit that width. Returns them and the keys left out to fit."""
     columns = list(shown("html", table_name))
     if drop_empty:
         columns = non_empty(columns, rows)
+    if fit_chars is None:
+        return columns, []
+    return fit_html(columns, rows, fit_chars)
+
+
+def registry_table(
+    table_name: str,
+    rows: Sequence[Row],
+    *,
+    numbered: bool = False,
+    drop_empty: bool = False,
+    columns: Sequence[Column] | None = None,
+) -> str:
+    """An HTML table of the registry's columns for ``table_name`` (``configs``, ``serving``, ``versus``), or
+    of ``columns`` (from ``table_columns``); ``numbered``: a leading ``#`` column; ``drop_empty``: columns
+    without data left out."""
+    if columns is None:
+        columns, _ = table_columns(table_name, rows, drop_empty=drop_empty)
     headers = [c.html_header or c.header for c in columns]
     body = [[cell(c, r) for c in columns] for r in rows]
     if numbered:

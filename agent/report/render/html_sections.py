@@ -12,8 +12,9 @@ from sqlalchemy.orm import Session
 
 from edgeprof.report.cells import fmt_value
 from edgeprof.report.fit import recommendation_lines
-from edgeprof.report.render.html_parts import badge, esc, json_block, kv_table, registry_table, table, td
+from edgeprof.report.render.html_parts import badge, json_block, kv_table, registry_table, table, td
 from edgeprof.report.serving import versus_rows
+from edgeprof.safetext import esc
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
 from edgeprof.verdicts import verdicts_by_run
 
@@ -33,7 +34,8 @@ def serving_section(serving: Sequence[Mapping[str, Any]], rows: Sequence[Mapping
     """The HTTP API levels and the in-process vs API table, from the same columns as the terminal's."""
     if not serving:
         return ""
-    out = "<h2>HTTP API (llama-server, streamed)</h2>" + registry_table("serving", serving)
+    # columns without data (no request rate, nothing deferred) left out, as in the configs table
+    out = "<h2>HTTP API (llama-server, streamed)</h2>" + registry_table("serving", serving, drop_empty=True)
     versus = versus_rows([*rows, *serving])
     if versus:
         out += "<h3>In-process (CLI) vs HTTP API, same model/ctx/ngl/workload</h3>"

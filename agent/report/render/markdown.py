@@ -14,6 +14,7 @@ from edgeprof.report.render.soak import soak_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_empty_columns, md_escape, md_table
 from edgeprof.report.workload import render_depth_lines
+from edgeprof.safetext import safe_lines
 
 
 def render_markdown(rows: list[dict[str, Any]]) -> str:
@@ -40,4 +41,5 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     if soak:  # the sparkline's blocks line up only in a code block
         lines += ["", f"**{md_escape(soak[0].rstrip(':'))}:**", "", "```", *soak[1:], "```"]
     lines += serving_lines(everything, markdown=True)  # the HTTP API, apart: another scenario
-    return "\n".join(lines)
+    # a Markdown report is read in a terminal as often as rendered: no stored text may act on either
+    return safe_lines("\n".join(lines))

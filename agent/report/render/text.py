@@ -19,6 +19,7 @@ from edgeprof.report.render.soak import soak_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_constant_columns, drop_empty_columns, fit_columns, render_grid
 from edgeprof.report.workload import render_depth_lines
+from edgeprof.safetext import safe_lines
 
 FOOTER = "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."
 
@@ -96,7 +97,8 @@ def render_table(
     lines += serving_lines(everything)  # the HTTP API, apart: another scenario
     if width is not None:  # the notes around the table wrap to the terminal too
         lines = [part for line in lines for part in wrap_line(line, width)]
-    return "\n".join(lines)
+    # labels, reasons and names in the notes come from files and plans: shown, never acting on the terminal
+    return safe_lines("\n".join(lines))
 
 
 def wrap_line(line: str, width: int) -> list[str]:

@@ -238,6 +238,8 @@ def test_html_is_self_contained_with_verdicts_failures_and_metadata(tmp_path: Pa
     # self-contained: no remote or relative resources, no script
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     assert "<script" not in page.lower() and "<link" not in page.lower()
+    # a phone or a narrow window lays the page out at its own width
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
     images = re.findall(r'<img [^>]*src="([^"]+)"', page)
     assert len(images) == 2
     for uri in images:

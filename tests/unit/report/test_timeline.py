@@ -17,7 +17,7 @@ from edgeprof.collectors.roles import MetricRole
 from edgeprof.report.figures import MAX_LINES, MAX_PLOT_POINTS, load_samples, plot_lines, timeline_figure
 from edgeprof.report.figures.canvas import new_figure
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import CollectorStatus, Measurement
+from edgeprof.storage.models import CollectorStatus, Measurement, Phase
 from edgeprof.storage.samples import envelope, write_batch
 from edgeprof.telemetry import SampleRow
 from edgeprof.verdicts import stored_roles
@@ -111,3 +111,29 @@ def test_more_lines_than_a_panel_shows_become_their_pointwise_max_and_min() -> N
     assert plot_lines(ax, lines, t0=0.0, scale_t=1.0, group_label="temp") == 2
     drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
     assert drawn == {f"temp max of {n}": [40.0 + n - 1, 60.0], f"temp min of {n}": [40.0, 60.0 - n + 1]}
+
+
+def test_only_measured_panels_are_drawn_and_the_others_named_in_one_line(tmp_path: Path) -> None:
+    """A sweep with a temperature and steady reps but no clocks or power: two panels, not four of which two
+    say "not measured"; the missing ones named under the title."""
+    engine, sweep_id = _sweep(tmp_path)
+    with new_session(engine) as s:
+        drawn = timeline_figure(s, sweep_id)
+    assert isinstance(drawn, Figure)
+    panels = [ax for ax in drawn.axes if ax.axison]
+    assert [ax.get_ylabel() for ax in panels] == ["temperature (°C)", "decode tokens/s\n(steady reps)"]
+    title = drawn._suptitle.get_text() if drawn._suptitle is not None else ""
+    assert title.endswith("\nnot measured: CPU/GPU clocks, power")
+    assert not any("not measured" in t.get_text() for ax in drawn.axes for t in ax.texts)
+
+
+def test_a_sweep_with_nothing_measured_says_so_instead_of_empty_panels(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path / "bare.db")
+    with new_session(engine) as s:
+        sweep = dbbuild.add_sweep(s, name="bare")
+        run = dbbuild.add_run(s, sweep, 1, status="crashed", t_start_mono=T0, t_end_mono=T0 + 5)
+        s.add(Phase(run_id=run.id, name="load", t_start_mono=T0, t_end_mono=T0 + 5))  # it crashed loading
+        s.commit()
+        drawn = timeline_figure(s, sweep.id)
+    missing = "temperature, CPU/GPU clocks, power, steady decode tokens/s"
+    assert drawn == f"sweep {sweep.id} (bare): not measured: {missing}"

@@ -1,0 +1,58 @@
+"""Stored text made safe to show: the one sanitiser every terminal and Markdown printer applies, and the one
+escaping function every HTML writer applies.
+
+A model label defaults to the GGUF's file name, and names, prompts, reasons and log tails come from plans,
+files and child processes: any of them may hold a control sequence (clear the screen, write the clipboard
+with OSC 52, retitle the window, move the cursor back with CR) or markup (a file named
+``<img src=x onerror=...>.gguf``). Printed raw, a report would act on the reader's terminal or browser
+instead of showing what was stored. Here every control or format character is written as a visible escape
+(``\\x1b``, ``\\r``, ``\\u202e``), so the text reads as it was stored and does nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from typing import Any
+
+NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# control (C0, DEL, C1), format (bidi overrides, zero-width), line/paragraph separators, lone surrogates
+# (which cannot even be encoded for the terminal)
+HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+# and, for text that must read unambiguously (generated text): private-use and unassigned code points too
+HIDDEN_STRICT = HIDDEN | {"Co", "Cn"}
+
+
+def escape_char(ch: str) -> str:
+    """One character as its visible escape: ``\\n``, ``\\x1b``, ``\\u202e``, ``\\U000e0001``."""
+    if ch in NAMED_ESCAPES:
+        return NAMED_ESCAPES[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def safe_text(value: Any, keep: str = "", *, strict: bool = False) -> str:
+    """``value`` as text with every control or format character escaped, except the characters in ``keep``
+    (``"\\n"`` for a whole report, whose lines are its own). Text without such characters is returned as it
+    is, so ordinary labels print unchanged. ``strict``: private-use and unassigned code points too."""
+    text = "" if value is None else str(value)
+    if text.isprintable():  # the common case: nothing to escape (a space is printable, a newline is not)
+        return text
+    hidden = HIDDEN_STRICT if strict else HIDDEN
+    return "".join(
+        escape_char(ch) if ch not in keep and unicodedata.category(ch) in hidden else ch for ch in text
+    )
+
+
+def safe_lines(text: str) -> str:
+    """A whole printout: every line kept, everything else in it made safe (``safe_text`` keeping ``\\n``)."""
+    return safe_text(text, keep="\n")
+
+
+def esc(value: Any) -> str:
+    """Any text written into HTML: control characters made visible (newlines and tabs kept, for ``<pre>``),
+    then ``<``, ``>``, ``&`` and both quotes escaped, so it is shown, never parsed as markup or an
+    attribute's end. ``None`` is the empty string."""
+    return html.escape(safe_text(value, keep="\n\t"), quote=True)
