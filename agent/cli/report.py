@@ -28,6 +28,11 @@ class ReportFormat(str, Enum):
     md = "md"
     csv = "csv"
     json = "json"
+    # llama-bench's field names, for compare-llama-bench.py and other llama-bench tooling
+    llama_bench_json = "llama-bench-json"
+    llama_bench_jsonl = "llama-bench-jsonl"
+    llama_bench_csv = "llama-bench-csv"
+    llama_bench_sql = "llama-bench-sql"
 
 
 class CompareFormat(str, Enum):
@@ -95,6 +100,9 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
+            if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
+                typer.echo(RENDERERS[fmt.value](session, sweep), nl=False)
+                return
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db)
