@@ -108,11 +108,10 @@ def _context(sweep: Sweep, run: Run) -> dict[str, Any]:
 
 
 def model_type(arch: str | None, n_params: int | None, quant: str | None) -> str:
-    """llama_model_desc's "<arch> <size> <file type>" as near as the GGUF tells it (llama.cpp names the size
-    from its own table of layer counts, "?B" where it has none)."""
-    size = "?B"
-    if n_params:
-        size = f"{n_params / 1e9:.0f}B" if n_params >= 1e9 else f"{n_params / 1e6:.0f}M"
+    """llama_model_desc's "<arch> <size> <file type>" as near as the GGUF tells it. llama.cpp names the size
+    from its own table of model shapes and says "?B" for a shape it does not know (every small test model);
+    here the parameter count in billions stands for it from 1B up, "?B" below."""
+    size = f"{n_params / 1e9:.0f}B" if n_params and n_params >= 1e9 else "?B"
     return f"{arch or '?'} {size} {quant or '?'}"
 
 
