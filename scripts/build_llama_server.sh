@@ -23,8 +23,8 @@ PYTHON="${PYTHON:-$venv/bin/python}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 ARCH="$(uname -m)"
 
-say() { printf 'setup: llama-server: %s\n' "$*"; }
-die() { printf 'setup: error: llama-server: %s\n' "$*" >&2; exit 1; }
+say() { printf 'setup: llama-server, llama-bench: %s\n' "$*"; }
+die() { printf 'setup: error: llama-server, llama-bench: %s\n' "$*" >&2; exit 1; }
 
 key="$(printf 'server|%s|%s|%s' "$ver" "$cmake_args" "$ARCH" | sha256sum | cut -c1-16)"
 cache="${EDGEPROF_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeprof/llama-server}/$key"

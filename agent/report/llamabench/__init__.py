@@ -30,7 +30,13 @@ from edgeprof.report.llamabench.importer import (
     import_llama_bench,
     read_records,
 )
-from edgeprof.report.llamabench.plan import BENCH_MARK, bench_plan, parse_test_name, test_name, test_workload
+from edgeprof.report.llamabench.plan import (
+    BENCH_MARK,
+    bench_plan,
+    name_of_test,
+    parse_test_name,
+    workload_of_test,
+)
 from edgeprof.report.llamabench.records import model_type, stdev_ns, stdev_ts, sweep_records
 
 __all__ = [
@@ -48,6 +54,7 @@ __all__ = [
     "bench_plan",
     "import_llama_bench",
     "model_type",
+    "name_of_test",
     "parse_bench_args",
     "parse_int_range",
     "parse_test_name",
@@ -55,6 +62,5 @@ __all__ = [
     "stdev_ns",
     "stdev_ts",
     "sweep_records",
-    "test_name",
-    "test_workload",
+    "workload_of_test",
 ]

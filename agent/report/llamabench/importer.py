@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from edgeprof import __version__
 from edgeprof.device import get_or_create_device
 from edgeprof.report.llamabench.fields import FIELD_NAMES, FLASH_ATTN_CODES
-from edgeprof.report.llamabench.plan import test_name, test_workload
+from edgeprof.report.llamabench.plan import name_of_test, workload_of_test
 from edgeprof.report.llamabench.records import IMPORTED_KEY
 from edgeprof.run_states import utcnow
 from edgeprof.storage.identity import add_unique
@@ -176,7 +176,7 @@ def _build(session: Session, rec: dict[str, Any]) -> Build:
 
 def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any]) -> Run:
     n_prompt, n_gen, depth = int(rec["n_prompt"]), int(rec["n_gen"]), int(rec.get("n_depth", 0))
-    workload = test_workload(n_prompt, n_gen)
+    workload = workload_of_test(n_prompt, n_gen)
     kept = {k: rec[k] for k in FIELD_NAMES if k in rec and k not in _PER_TEST}
     params = {k: rec.get(k) for k in ("n_batch", "n_ubatch", "n_threads", "n_gpu_layers", "flash_attn")}
     when = _time(rec)
@@ -190,7 +190,7 @@ def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any]) -> Run:
         model_label=str(rec["model_filename"]),
         model_group=str(rec.get("model_type") or rec["model_filename"]),
         model_path=str(rec["model_filename"]),
-        workload_name=test_name(n_prompt, n_gen),
+        workload_name=name_of_test(n_prompt, n_gen),
         workload_hash=workload.hash,
         workload_json=json.dumps(workload.to_json()),
         params_json=json.dumps(params, sort_keys=True),

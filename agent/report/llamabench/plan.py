@@ -43,7 +43,7 @@ TIMEOUT_S = 600.0
 _TEST_NAME = re.compile(r"(?:pp(\d+))?(\+)?(?:tg(\d+))?")
 
 
-def test_name(n_prompt: int, n_gen: int) -> str:
+def name_of_test(n_prompt: int, n_gen: int) -> str:
     """llama-bench's name of a test: pp512, tg128, pp512+tg128."""
     if n_gen == 0:
         return f"pp{n_prompt}"
@@ -62,7 +62,7 @@ def parse_test_name(name: str) -> tuple[int, int] | None:
     return int(m.group(1) or 0), int(m.group(3) or 0)
 
 
-def test_workload(n_prompt: int, n_gen: int) -> Workload:
+def workload_of_test(n_prompt: int, n_gen: int) -> Workload:
     """The request that times exactly llama-bench's tokens for this test (see the module docstring)."""
     if n_gen == 0:
         prompt_tokens, n_predict = n_prompt, 1
@@ -71,7 +71,7 @@ def test_workload(n_prompt: int, n_gen: int) -> Workload:
     else:
         prompt_tokens, n_predict = n_prompt, n_gen + 1
     return Workload(
-        name=test_name(n_prompt, n_gen), prompt=None, prompt_tokens=prompt_tokens, n_predict=n_predict
+        name=name_of_test(n_prompt, n_gen), prompt=None, prompt_tokens=prompt_tokens, n_predict=n_predict
     )
 
 
@@ -120,7 +120,7 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         text=f"{BENCH_MARK} {shlex.join(args.argv)}\n",
         models=tuple(models),
         axes=axes,
-        workloads=tuple(test_workload(p, n) for p, n in tests),
+        workloads=tuple(workload_of_test(p, n) for p, n in tests),
         # llama-bench: one warm-up, then -r timed repetitions; edgeprof's cold request comes first
         repeat=Repeat(cold=1, warmup=1, steady=args.reps),
         timeout_s=TIMEOUT_S,

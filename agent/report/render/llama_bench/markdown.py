@@ -50,13 +50,13 @@ def _cell(name: str, r: dict[str, Any]) -> str:
     if name == "backend":
         return str(r["backends"])
     if name == "test":
-        return test_label(r["n_prompt"], r["n_gen"], r["n_depth"])
+        return label_of_test(r["n_prompt"], r["n_gen"], r["n_depth"])
     if name == "t/s":
         return f"{r['avg_ts']:.2f} ± {r['stddev_ts']:.2f}"
     return text_value(name, r[name])
 
 
-def test_label(n_prompt: int, n_gen: int, n_depth: int) -> str:
+def label_of_test(n_prompt: int, n_gen: int, n_depth: int) -> str:
     """llama-bench's test column: pp512, tg128, pp512+tg128, with " @ d<depth>" at a depth."""
     label = f"pp{n_prompt}" if n_gen == 0 else f"tg{n_gen}" if n_prompt == 0 else f"pp{n_prompt}+tg{n_gen}"
     return label + (f" @ d{n_depth}" if n_depth > 0 else "")
