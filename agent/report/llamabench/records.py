@@ -90,7 +90,8 @@ def _context(sweep: Sweep, run: Run) -> dict[str, Any]:
         "cpu_info": device.cpu_model or "",
         "gpu_info": (device.gpu or "") if backend != "cpu" else "",
         "backends": _BACKENDS.get(backend, backend.upper()),
-        "model_filename": run.model_label,
+        # as typed on a bench command line (its label); a plan's model: its file
+        "model_filename": run.model_label if sweep.plan_text.startswith(BENCH_MARK) else run.model_path,
         "model_type": model_type(model.arch, model.n_params, model.quant_type) if model else "",
         "model_size": model.tensor_bytes or model.size_bytes if model else 0,
         "model_n_params": model.n_params or 0 if model else 0,

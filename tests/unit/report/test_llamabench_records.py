@@ -88,6 +88,7 @@ def test_a_bench_sweep_gives_one_record_per_test(tmp_path: Path) -> None:
     assert pp["n_gpu_layers"] == -1  # every layer, as llama-bench prints it
     assert pp["model_size"] == 2_372_608 and pp["model_n_params"] == 2_229_504
     assert pp["model_type"] == "llama ?B Q8_0" and pp["backends"] == "CPU" and pp["gpu_info"] == ""
+    assert pp["model_filename"] == "tiny.gguf"  # as typed after -m
 
 
 def test_any_other_sweep_gives_a_pp_and_a_tg_record_per_config(tmp_path: Path) -> None:
@@ -101,6 +102,7 @@ def test_any_other_sweep_gives_a_pp_and_a_tg_record_per_config(tmp_path: Path) -
         (1, 0, [100_000, 100_000]),
         (0, 15, [1_900_000, 3_900_000]),
     ]
+    assert records[0]["model_filename"] == "/m.gguf"  # a plan's model: its file
 
 
 def test_printers_share_the_field_list(tmp_path: Path) -> None:
