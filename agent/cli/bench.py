@@ -43,6 +43,9 @@ def bench(ctx: typer.Context, db: DbOption = None, no_telemetry: NoTelemetryOpti
     from edgeprof.report.render.llama_bench import FORMATS
     from edgeprof.storage.db import new_session
 
+    if "-h" in ctx.args:  # llama-bench's own help flag
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
     try:
         args = parse_bench_args(ctx.args)
         plan = bench_plan(args)

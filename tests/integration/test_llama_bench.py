@@ -160,6 +160,8 @@ def test_a_bad_flag_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert done.returncode == 2, done
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("edgeprof: error: ")
         assert done.stdout == ""
+    shown = edgeprof(["bench", "-h"], tmp_path / "e.db")  # llama-bench's help flag
+    assert shown.returncode == 0 and "-pg PP,TG" in shown.stdout
     missing = edgeprof(["bench", "-m", str(tmp_path / "none.gguf")], tmp_path / "e.db")
     assert missing.returncode == 2 and missing.stderr.startswith("edgeprof: error: ")
 
