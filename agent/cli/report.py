@@ -100,19 +100,21 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
-            if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
-                typer.echo(RENDERERS[fmt.value](session, sweep), nl=False)
-                return
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db)
+            llama_bench = None
+            if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
+                llama_bench = RENDERERS[fmt.value](session, sweep)
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
-    if fmt is ReportFormat.table:
+    if llama_bench is not None:
+        typer.echo(llama_bench, nl=False)
+    elif fmt is ReportFormat.table:
         typer.echo(
             render_table(rows, width=_terminal_width(), columns=picked, wide=wide, show_output=show_output)
         )
