@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Build llama.cpp's `llama-server` (the serving runner) from the llama.cpp source vendored in the
-# llama-cpp-python sdist, i.e. the same llama.cpp the in-process runner links, with the same platform flags.
+# Build llama.cpp's `llama-server` (the serving runner) and `llama-bench` (what `edgeprof bench` is checked
+# against) from the llama.cpp source vendored in the llama-cpp-python sdist, i.e. the same llama.cpp the
+# in-process runner links, with the same platform flags, in one build tree.
 #
 #   scripts/build_llama_server.sh VENV_DIR LLAMA_CPP_PYTHON_VERSION "CMAKE_ARGS"
 #
-# Only the llama-server target is built (no tests, examples or other tools; no libcurl) so that the build fits
-# the CI budget on 2 cores. Static libraries, so the one binary can be copied into VENV_DIR/bin without the
-# build tree. The result is cached by a key of (version, flags, machine type) under
-# ${EDGEPROF_SERVER_CACHE:-~/.cache/edgeprof/llama-server}/<key>, like the wheel, and a rebuild happens only
-# when the key changes. The build record goes to VENV_DIR/share/edgeprof/llama-server.json.
+# Only those two targets are built (no tests, examples or other tools; no libcurl) so that the build fits
+# the CI budget on 2 cores. Static libraries, so each binary can be copied into VENV_DIR/bin without the
+# build tree. The results are cached by a key of (version, flags, machine type) under
+# ${EDGEPROF_SERVER_CACHE:-~/.cache/edgeprof/llama-server}/<key>, like the wheel; a build happens only when
+# the key changes or a tool is missing from the cache (then only the missing tools are built, so a cache
+# from before llama-bench was built keeps its llama-server). The build records go to
+# VENV_DIR/share/edgeprof/<tool>.json.
 # Environment: JOBS (default: number of CPUs), PYTHON (default VENV_DIR/bin/python).
 set -euo pipefail
 
@@ -20,19 +23,29 @@ PYTHON="${PYTHON:-$venv/bin/python}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 ARCH="$(uname -m)"
 
-say() { printf 'setup: llama-server: %s\n' "$*"; }
-die() { printf 'setup: error: llama-server: %s\n' "$*" >&2; exit 1; }
+say() { printf 'setup: llama-server, llama-bench: %s\n' "$*"; }
+die() { printf 'setup: error: llama-server, llama-bench: %s\n' "$*" >&2; exit 1; }
 
 key="$(printf 'server|%s|%s|%s' "$ver" "$cmake_args" "$ARCH" | sha256sum | cut -c1-16)"
 cache="${EDGEPROF_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeprof/llama-server}/$key"
 record="$venv/share/edgeprof/llama-server.json"
 
-if [[ -x "$venv/bin/llama-server" && -f "$record" ]] && grep -q "\"key\": \"$key\"" "$record"; then
+TOOLS=(llama-server llama-bench)
+installed=1
+for tool in "${TOOLS[@]}"; do
+  rec="$venv/share/edgeprof/$tool.json"
+  if ! [[ -x "$venv/bin/$tool" && -f "$rec" ]] || ! grep -q "\"key\": \"$key\"" "$rec"; then installed=0; fi
+done
+if [[ $installed == 1 ]]; then
   say "already built with these flags (key $key)"
   exit 0
 fi
 
-if [[ ! -x "$cache/llama-server" || "${EDGEPROF_NO_SERVER_CACHE:-0}" == "1" ]]; then
+missing=()
+for tool in "${TOOLS[@]}"; do
+  if [[ ! -x "$cache/$tool" || "${EDGEPROF_NO_SERVER_CACHE:-0}" == "1" ]]; then missing+=("$tool"); fi
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
   work="$cache/work"
   mkdir -p "$work/dl"
   sdist="$work/dl/llama_cpp_python-$ver.tar.gz"
@@ -63,22 +76,28 @@ if [[ ! -x "$cache/llama-server" || "${EDGEPROF_NO_SERVER_CACHE:-0}" == "1" ]]; 
   say "configuring (flags: ${cmake_args:-llama.cpp defaults})"
   cmake -S "$src" -B "$bld" "${opts[@]}" >"$work/configure.log" 2>&1 \
     || { tail -n 30 "$work/configure.log" >&2; die "cmake configure failed (log: $work/configure.log)"; }
-  say "building the llama-server target (-j$JOBS; about 10-20 minutes on 2 cores)"
-  cmake --build "$bld" --target llama-server -j"$JOBS" >"$work/build.log" 2>&1 \
+  say "building ${missing[*]} (-j$JOBS; about 10-20 minutes on 2 cores)"
+  cmake --build "$bld" --target "${missing[@]}" -j"$JOBS" >"$work/build.log" 2>&1 \
     || { tail -n 30 "$work/build.log" >&2; die "build failed (log: $work/build.log)"; }
-  [[ -x "$bld/bin/llama-server" ]] || die "llama-server not found at $bld/bin/llama-server"
-  cp "$bld/bin/llama-server" "$cache/llama-server.tmp"
-  mv "$cache/llama-server.tmp" "$cache/llama-server"
+  for tool in "${missing[@]}"; do
+    [[ -x "$bld/bin/$tool" ]] || die "$tool not found at $bld/bin/$tool"
+    cp "$bld/bin/$tool" "$cache/$tool.tmp"
+    mv "$cache/$tool.tmp" "$cache/$tool"
+  done
   # The sdist has no .git, so llama.cpp's own build-info says "unknown"; the sdist version identifies it.
   rm -rf "$work/src" "$bld"
 else
-  say "reusing $cache/llama-server (built earlier with the same flags)"
+  say "reusing ${TOOLS[*]} in $cache (built earlier with the same flags)"
 fi
 
 mkdir -p "$venv/bin" "$(dirname "$record")"
-cp "$cache/llama-server" "$venv/bin/llama-server.tmp"
-mv "$venv/bin/llama-server.tmp" "$venv/bin/llama-server"
-printf '{"runtime": "llama-server", "llama_cpp_python_sdist": "%s", "cmake_args": "%s", "arch": "%s", "key": "%s"}\n' \
-  "$ver" "$cmake_args" "$ARCH" "$key" > "$record"
+for tool in "${TOOLS[@]}"; do
+  cp "$cache/$tool" "$venv/bin/$tool.tmp"
+  mv "$venv/bin/$tool.tmp" "$venv/bin/$tool"
+  printf '{"runtime": "%s", "llama_cpp_python_sdist": "%s", "cmake_args": "%s", "arch": "%s", "key": "%s"}\n' \
+    "$tool" "$ver" "$cmake_args" "$ARCH" "$key" > "$venv/share/edgeprof/$tool.json"
+done
 "$venv/bin/llama-server" --version >/dev/null 2>&1 || die "the built llama-server does not start ($venv/bin/llama-server --version)"
-say "installed $venv/bin/llama-server"
+# llama-bench has no --version; --help exits 0 once its libraries resolve
+"$venv/bin/llama-bench" --help >/dev/null 2>&1 || die "the built llama-bench does not start ($venv/bin/llama-bench --help)"
+say "installed ${TOOLS[*]} into $venv/bin"

@@ -86,8 +86,9 @@ EXTRAS="dev,postgres"
 say "installing edgeprof[$EXTRAS]"
 "$PY" -m pip install --quiet -e ".[$EXTRAS]"
 
-# llama-server (the serving runner) from the same llama.cpp source and flags as the wheel; cached by key.
-# EDGEPROF_SKIP_SERVER_BUILD=1 skips it (the serving tests then skip unless CI is set).
+# llama-server (the serving runner) and llama-bench (what `edgeprof bench` is tested against) from the same
+# llama.cpp source and flags as the wheel, in one build; cached by key, a tool missing from the cache is built.
+# EDGEPROF_SKIP_SERVER_BUILD=1 skips both (the serving and llama-bench tests then skip unless CI is set).
 if [[ "${EDGEPROF_SKIP_SERVER_BUILD:-0}" != "1" ]]; then
   bash "$ROOT/scripts/build_llama_server.sh" "$ROOT/.venv" "$LLAMA_CPP_PYTHON_VERSION" "$CMAKE_ARGS_CHOSEN"
 fi

@@ -13,7 +13,19 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli import agent, doctor, fleet, metrics, models, report, retention, run, service, tegrastats
+from edgeprof.cli import (
+    agent,
+    bench,
+    doctor,
+    fleet,
+    metrics,
+    models,
+    report,
+    retention,
+    run,
+    service,
+    tegrastats,
+)
 from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 app = typer.Typer(
@@ -59,6 +71,7 @@ def _main_options(version: VersionOption = False) -> None:
 run.register_run(app)
 report.register(app)  # report, compare, analyse
 run.register_demo(app)
+bench.register(app)  # bench, import-llama-bench
 doctor.register(app)  # doctor, status
 agent.register(app)
 metrics.register(app)  # metrics (Prometheus text, or a file for node_exporter)

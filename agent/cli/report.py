@@ -28,6 +28,11 @@ class ReportFormat(str, Enum):
     md = "md"
     csv = "csv"
     json = "json"
+    # llama-bench's field names, for compare-llama-bench.py and other llama-bench tooling
+    llama_bench_json = "llama-bench-json"
+    llama_bench_jsonl = "llama-bench-jsonl"
+    llama_bench_csv = "llama-bench-csv"
+    llama_bench_sql = "llama-bench-sql"
 
 
 class CompareFormat(str, Enum):
@@ -98,13 +103,18 @@ def report(
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db, wide)
+            llama_bench = None
+            if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
+                llama_bench = RENDERERS[fmt.value](session, sweep)
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
-    if fmt is ReportFormat.table:
+    if llama_bench is not None:
+        typer.echo(llama_bench, nl=False)
+    elif fmt is ReportFormat.table:
         typer.echo(
             render_table(rows, width=_terminal_width(), columns=picked, wide=wide, show_output=show_output)
         )
