@@ -85,8 +85,9 @@ SweepsWideOption = Annotated[
     bool, typer.Option("--wide", help="Every column, however wide the terminal.")
 ]
 SWEEPS_HEADERS = ["id", "device", "board", "L4T", "build", "plan", "started", "status", "runs"]
-# Left out first when the list is wider than the terminal (the least telling first); each one is named.
-SWEEPS_DROP_ORDER = ("L4T", "board", "started", "plan", "build")
+# Left out when the list is wider than the terminal, the least telling first (after any column with no
+# data, as board and L4T off a Jetson); each one is named. The board, what a fleet's devices are, goes last.
+SWEEPS_DROP_ORDER = ("L4T", "started", "build", "plan", "board")
 
 
 def sweeps(
@@ -134,7 +135,9 @@ def sweeps_table(rows: list[dict[str, Any]], width: int | None) -> str:
         ]
         for r in rows
     ]
-    return fit_text("\n".join(fit_table(list(SWEEPS_HEADERS), cells, width, SWEEPS_DROP_ORDER)), width)
+    no_data = [h for i, h in enumerate(SWEEPS_HEADERS) if all(row[i] == "-" for row in cells)]
+    order = [*no_data, *(h for h in SWEEPS_DROP_ORDER if h not in no_data)]
+    return fit_text("\n".join(fit_table(list(SWEEPS_HEADERS), cells, width, order)), width)
 
 
 def _parse_since(since: str | None) -> datetime | None:
