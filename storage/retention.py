@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Connection, Engine, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from edgeprof.storage.db import new_session
@@ -235,26 +235,44 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+def gain_text(before: int, after: int, grew_because: str) -> str:
+    """What going from ``before`` to ``after`` bytes freed, never a negative figure: "freed 1.2 MB", or
+    where it grew "freed nothing: 3.1 kB more, <grew_because>" (a change under 0.1 MB in kB)."""
+    diff = before - after
+    size = _mb(abs(diff)) if abs(diff) >= 100_000 or diff == 0 else f"{abs(diff) / 1e3:.1f} kB"
+    return f"freed {size}" if diff >= 0 else f"freed nothing: {size} more, {grew_because}"
+
+
+def _sqlite_bytes(conn: Connection, path: Path) -> int:
+    """The database's size on disk once its write-ahead log is folded back in: the main file alone
+    understates it while the WAL holds pages (a VACUUM then seemed to free a negative amount)."""
+    conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
 def run_compact(engine: Engine, keep_raw_s: float, vacuum: bool) -> str:
     """Compact, commit, optionally VACUUM (SQLite); returns the one-paragraph summary of what it freed
     (``db compact`` prints it, the agent logs it after each sweep)."""
     with new_session(engine) as session:
         res = compact(session, keep_raw_s)
         session.commit()
+    sample_gain = gain_text(
+        res.bytes_before, res.bytes_after, "the 1 Hz series holds more than the raw samples it replaced"
+    )
     lines = [
         f"compacted {res.sweeps} sweep(s), {res.runs} run(s): {res.readings_before:,} raw readings in "
         f"{res.blocks_before} blocks -> {res.readings_after:,} 1 Hz readings in {res.blocks_after} blocks, "
         f"{res.phase_stats} per-phase aggregates; sample data {_mb(res.bytes_before)} -> "
-        f"{_mb(res.bytes_after)} (freed {_mb(res.freed_bytes)})"
+        f"{_mb(res.bytes_after)} ({sample_gain})"
     ]
     url = engine.url
     if vacuum and url.get_backend_name() == "sqlite" and url.database and res.blocks_before:
         path = Path(url.database)
-        before = path.stat().st_size
         with engine.connect() as conn:
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            before = _sqlite_bytes(conn, path)
             conn.exec_driver_sql("VACUUM")
-        after = path.stat().st_size
-        freed = _mb(before - after)
-        lines.append(f"database file {_mb(before)} -> {_mb(after)} after VACUUM (freed {freed})")
+            after = _sqlite_bytes(conn, path)
+        freed = gain_text(before, after, "the file VACUUM rebuilt is larger")
+        lines.append(f"database file {_mb(before)} -> {_mb(after)} after VACUUM ({freed})")
     return "\n".join(lines)

@@ -26,9 +26,9 @@ from edgeprof.cli import (
     service,
     tegrastats,
 )
-from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, App
 
-app = typer.Typer(
+app = App(
     name="edgeprof",
     help="Measure how llama.cpp models really run on this device: quant x ctx x ngl sweeps in SQLite.",
     no_args_is_help=True,
@@ -36,10 +36,10 @@ app = typer.Typer(
     add_completion=True,
     epilog="Start with: edgeprof doctor, then edgeprof demo. Completion: edgeprof --install-completion.",
 )
-models_app = typer.Typer(help="Model helpers (demo GGUF models).", no_args_is_help=True)
+models_app = App(help="Model helpers (demo GGUF models).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 # Database maintenance: `db upgrade` / `db version` (cli/fleet.py), `db compact` (cli/retention.py).
-db_app = typer.Typer(help="Database maintenance: schema version, upgrade.", no_args_is_help=True)
+db_app = App(help="Database maintenance: schema version, upgrade.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 

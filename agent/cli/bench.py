@@ -16,7 +16,15 @@ from typing import Annotated, Any
 import typer
 
 from edgeprof import __version__
-from edgeprof.cli.common import EXIT_INTERRUPTED, DbOption, fail, guard_write, open_db
+from edgeprof.cli.common import (
+    EXIT_INTERRUPTED,
+    DbOption,
+    fail,
+    failed_configs_line,
+    guard_write,
+    open_db,
+    sweep_exit_code,
+)
 
 NoTelemetryOption = Annotated[
     bool,
@@ -60,6 +68,9 @@ def bench(ctx: typer.Context, db: DbOption = None, no_telemetry: NoTelemetryOpti
         records = sweep_records(session, outcome.sweep_id)
     sys.stdout.write(FORMATS[args.output](records))
     sys.stdout.flush()
+    line = failed_configs_line(outcome.counts)
+    if line is not None:
+        typer.echo(f"edgeprof: sweep {outcome.sweep_id}: {line}", err=True)
     raise typer.Exit(sweep_exit_code(outcome.counts))
 
 
@@ -90,13 +101,6 @@ def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     return outcome
-
-
-def sweep_exit_code(counts: dict[str, int]) -> int:
-    """0 when every config ended ok (or was skipped as not fitting in memory), 1 when any failed, timed
-    out or crashed: the same rule as ``run``'s. A stand-in for the shared public function of that rule,
-    which ``run`` gets at the same time; this call is to be pointed at it."""
-    return 1 if any(n for status, n in counts.items() if status not in ("ok", "skipped_memory")) else 0
 
 
 def import_llama_bench(file: FileArgument, db: DbOption = None) -> None:

@@ -1,25 +1,36 @@
 """What every command module shares: the ``--db``/``--device`` options, the one-line failure, the database
-opener and the write guard, the user's data folder.
+opener and the write guard, the user's data folder, the exit status of a sweep and the terminal's width.
 
-Every expected failure (bad plan, missing file, unknown sweep, a database that cannot be opened) is one line
-``edgeprof: error: ...`` on stderr and exit code 2. Only typer and the standard library are imported here:
-every command module imports this one, and ``edgeprof --help`` must not pay for SQLAlchemy.
+Exit codes: 0 done (a sweep: every config it ran ended ``ok`` or ``skipped_memory``); 1 a sweep ran to its
+end but some config failed to load, errored, crashed or timed out (``sweep_exit_code``); 2 bad input: every
+expected failure (bad plan, missing file, unknown sweep, a database that cannot be opened) is one line
+``edgeprof: error: ...`` on stderr; 130 interrupted (Ctrl-C, SIGTERM). Only typer and the standard library
+are imported here: every command module imports this one, and ``edgeprof --help`` must not pay for
+SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Iterator
+import textwrap
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
 
+EXIT_OK = 0
+EXIT_CONFIGS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+# A config that ended so did what the plan asked: measured, or refused up front because the memory model
+# predicted the kernel would kill it (the plan asked for more than this device holds; the row says so).
+SWEEP_OK_STATUSES = frozenset({"ok", "skipped_memory"})
 
 DbOption = Annotated[
     str | None,
@@ -33,9 +44,100 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 SweepOption = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
 
 
+def _flags_without_value(params: list[Any]) -> list[Any]:
+    """A flag takes no value, so its help line shows none: Typer writes ``--wide <bool>`` for every boolean
+    option (its own ``--help`` too) unless the option's metavar is set; an empty one shows nothing."""
+    for param in params:
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", "") is None:
+            param.metavar = ""
+    return params
+
+
+class FlagsCommand(typer.core.TyperCommand):
+    """A command whose help shows a boolean option as the flag it is (see ``_flags_without_value``)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_value(super().get_params(ctx))
+
+
+class FlagsGroup(typer.core.TyperGroup):
+    """A command group whose help shows a boolean option as the flag it is."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_value(super().get_params(ctx))
+
+
+class App(typer.Typer):
+    """``typer.Typer`` whose groups and commands are ``FlagsGroup`` and ``FlagsCommand`` unless told
+    otherwise: every command module registers onto an ``App`` and gets flags shown as flags for free."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", FlagsGroup)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", FlagsCommand)
+        return super().command(*args, **kwargs)
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     typer.echo(f"edgeprof: error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def sweep_exit_code(counts: Mapping[str, int], *, interrupted: bool = False) -> int:
+    """The exit status of a command that ran a sweep (``run``, ``demo``, ``bench``), from the number of
+    configs it ran per final status: 130 when it was stopped, 1 when any config ended in anything but
+    ``ok``/``skipped_memory`` (``load_failed``, ``error``, ``crashed``, ``timeout``, or a status this code
+    does not know), else 0. Configs a resumed sweep skipped as already finished are not counted again:
+    they were judged by the command that ran them."""
+    if interrupted or counts.get("interrupted", 0) > 0:
+        return EXIT_INTERRUPTED
+    if any(n > 0 and status not in SWEEP_OK_STATUSES for status, n in counts.items()):
+        return EXIT_CONFIGS_FAILED
+    return EXIT_OK
+
+
+def failed_configs_line(counts: Mapping[str, int]) -> str | None:
+    """What exit 1 means, for stderr: "2 of 6 configs did not end ok (1 crashed, 1 timeout)"; None when
+    every config ended ok."""
+    failed = {s: n for s, n in sorted(counts.items()) if n > 0 and s not in SWEEP_OK_STATUSES}
+    if not failed:
+        return None
+    detail = ", ".join(f"{n} {s}" for s, n in failed.items())
+    return f"{sum(failed.values())} of {sum(counts.values())} configs did not end ok ({detail})"
+
+
+def terminal_width() -> int | None:
+    """A terminal's own width; piped (a file, a pager) only when COLUMNS says so: a script reading the
+    output gets whole lines."""
+    import shutil
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+# "  key   value": the key column of doctor's lines, up to where their values start.
+_KEY_COLUMN = re.compile(r"(\s*\S+(?: \S+)*\s{2,})\S")
+
+
+def fit_text(text: str, width: int | None) -> str:
+    """Each line of ``text`` wrapped to ``width`` (None: as it is), as the report wraps its notes: the rest
+    of a "key  value" line under its value, of any other line two more than its start, never broken at
+    hyphens. A single word longer than the width (a long path) is broken too: every line fits."""
+    if width is None:
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        key = _KEY_COLUMN.match(line)
+        indent = len(key.group(1)) if key else len(line) - len(line.lstrip()) + 2
+        indent = min(indent, width // 2)  # room for the value
+        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 def data_dir() -> Path:

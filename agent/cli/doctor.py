@@ -1,5 +1,6 @@
 """``edgeprof doctor`` (what this machine can measure) and ``edgeprof status`` (what the agent is doing):
-looks that change nothing, the database opened read-only."""
+looks that change nothing, the database opened read-only. On a terminal each line wraps to its width (a
+long reason, a build's flags); ``--json`` and piped output keep whole lines."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import json
 
 import typer
 
-from edgeprof.cli.common import DbOption, DeviceOption, JsonOption, open_db, sweep_of_device
+from edgeprof.cli.common import (
+    DbOption,
+    DeviceOption,
+    JsonOption,
+    fit_text,
+    open_db,
+    sweep_of_device,
+    terminal_width,
+)
 
 
 def doctor(as_json: JsonOption = False) -> None:
@@ -15,7 +24,10 @@ def doctor(as_json: JsonOption = False) -> None:
     from edgeprof.device import gather, render
 
     info = gather()
-    typer.echo(json.dumps(info, indent=2, default=str) if as_json else render(info))
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, default=str))
+    else:
+        typer.echo(fit_text(render(info), terminal_width()))
 
 
 def status(db: DbOption = None, as_json: JsonOption = False, device: DeviceOption = None) -> None:
@@ -28,7 +40,7 @@ def status(db: DbOption = None, as_json: JsonOption = False, device: DeviceOptio
         if device is not None:
             sweep_of_device(session, None, device)  # one clear line for a device this DB never saw
         info = gather_status(session, device=device)
-    typer.echo(status_json(info) if as_json else render_status(info))
+    typer.echo(status_json(info) if as_json else fit_text(render_status(info), terminal_width()))
 
 
 def register(app: typer.Typer) -> None:

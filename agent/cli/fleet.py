@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from edgeprof.cli.common import DbOption, JsonOption, fail, guard_write, open_db
+from edgeprof.cli.common import DbOption, JsonOption, fail, fit_text, guard_write, open_db, terminal_width
 
 
 def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
@@ -81,6 +81,13 @@ SweepsDeviceOption = Annotated[
     str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
 ]
 LimitOption = Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")]
+SweepsWideOption = Annotated[
+    bool, typer.Option("--wide", help="Every column, however wide the terminal.")
+]
+SWEEPS_HEADERS = ["id", "device", "board", "L4T", "build", "plan", "started", "status", "runs"]
+# Left out when the list is wider than the terminal, the least telling first (after any column with no
+# data, as board and L4T off a Jetson); each one is named. The board, what a fleet's devices are, goes last.
+SWEEPS_DROP_ORDER = ("L4T", "started", "build", "plan", "board")
 
 
 def sweeps(
@@ -88,9 +95,12 @@ def sweeps(
     device: SweepsDeviceOption = None,
     as_json: JsonOption = False,
     limit: LimitOption = None,
+    wide: SweepsWideOption = False,
 ) -> None:
-    """List sweeps with their device (hostname, board, L4T), build, plan, time and status."""
-    from edgeprof.fleet import list_sweeps, render_sweeps
+    """List sweeps with their device (hostname, board, L4T), build, plan, time and status.
+
+    On a terminal the list fits its width: the least telling columns are left out (and named) when needed."""
+    from edgeprof.fleet import list_sweeps
     from edgeprof.safetext import safe_lines
     from edgeprof.storage.db import new_session
 
@@ -99,7 +109,36 @@ def sweeps(
         rows = list_sweeps(session, device=device, limit=limit)
     if device and not rows:
         fail(f"no sweeps of a device called {device!r} in this database")
-    typer.echo(json.dumps(rows, indent=2) if as_json else safe_lines(render_sweeps(rows)))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        typer.echo(safe_lines(sweeps_table(rows, None if wide else terminal_width())))
+
+
+def sweeps_table(rows: list[dict[str, Any]], width: int | None) -> str:
+    """``list_sweeps``'s rows as a table, fitted to ``width`` as the report's table is (None: every
+    column)."""
+    from edgeprof.report import fit_table
+
+    if not rows:
+        return "no sweeps"
+    cells = [
+        [
+            str(r["sweep_id"]),
+            r["device_hostname"],
+            r["device_board_model"] or "-",
+            r["device_l4t_release"] or "-",
+            "; ".join(r["builds"]) or "-",
+            r["name"],
+            (r["started_at"] or "")[:19],
+            r["status"],
+            f"{r['n_runs']}/{r['n_specs']}",
+        ]
+        for r in rows
+    ]
+    no_data = [h for i, h in enumerate(SWEEPS_HEADERS) if all(row[i] == "-" for row in cells)]
+    order = [*no_data, *(h for h in SWEEPS_DROP_ORDER if h not in no_data)]
+    return fit_text("\n".join(fit_table(list(SWEEPS_HEADERS), cells, width, order)), width)
 
 
 def _parse_since(since: str | None) -> datetime | None:

@@ -4,8 +4,6 @@ or write it, and a mistyped ``--db`` creates nothing (``analyse`` writes verdict
 
 from __future__ import annotations
 
-import os
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +18,7 @@ from edgeprof.cli.common import (
     open_db,
     sqlite_file,
     sweep_of_device,
+    terminal_width,
 )
 
 
@@ -116,7 +115,7 @@ def report(
         typer.echo(llama_bench, nl=False)
     elif fmt is ReportFormat.table:
         typer.echo(
-            render_table(rows, width=_terminal_width(), columns=picked, wide=wide, show_output=show_output)
+            render_table(rows, width=terminal_width(), columns=picked, wide=wide, show_output=show_output)
         )
     else:
         typer.echo(RENDERERS[fmt.value](rows))
@@ -133,20 +132,14 @@ def _write_html(session: Any, sweep: int | None, html: Path, db: str | None, wid
     write_html(session, sweep_id, html, protect=(db_file,) if db_file else (), wide=wide)
 
 
-def _terminal_width() -> int | None:
-    """A terminal's own width; piped (a file, a pager) only when COLUMNS says so."""
-    import shutil
-
-    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
-        return shutil.get_terminal_size().columns
-    return None
-
-
 CompareFormatOption = Annotated[CompareFormat, typer.Option("--format", "-f", help="Output format.")]
 SweepA = Annotated[int | None, typer.Argument(help="Sweep id A (the baseline).")]
 SweepB = Annotated[int | None, typer.Argument(help="Sweep id B (another device, build or power mode).")]
 DbBOption = Annotated[
     str | None, typer.Option("--db-b", help="Sweep B is in this other database (path or URL).")
+]
+CompareWideOption = Annotated[
+    bool, typer.Option("--wide", help="The table as wide as its cells, however wide the terminal.")
 ]
 CompareDeviceOption = Annotated[
     list[str] | None,
@@ -164,10 +157,13 @@ def compare(
     fmt: CompareFormatOption = CompareFormat.table,
     db_b: DbBOption = None,
     device: CompareDeviceOption = None,
+    wide: CompareWideOption = False,
 ) -> None:
-    """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap."""
-    from edgeprof.report import ReportError, compare_sweeps, render_compare
-    from edgeprof.storage.db import new_session
+    """Per matching config of two sweeps: ratio of medians (B/A), 'within noise' where ranges overlap.
+
+    The output first names A and B (sweep, plan, device, build); on a terminal the table fits its width."""
+    from edgeprof.report import ReportError, compare_sweeps, describe_sweep, render_compare
+    from edgeprof.storage.db import mask_url, new_session
 
     devices = list(device or [])
     engine = open_db(db, read_only=True)
@@ -184,9 +180,13 @@ def compare(
             fail("too many --device options for the sweep ids given")
         try:
             rows = compare_sweeps(session, ids[0], ids[1], session_b=session_b)
+            sides = [describe_sweep(session, ids[0]), describe_sweep(session_b, ids[1])]
         except ReportError as exc:
             fail(str(exc))
-    typer.echo(render_compare(rows, fmt.value))
+    if db_b is not None:  # the same id can name two sweeps: say which database each one is in
+        sides[0]["database"], sides[1]["database"] = mask_url(db), mask_url(db_b)
+    width = None if wide else terminal_width()
+    typer.echo(render_compare(rows, fmt.value, sides=sides, width=width))
 
 
 def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:

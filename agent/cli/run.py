@@ -1,7 +1,9 @@
 """``edgeprof run`` (a plan's sweep, resumed when run again) and ``edgeprof demo`` (the built-in plan on
 demo models, then its report).
 
-A run that fails inside llama.cpp is data, stored and reported, not an error of the command.
+A run that fails inside llama.cpp is data, stored and reported, not an error of the command: the sweep goes
+on to its end. Only then does the exit status say so (1, ``sweep_exit_code``), so a CI job or a timer can
+tell a sweep whose configs failed from one that measured everything.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from edgeprof.cli.common import (
     DbOption,
     data_dir,
     fail,
+    failed_configs_line,
     guard_write,
     open_db,
+    sweep_exit_code,
 )
 from edgeprof.cli.models import DemoSizeChoice, build_demo
 from edgeprof.safetext import safe_text
@@ -72,7 +76,10 @@ def run(
         return
     guard_write(db)
     engine = open_db(db)
-    run_sweep(engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry, wait=wait)
+    outcome = run_sweep(
+        engine, parsed, new=new, retry_failed=retry_failed, telemetry=not no_telemetry, wait=wait
+    )
+    exit_as_sweep(outcome)
 
 
 def _print_plan_problems(lines: list[str]) -> None:
@@ -83,10 +90,24 @@ def _print_plan_problems(lines: list[str]) -> None:
         typer.echo(f"edgeprof: {len(lines)} problems in the plan; nothing was run", err=True)
 
 
+def exit_as_sweep(outcome: Any) -> None:
+    """Exit as ``sweep_exit_code`` says for this sweep's outcome (nothing to do when it is 0); with exit 1,
+    one line on stderr says which configs did not end ok."""
+    code = sweep_exit_code(outcome.counts, interrupted=outcome.interrupted)
+    if code == 0:
+        return
+    why = failed_configs_line(outcome.counts) if code != EXIT_INTERRUPTED else None
+    if why is not None:
+        typer.echo(f"edgeprof: sweep {outcome.sweep_id}: {why}; `edgeprof report` says why", err=True)
+    raise typer.Exit(code)
+
+
 def run_sweep(
     engine: Any, parsed: Any, *, new: bool, retry_failed: bool, telemetry: bool = True, wait: bool = False
-) -> int:
-    """Run ``parsed`` into ``engine`` with progress on stdout; returns the sweep id (exit 130 if stopped)."""
+) -> Any:
+    """Run ``parsed`` into ``engine`` with progress and the summary line on stdout; returns the sweep's
+    outcome (``edgeprof.sweep.SweepOutcome``: its id, the configs per status, whether it was stopped), for
+    ``exit_as_sweep``."""
     from edgeprof.gguf import probe_bandwidth
     from edgeprof.sweep import LeaseHeld, SweepAborted, Telemetry, run_plan
 
@@ -111,9 +132,7 @@ def run_sweep(
         fail(str(exc))
     summary = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts.items())) or "nothing to do"
     typer.echo(f"sweep {outcome.sweep_id}: {summary}")
-    if outcome.interrupted:
-        raise typer.Exit(EXIT_INTERRUPTED)
-    return outcome.sweep_id
+    return outcome
 
 
 DEMO_PLAN = """\
@@ -180,10 +199,13 @@ def demo(
         fail("; ".join(exc.lines()))
     guard_write(db)
     engine = open_db(db)
-    sweep_id = run_sweep(engine, parsed, new=True, retry_failed=False)
+    outcome = run_sweep(engine, parsed, new=True, retry_failed=False)
+    if outcome.interrupted:  # stopped: no report of a half sweep
+        raise typer.Exit(EXIT_INTERRUPTED)
     with new_session(engine) as session:
         typer.echo("")
-        typer.echo(render_table(build_rows(session, sweep_id)))
+        typer.echo(render_table(build_rows(session, outcome.sweep_id)))
+    exit_as_sweep(outcome)  # a config that failed is in the report above, and in the exit status
 
 
 def register_run(app: typer.Typer) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import fail
+from edgeprof.cli.common import App, fail
 
-service_app = typer.Typer(help="Run edgeprof as a systemd service (always-on agent or nightly timer).")
+service_app = App(help="Run edgeprof as a systemd service (always-on agent or nightly timer).")
 
 TimerOption = Annotated[
     bool,

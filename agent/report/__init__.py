@@ -25,6 +25,7 @@ from edgeprof.report.compare import (
     COMPARE_FIELDS,
     compare_rows,
     compare_sweeps,
+    describe_sweep,
     ranges_overlap,
     ratio,
     render_compare,
@@ -43,6 +44,7 @@ from edgeprof.report.render import (
 )
 from edgeprof.report.rows import ReportError, build_rows, latest_sweep_id
 from edgeprof.report.run_row import agreement
+from edgeprof.report.tables import fit_table
 from edgeprof.report.workload import depth_curves, output_until_eos
 
 __all__ = [
@@ -62,6 +64,8 @@ __all__ = [
     "compare_rows",
     "compare_sweeps",
     "depth_curves",
+    "describe_sweep",
+    "fit_table",
     "fmt_agreement",
     "fmt_tokens_out",
     "fmt_value",

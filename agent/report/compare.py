@@ -4,6 +4,11 @@ Configs match on the model (label and quant), ctx, ngl, threads, n_batch, flash_
 workload. A difference is "within noise" when the min–max ranges of the two sets of steady reps overlap: the
 slowest rep of one is not faster than the fastest of the other, so with a handful of reps no claim of a
 change can be made. With a single rep on each side the range is a point and only equal values overlap.
+
+The output opens by naming A and B (sweep, plan, device, build, start), so a pasted comparison says what it
+compares. On a terminal the table fits its width as the report's does: constant columns said once, then
+each row's caveats said once in a column of their own (in short letters if need be), then the least telling
+columns left out and named, and every line wrapped.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.report.rows import build_rows
-from edgeprof.report.tables import drop_constant_columns, md_table, render_grid
+from edgeprof.report.render.text import wrap_line
+from edgeprof.report.rows import ReportError, build_rows
+from edgeprof.report.tables import drop_constant_columns, fit_table, grid_width, md_table
 from edgeprof.stats import Summary
-from edgeprof.storage.models import Measurement
+from edgeprof.storage.models import Build, Device, Measurement, Run, Sweep
 
 MATCH_KEYS = (
     "model_label",
@@ -136,6 +142,7 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
     src = a if a is not None else b
     assert src is not None
     row: dict[str, Any] = {k: src.get(k) for k in MATCH_KEYS}
+    row["depth"] = src.get("depth") or 0  # part of the key: the same config at another context depth
     row["match"] = "both" if a is not None and b is not None else "only_a" if a is not None else "only_b"
     row["a_run_id"] = a.get("run_id") if a is not None else None
     row["b_run_id"] = b.get("run_id") if b is not None else None
@@ -168,11 +175,50 @@ def compare_sweeps(
     return compare_rows(a_rows, b_rows)
 
 
+def describe_sweep(session: Session, sweep_id: int) -> dict[str, Any]:
+    """What names a side of a comparison: the sweep's id, plan name, status and start, its device
+    (hostname, board, L4T) and the builds its runs used, worded as ``edgeprof sweeps`` words them."""
+    found = session.execute(
+        select(Sweep, Device).join(Device, Sweep.device_id == Device.id).where(Sweep.id == sweep_id)
+    ).first()
+    if found is None:
+        raise ReportError(f"no sweep with id {sweep_id} in this database")
+    sweep, device = found
+    builds = session.execute(
+        select(Build.llama_cpp_python_version, Build.backend)
+        .join(Run, Run.build_id == Build.id)
+        .where(Run.sweep_id == sweep_id)
+        .distinct()
+    ).all()
+    return {
+        "sweep_id": sweep.id,
+        "name": sweep.name,
+        "status": sweep.status,
+        "started_at": sweep.started_at.isoformat(sep=" ", timespec="minutes") if sweep.started_at else None,
+        "device_hostname": device.hostname,
+        "device_board_model": device.board_model,
+        "device_l4t_release": device.l4t_release,
+        "builds": sorted({f"llama-cpp-python {version} ({backend})" for version, backend in builds}),
+    }
+
+
+def side_line(side: str, about: Mapping[str, Any]) -> str:
+    """"A: sweep 1 'plan' on vm (Jetson Orin Nano, L4T 36.4), llama-cpp-python 0.3.8 (cuda), started …"."""
+    l4t = about.get("device_l4t_release")
+    board = ", ".join(v for v in (about.get("device_board_model"), f"L4T {l4t}" if l4t else None) if v)
+    device = str(about["device_hostname"]) + (f" ({board})" if board else "")
+    builds = "; ".join(about.get("builds") or []) or "no build recorded"
+    where = f" in {about['database']}" if about.get("database") else ""
+    started = f", started {about['started_at']}" if about.get("started_at") else ""
+    return f"{side}: sweep {about['sweep_id']} {about['name']!r}{where} on {device}, {builds}{started}"
+
+
 # -- rendering ---------------------------------------------------------------------------------------------
 _HEADERS = (
     "model",
     "quant",
     "ctx",
+    "depth",
     "ngl",
     "thr",
     "batch",
@@ -185,34 +231,50 @@ _HEADERS = (
 )
 
 
-def _metric_cell(row: Mapping[str, Any], metric: str, digits: int = 1) -> str:
+# Each verdict of a caveat in one letter, for a table that has to fit a narrow terminal.
+_CAVEAT_LETTERS = {"unstable": "u", "contended": "c", "throttled": "t"}
+
+
+def caveats_text(row: Mapping[str, Any], short: bool = False) -> str:
+    """"A unstable+contended, B contended" (``short``: "A u+c, B c"); "" when neither side has one."""
+    parts = []
+    for side in ("A", "B"):
+        caveat = row.get(f"{side.lower()}_caveat")
+        if caveat:
+            words = str(caveat).split("+")
+            parts.append(f"{side} " + "+".join(_CAVEAT_LETTERS.get(w, w) if short else w for w in words))
+    return ", ".join(parts)
+
+
+def _metric_cell(row: Mapping[str, Any], metric: str, digits: int = 1, with_caveats: bool = True) -> str:
     a, b, r, noise = (row[f"{metric}_{s}"] for s in ("a", "b", "ratio", "within_noise"))
     if row["match"] != "both":
         return "—"
     if a is None or b is None:
         return f"{'—' if a is None else f'{a:.{digits}f}'}→{'—' if b is None else f'{b:.{digits}f}'}"
     tag = " (noise)" if noise else "" if noise is False else " (?)"
-    caveats = [f"{s} {row[f'{s.lower()}_caveat']}" for s in ("A", "B") if row.get(f"{s.lower()}_caveat")]
-    if caveats:  # say why the ratio cannot be trusted instead of printing it as a finding
-        tag += " (" + ", ".join(caveats) + ")"
+    caveats = caveats_text(row)
+    if caveats and with_caveats:  # say why the ratio cannot be trusted instead of printing it as a finding
+        tag += f" ({caveats})"
     ratio_text = f"×{r:.2f}" if r is not None else "×—"
     return f"{a:.{digits}f}→{b:.{digits}f} {ratio_text}{tag}"
 
 
-def _cells(row: Mapping[str, Any]) -> list[str]:
+def _cells(row: Mapping[str, Any], with_caveats: bool = True) -> list[str]:
     return [
         str(row["model_label"]),
         str(row["quant"] or "—"),
         str(row["ctx"]),
+        str(row.get("depth") or 0),
         str(row["ngl"]),
         str(row["threads"]),
         str(row["n_batch"]),
         str(row["flash_attn"]),
         f"{row['type_k']}/{row['type_v']}",
         str(row["workload"]),
-        _metric_cell(row, "tg_tps"),
-        _metric_cell(row, "pp_tps"),
-        _metric_cell(row, "ttft_ms", 2),
+        _metric_cell(row, "tg_tps", with_caveats=with_caveats),
+        _metric_cell(row, "pp_tps", with_caveats=with_caveats),
+        _metric_cell(row, "ttft_ms", 2, with_caveats),
     ]
 
 
@@ -222,8 +284,9 @@ def _unmatched(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         if row["match"] == "both":
             continue
         side = "A" if row["match"] == "only_a" else "B"
+        depth = f" depth={row['depth']}" if row.get("depth") else ""
         lines.append(
-            f"only in {side}: {row['model_label']} ctx={row['ctx']} ngl={row['ngl']} "
+            f"only in {side}: {row['model_label']} ctx={row['ctx']}{depth} ngl={row['ngl']} "
             f"t={row['threads']} b={row['n_batch']} fa={row['flash_attn']} "
             f"kv={row['type_k']}/{row['type_v']} wl={row['workload']}"
         )
@@ -235,33 +298,77 @@ LEGEND = (
     "reps overlap, so the difference is within noise; (?): a range is unknown; (A unstable), (B contended), "
     "(… throttled): that side's verdict says its figure is not a fair base for a ratio"
 )
+_METRIC_LEGEND = LEGEND.split("; (A unstable)")[0]
+CAVEAT_LEGEND = _METRIC_LEGEND + "; caveat: A's or B's verdict says its figure is not a fair base for a ratio"
+SHORT_CAVEAT_LEGEND = CAVEAT_LEGEND + " (u unstable, c contended, t throttled)"
+# Never left out: what the row is and how fast it ran, and why that ratio may not be trusted.
+COMPARE_ESSENTIAL = ("model", "workload", "tg t/s", "caveat")
+# Left out first when the table is wider than the terminal (the least telling first); each one is named.
+COMPARE_DROP_ORDER = ("kv", "fa", "thr", "ngl", "quant", "batch", "TTFT", "pp t/s", "ctx", "depth")
 
 
-def render_compare(rows: Sequence[Mapping[str, Any]], fmt: str = "table") -> str:
-    """``table`` (aligned text), ``md`` (Markdown) or ``json`` (a list of objects with ``COMPARE_FIELDS``)."""
+def _layouts(matched: Sequence[Mapping[str, Any]]) -> list[tuple[list[str], list[list[str]], str]]:
+    """The table's ways of saying the caveats, widest first: in every metric cell, once per row in a
+    column, once per row in letters. Each is (headers, cells, legend); the caveat column only when a row
+    has a caveat."""
+    layouts = [(list(_HEADERS), [_cells(r) for r in matched], LEGEND)]
+    if not any(caveats_text(r) for r in matched):
+        return layouts
+    for short, legend in ((False, CAVEAT_LEGEND), (True, SHORT_CAVEAT_LEGEND)):
+        cells = [[*_cells(r, with_caveats=False), caveats_text(r, short) or "—"] for r in matched]
+        layouts.append(([*_HEADERS, "caveat"], cells, legend))
+    return layouts
+
+
+def _table_lines(matched: Sequence[Mapping[str, Any]], width: int | None) -> list[str]:
+    """The table of matched configs with its "every row" line and legend, fitted to ``width`` (see the
+    module docstring); None: as wide as its cells."""
+    fitted: tuple[list[str], list[list[str]], list[tuple[str, str]], str] | None = None
+    for headers, cells, legend in _layouts(matched):
+        shown_h, shown_c, common = drop_constant_columns(headers, cells, keep=COMPARE_ESSENTIAL)
+        fitted = (shown_h, shown_c, common, legend)
+        if width is None or not matched or grid_width(shown_h, shown_c) <= width:
+            break
+    assert fitted is not None
+    headers, cells, common, legend = fitted
+    lines = []
+    if common:
+        lines += ["every row: " + "  ".join(f"{h}={v}" for h, v in common), ""]
+    lines += fit_table(headers, cells, width, COMPARE_DROP_ORDER)
+    if not matched:
+        lines.append("(no config appears in both sweeps)")
+    return [*lines, "", legend]
+
+
+def render_compare(
+    rows: Sequence[Mapping[str, Any]],
+    fmt: str = "table",
+    *,
+    sides: Sequence[Mapping[str, Any]] = (),
+    width: int | None = None,
+) -> str:
+    """``table`` (aligned text), ``md`` (Markdown) or ``json`` (a list of objects with ``COMPARE_FIELDS``).
+    ``sides``: A's and B's ``describe_sweep``, named above the table; ``width``: the terminal's, which the
+    table fits (None: as wide as its cells)."""
     if fmt == "json":
         return json.dumps(
             [{k: row.get(k) for k in COMPARE_FIELDS} for row in rows], indent=2, allow_nan=False
         )
     matched = [r for r in rows if r["match"] == "both"]
-    cells = [_cells(r) for r in matched]
     unmatched = _unmatched(rows)
+    named = [side_line(side, about) for side, about in zip("AB", sides, strict=False)]
     if fmt == "md":
-        lines = md_table(_HEADERS, cells)
+        lines = [*(f"**{n[:1]}**{n[1:]}  " for n in named), *([""] if named else [])]
+        lines += md_table(_HEADERS, [_cells(r) for r in matched])
         lines += ["", f"_{LEGEND}_"]
         if unmatched:
             lines += ["", "**Unmatched configs:**", ""] + [f"- {u}" for u in unmatched]
         return "\n".join(lines)
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; use table, md or json")
-    headers, cells, common = drop_constant_columns(list(_HEADERS), cells, keep=("model", "tg t/s"))
-    lines = []
-    if common:
-        lines += ["every row: " + "  ".join(f"{h}={v}" for h, v in common), ""]
-    lines += render_grid(headers, cells)
-    if not matched:
-        lines.append("(no config appears in both sweeps)")
-    lines += ["", LEGEND]
+    lines = [*named, *([""] if named else []), *_table_lines(matched, width)]
     if unmatched:
         lines += ["", f"{len(unmatched)} unmatched config(s):"] + [f"  {u}" for u in unmatched]
+    if width is not None:
+        lines = [part for line in lines for part in wrap_line(line, width)]
     return "\n".join(lines)

@@ -59,6 +59,21 @@ def fit_columns(
     return headers, rows, dropped
 
 
+def fit_table(
+    headers: list[str], rows: list[list[str]], width: int | None, drop_order: Sequence[str]
+) -> list[str]:
+    """The grid of ``headers`` and ``rows`` fitted to ``width`` as the report's table is: the columns of
+    ``drop_order`` left out, least telling first, until it fits, and named in a line below it (None: every
+    column). A grid that still does not fit is for the caller to wrap."""
+    dropped: list[str] = []
+    if width is not None and rows:
+        headers, rows, dropped = fit_columns(headers, rows, width, drop_order)
+    lines = render_grid(headers, rows)
+    if dropped:
+        lines.append(f"(left out to fit {width} columns: {', '.join(dropped)}; --wide shows every column)")
+    return lines
+
+
 def render_grid(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     grid = [list(headers), *[list(r) for r in rows]]
     widths = [max(len(r[i]) for r in grid) for i in range(len(headers))]

@@ -15,12 +15,13 @@ from edgeprof.report import (
     ReportError,
     compare_rows,
     compare_sweeps,
+    describe_sweep,
     ranges_overlap,
     ratio,
     render_compare,
 )
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Measurement
+from edgeprof.storage.models import Build, Measurement
 
 
 def row(label: str = "m-q4", ctx: int = 512, **values: Any) -> dict[str, Any]:
@@ -207,3 +208,101 @@ def test_compare_sweeps_from_the_database(any_db: str) -> None:
     assert by[("m-f16", 512, "only_a")]["a_status"] == "oom"
     assert ("m-q4", 1024, "only_b") in by
     assert len(out) == 4
+
+
+# -- naming A and B, fitting the terminal ----------------------------------------------------------------
+def busy_pairs() -> list[dict[str, Any]]:
+    """Two depths of two models with every figure and a caveat on each side: the widest table there is."""
+    a, b = [], []
+    for i, (label, depth) in enumerate([("tiny-q8_0", 0), ("tiny-q8_0", 64), ("tiny-q4_k_m", 0)]):
+        def figures(k: float) -> dict[str, float]:
+            return {**tg(11971.3 * k, 11000.0 * k, 12500.0 * k), "pp_tps_median": 30217.2 * k,
+                    "pp_tps_min": 30000.0 * k, "pp_tps_max": 31000.0 * k, "ttft_ms_p50": 1.18 * k,
+                    "ttft_ms_min": 1.1 * k, "ttft_ms_max": 1.3 * k}  # fmt: skip
+
+        a.append(row(label, run_id=i, depth=depth, n_batch=2048 + i, interference_verdict="contended",
+                     **figures(1.0 + i)))  # fmt: skip
+        b.append(row(label, run_id=10 + i, depth=depth, n_batch=2048 + i, interference_verdict="contended",
+                     stability_verdict="unstable" if i else None, **figures(1.1 + i)))  # fmt: skip
+    return compare_rows(a, b)
+
+
+SIDES = [
+    {"sweep_id": 3, "name": "nightly", "device_hostname": "orin", "device_board_model": "Jetson Orin Nano",
+     "device_l4t_release": "36.4.0", "builds": ["llama-cpp-python 0.3.8 (cuda)"],
+     "started_at": "2026-01-02 01:00"},
+    {"sweep_id": 5, "name": "nightly", "device_hostname": "vm", "device_board_model": None,
+     "device_l4t_release": None, "builds": [], "started_at": None},
+]  # fmt: skip
+
+
+def test_the_output_names_a_and_b() -> None:
+    out = busy_pairs()
+    table = render_compare(out, "table", sides=SIDES).splitlines()
+    assert table[0] == (
+        "A: sweep 3 'nightly' on orin (Jetson Orin Nano, L4T 36.4.0), llama-cpp-python 0.3.8 (cuda), "
+        "started 2026-01-02 01:00"
+    )
+    assert table[1] == "B: sweep 5 'nightly' on vm, no build recorded" and table[2] == ""
+    md = render_compare(out, "md", sides=[SIDES[0], {**SIDES[1], "database": "central.db"}]).splitlines()
+    assert md[0].startswith("**A**: sweep 3 'nightly' on orin")
+    assert md[0].endswith("  ")  # a Markdown line break
+    assert md[1] == "**B**: sweep 5 'nightly' in central.db on vm, no build recorded  "
+    assert md[3].startswith("| model | quant | ctx | depth |")
+    assert json.loads(render_compare(out, "json", sides=SIDES))[0].keys() == set(COMPARE_FIELDS)  # unchanged
+
+
+@pytest.mark.parametrize("width", [40, 80, 100, 120, 160])
+def test_the_table_fits_the_terminal(width: int) -> None:
+    text = render_compare(busy_pairs(), "table", sides=SIDES, width=width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width, text
+    if width < 80:
+        return  # narrower than its essential columns: its lines wrap, as the report's do
+    header = next(line for line in lines if line.startswith("model"))
+    for kept in ("model", "depth", "workload", "tg t/s", "caveat"):  # what the row is, its speed, why not
+        assert kept in header, (kept, header)
+    # each side's caveat once per row, never once per metric cell (the legend names the letters)
+    assert text.count("contended") == (1 if width < 160 else 6)
+    if width < 160:  # caveats in letters, the least telling columns left out and named
+        assert "A c, B u+c" in text and "(u unstable, c contended, t throttled)" in text
+        assert any(line.startswith("(left out to fit") and "TTFT" in line for line in lines)
+    else:  # in words, and every column
+        assert "A contended, B unstable+contended" in text and "left out" not in text
+
+
+def test_an_unfitted_table_says_caveats_in_every_cell() -> None:
+    text = render_compare(busy_pairs(), "table")  # piped, --wide: as wide as its cells
+    assert "(A contended, B unstable+contended)" in text and "caveat" not in text.splitlines()[2]
+    assert text.count("(A contended, B contended)") == 3  # tg, pp and TTFT of the first row
+    assert "left out" not in text
+    # a table that fits with the caveats in its cells is left so
+    assert render_compare(busy_pairs(), "table", width=10_000) == text
+
+
+def test_rows_at_two_depths_are_told_apart() -> None:
+    text = render_compare(busy_pairs(), "table", width=80)
+    rows = [line for line in text.splitlines() if line.startswith("tiny-q8_0")]
+    assert len(rows) == 2 and rows[0].split()[1:2] != rows[1].split()[1:2]  # depth 0, then 64
+    only = compare_rows([row(depth=64, run_id=1)], [])
+    assert "only in A: m-q4 ctx=512 depth=64 ngl=0" in render_compare(only, "table")
+
+
+def test_describe_sweep(any_db: str) -> None:
+    engine = open_engine(any_db)
+    with new_session(engine) as s:
+        device = dbbuild.add_device(s, hostname="orin", board_model="Jetson AGX Orin", l4t_release="36.4.0")
+        sweep = dbbuild.add_sweep(s, device, name="nightly")
+        for i, (version, backend) in enumerate([("0.3.8", "cuda"), ("0.3.8", "cuda"), ("0.3.9", "cpu")]):
+            build = Build(fingerprint=f"b{i}", llama_cpp_python_version=version, backend=backend,
+                          gpu_offload=True, system_info="", first_seen=dbbuild.T0)  # fmt: skip
+            s.add(build)
+            s.flush()
+            dbbuild.add_run(s, sweep, i, build_id=build.id)
+        s.commit()
+        about = describe_sweep(s, sweep.id)
+        with pytest.raises(ReportError):
+            describe_sweep(s, 999)
+    assert about["builds"] == ["llama-cpp-python 0.3.8 (cuda)", "llama-cpp-python 0.3.9 (cpu)"]
+    assert (about["sweep_id"], about["name"], about["device_hostname"]) == (sweep.id, "nightly", "orin")
+    assert about["started_at"] == "2024-01-01 00:00"

@@ -5,6 +5,7 @@ All data here is synthetic."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 from edgeprof.cli import app
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.models import Device, Measurement, Phase, PhaseStat, Run, SampleBlock, Sweep, Verdict
-from edgeprof.storage.retention import compact, parse_duration
+from edgeprof.storage.retention import compact, gain_text, parse_duration, run_compact
 from edgeprof.storage.samples import Tick, read_samples, write_ticks
 
 pytestmark = pytest.mark.timeout(120)
@@ -109,6 +110,35 @@ def test_db_compact_cli_says_what_it_freed_and_refuses_bad_durations(tmp_path: P
     bad = CliRunner().invoke(app, ["db", "compact", "--db", str(db), "--keep-raw", "seven days"])
     assert bad.exit_code == 2
     assert "Traceback" not in bad.output and "--keep-raw" in bad.output
+
+
+def test_a_small_database_never_reports_a_negative_gain(tmp_path: Path) -> None:
+    """A few small sweeps whose pages still sit in the write-ahead log: the main file alone grew through the
+    checkpoint VACUUM needs, and the summary said "freed -0.0 MB"."""
+    db = tmp_path / "small.db"
+    engine = open_engine(db)
+    with Session(engine) as s:
+        device = Device(fingerprint="d", hostname="synthetic", arch="x", facts_json="{}", first_seen=NOW)
+        s.add(device)
+        s.flush()
+        for i in range(5):
+            _sweep(s, device, 3650, 100.0 + 100 * i)
+        s.commit()
+    assert db.with_name("small.db-wal").stat().st_size > 0  # the case: pages not yet in the main file
+    text = run_compact(engine, parse_duration("7d"), vacuum=True)
+    assert "freed -" not in text and "freed" in text, text
+    sizes = re.search(r"database file ([\d.]+) MB -> ([\d.]+) MB after VACUUM \(freed [\d.]+ [kM]B\)", text)
+    assert sizes is not None, text
+    assert float(sizes.group(1)) >= float(sizes.group(2))  # the whole database, its log included
+    assert db.stat().st_size <= float(sizes.group(1)) * 1e6 + 50_000
+
+
+def test_gain_text() -> None:
+    assert gain_text(3_000_000, 1_000_000, "why") == "freed 2.0 MB"
+    assert gain_text(10_000, 9_300, "why") == "freed 0.7 kB"  # small: in kB, not "0.0 MB"
+    assert gain_text(10_000, 10_000, "why") == "freed 0.0 MB"
+    grew = gain_text(10_000, 12_500, "the series is larger")
+    assert grew == "freed nothing: 2.5 kB more, the series is larger"
 
 
 def test_durations() -> None:
