@@ -122,8 +122,10 @@ def sweeps_table(rows: list[dict[str, Any]], width: int | None) -> str:
 
     if not rows:
         return "no sweeps"
+    from edgeprof.safetext import safe_text
+
     cells = [
-        [
+        [  # escaped before fitting: the widths are those of what is printed
             str(r["sweep_id"]),
             r["device_hostname"],
             r["device_board_model"] or "-",
@@ -136,6 +138,7 @@ def sweeps_table(rows: list[dict[str, Any]], width: int | None) -> str:
         ]
         for r in rows
     ]
+    cells = [[safe_text(c) for c in row] for row in cells]
     no_data = [h for i, h in enumerate(SWEEPS_HEADERS) if all(row[i] == "-" for row in cells)]
     order = [*no_data, *(h for h in SWEEPS_DROP_ORDER if h not in no_data)]
     return fit_text("\n".join(fit_table(list(SWEEPS_HEADERS), cells, width, order)), width)

@@ -51,7 +51,8 @@ def test_report_and_its_markdown_show_control_characters_as_escapes(tmp_path: Pa
 
 
 def test_sweeps_shows_control_characters_as_escapes(tmp_path: Path) -> None:
-    result = edgeprof(tmp_path, "sweeps", "--db", hostile_db(tmp_path))
+    # every column: the sweep's name too (the plan column is the first left out to fit a width)
+    result = edgeprof(tmp_path, "sweeps", "--wide", "--db", hostile_db(tmp_path))
     assert_safe(result)
     assert safe_text(CONTROL) in result.stdout  # the device's hostname and the sweep's name
     assert result.stdout.count(safe_text(CONTROL)) >= 2
