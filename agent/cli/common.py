@@ -74,15 +74,31 @@ def guard_write(db: str | None) -> None:
         fail(str(exc))
 
 
+def guard_read(db: str | None) -> None:
+    """Before a command reads: refuse another application's SQLite file in one line (instead of "run db
+    upgrade"), through a read-only connection that changes nothing in it."""
+    from edgeprof.storage.guard import StorageGuardError, check_before_read
+
+    path = sqlite_file(db)
+    if path is None:
+        return
+    try:
+        check_before_read(path)
+    except StorageGuardError as exc:
+        fail(str(exc))
+
+
 def open_db(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
     """The engine of ``db``. Writers migrate to the head; readers (read_only) never migrate or write, so a
-    mistyped ``--db`` creates nothing and a central database is never changed by a look at it. Every
-    expected failure is one line (password masked), exit 2."""
+    mistyped ``--db`` creates nothing and a central database is never changed by a look at it, and refuse
+    a foreign SQLite file. Every expected failure is one line (password masked), exit 2."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
     from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
 
+    if read_only:
+        guard_read(db)
     try:
         return open_engine(db, read_only=read_only, migrate=migrate)
     except DatabaseError as exc:

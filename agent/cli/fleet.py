@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any, cast
 
 import typer
 
@@ -29,7 +29,7 @@ def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
 
     if not _exists(db):
         fail(f"no edgeprof database at {mask_url(db)}")
-    engine = open_db(db, migrate=False)
+    engine = open_db(db, read_only=True, migrate=False)  # a look never changes the file, nor its journal mode
     with engine.connect() as conn:
         applied = sorted(applied_versions(conn))
         try:
@@ -183,12 +183,18 @@ def export(
     output: OutputOption = None,
 ) -> None:
     """Write sweeps as JSON lines, for a device with no network to the central DB (then `edgeprof import`)."""
-    import gzip
     import sys
 
     from edgeprof.fleet import FleetError, export_sweeps, select_sweeps
+    from edgeprof.safefs import EXPORT, UnsafePath, check_output
     from edgeprof.storage.db import new_session
 
+    protect = _database_files(db)
+    if output is not None:
+        try:  # before the database is opened: `-o self.db --db self.db` once truncated it to JSON
+            check_output(output, EXPORT, protect)
+        except UnsafePath as exc:
+            fail(str(exc))
     source = open_db(db, read_only=True)
     with new_session(source) as session:
         try:
@@ -198,15 +204,40 @@ def export(
     try:
         if output is None:
             n = export_sweeps(source, ids, sys.stdout)
-        elif output.name.endswith(".gz"):
-            with gzip.open(output, "wt", encoding="utf-8") as out:
-                n = export_sweeps(source, ids, out)
         else:
-            with output.open("w", encoding="utf-8") as out:
-                n = export_sweeps(source, ids, out)
+            n = _export_to_file(source, ids, output, protect)
+    except UnsafePath as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     typer.echo(f"exported {len(ids)} sweep(s), {n} lines", err=True)
+
+
+def _database_files(db: str | None) -> tuple[Path, ...]:
+    from edgeprof.cli.common import sqlite_file
+
+    path = sqlite_file(db)
+    return (path,) if path is not None else ()
+
+
+def _export_to_file(source: Any, ids: list[int], output: Path, protect: tuple[Path, ...]) -> int:
+    """Through the one safe writer: a temp file beside ``output``, renamed over it when complete."""
+    import gzip
+    import io
+
+    from edgeprof.fleet import export_sweeps
+    from edgeprof.safefs import EXPORT, output_file
+
+    with output_file(output, EXPORT, protect) as raw:
+        if output.name.endswith(".gz"):
+            packed = gzip.GzipFile(filename=output.name, mode="wb", fileobj=raw)
+            with io.TextIOWrapper(cast(IO[bytes], packed), encoding="utf-8") as text:
+                return export_sweeps(source, ids, text)
+        out = io.TextIOWrapper(raw, encoding="utf-8")
+        n = export_sweeps(source, ids, out)
+        out.flush()
+        out.detach()  # the writer closes and renames the file itself
+        return n
 
 
 ExportFileArgument = Annotated[

@@ -17,6 +17,7 @@ from edgeprof.cli.common import (
     DeviceOption,
     SweepOption,
     fail,
+    guard_write,
     open_db,
     sqlite_file,
     sweep_of_device,
@@ -188,6 +189,7 @@ def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
     path = sqlite_file(db)
     if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
         fail(f"no edgeprof database at {path}")
+    guard_write(db)  # nor into another application's SQLite file, nor a damaged one
     engine = open_db(db)
     with new_session(engine) as session:
         sweep_id = sweep if sweep is not None else latest_sweep_id(session)

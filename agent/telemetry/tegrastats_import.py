@@ -345,16 +345,24 @@ def _file_sha256(path: Path) -> str:
 
 
 def _open_session(db: str) -> Session:
-    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.db import DatabaseError, default_db_path, mask_url, new_session, open_engine, scrub
+    from edgeprof.storage.guard import StorageGuardError, check_before_write, sqlite_path_of
     from edgeprof.storage.migrations import SchemaTooNewError
 
+    path = sqlite_path_of(db, default_db_path())
     try:
+        # The same check as `run`: never into another application's file or a damaged DB, nor through a
+        # link to nothing (a folder is left to the opener's own message).
+        if path is not None and (path.is_file() or path.is_symlink()):
+            check_before_write(path)
         return new_session(open_engine(db))
+    except (StorageGuardError, DatabaseError) as exc:
+        raise TegrastatsImportError(scrub(str(exc), db)) from None
     except SchemaTooNewError as exc:
         raise TegrastatsImportError(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TegrastatsImportError(f"cannot open database {db}: {first}") from None
+        raise TegrastatsImportError(f"cannot open database {mask_url(db)}: {scrub(first, db)}") from None
 
 
 # -- the command -------------------------------------------------------------------------------------------
@@ -398,7 +406,9 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
         if session is not None:
             session.rollback()
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TegrastatsImportError(f"cannot store samples in {db}: {first}") from None
+        from edgeprof.storage.db import mask_url, scrub
+
+        raise TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}") from None
     except BaseException:
         if session is not None:
             session.rollback()

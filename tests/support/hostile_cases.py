@@ -151,7 +151,7 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "databases opened",
         "`--db link.db`, a symbolic link to a file that does not exist",
         "refused: the link is not followed and nothing is created at its target",
-        ("run", "--check", "--db", "{link}"),
+        ("db", "upgrade", "--db", "{link}"),
     ),
     Case(
         "report-sweep-huge",
