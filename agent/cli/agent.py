@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import DbOption, fail, guard_write, open_db
+from edgeprof.cli.common import DbOption, fail, guard_write, int_range, open_db, seconds_range
 
 QueueOption = Annotated[
     Path | None, typer.Option("--queue", help="Spool directory of plans (*.toml); done/ and failed/ inside.")
@@ -17,10 +17,24 @@ QueueOption = Annotated[
 PlanOption = Annotated[Path | None, typer.Option("--plan", help="Run this one plan instead of a queue.")]
 UntilOption = Annotated[str | None, typer.Option("--until", help="HH:MM after which no new config starts.")]
 MinFreeOption = Annotated[
-    int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB (MiB).")
+    int,
+    typer.Option(
+        "--min-free-mb",
+        help="No new run below this much free disk for the DB (MiB).",
+        callback=int_range("--min-free-mb", 0, 1 << 40),
+    ),
 ]
 OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
-PollOption = Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")]
+# A day between scans is already no queue; the bound keeps time.monotonic() + poll_s a finite deadline.
+MAX_POLL_S = 86_400.0
+PollOption = Annotated[
+    float,
+    typer.Option(
+        "--poll-s",
+        help="Seconds between queue scans when idle.",
+        callback=seconds_range("--poll-s", MAX_POLL_S),
+    ),
+]
 NoTelemetryOption = Annotated[bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")]
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")

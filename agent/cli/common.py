@@ -9,10 +9,11 @@ every command module imports this one, and ``edgeprof --help`` must not pay for 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -30,12 +31,49 @@ DeviceOption = Annotated[
     typer.Option("--device", help="Only this device's sweeps: hostname, board model or uid prefix."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-SweepOption = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+
+# Every row id is an SQLite INTEGER (int64): a larger number from the command line would reach the driver
+# as an OverflowError traceback, not a "no such sweep".
+INT64_MAX = 2**63 - 1
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     typer.echo(f"edgeprof: error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def _shown(limit: float) -> str:
+    return "2^63-1" if limit == INT64_MAX else f"{limit:g}"
+
+
+def int_range(option: str, low: int = 1, high: int = INT64_MAX) -> Callable[[Any], Any]:
+    """A Typer callback: ``option`` (an int, or a list of them) from ``low`` to ``high``, else one line."""
+
+    def check(value: Any) -> Any:
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item is not None and not low <= item <= high:
+                fail(f"{option} {item}: must be between {_shown(low)} and {_shown(high)}")
+        return value
+
+    return check
+
+
+def seconds_range(option: str, high: float) -> Callable[[Any], Any]:
+    """A Typer callback: a finite number of seconds above 0 and at most ``high`` (nan passes every
+    comparison, and a wait of 0 or less would poll without sleeping)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and not (math.isfinite(value) and 0 < value <= high):
+            fail(f"{option} {value}: must be a finite number of seconds above 0 and at most {high:g}")
+        return value
+
+    return check
+
+
+SweepOption = Annotated[
+    int | None,
+    typer.Option("--sweep", help="Sweep id (default: the latest).", callback=int_range("--sweep")),
+]
 
 
 def data_dir() -> Path:

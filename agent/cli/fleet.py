@@ -14,7 +14,7 @@ from typing import IO, Annotated, Any, cast
 
 import typer
 
-from edgeprof.cli.common import DbOption, JsonOption, fail, guard_write, open_db
+from edgeprof.cli.common import DbOption, JsonOption, fail, guard_write, int_range, open_db
 
 
 def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
@@ -80,7 +80,10 @@ def db_upgrade(db: DbOption = None) -> None:
 SweepsDeviceOption = Annotated[
     str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
 ]
-LimitOption = Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")]
+LimitOption = Annotated[
+    int | None,
+    typer.Option("--limit", help="At most this many (newest first).", callback=int_range("--limit")),
+]
 
 
 def sweeps(
@@ -110,7 +113,10 @@ def _parse_since(since: str | None) -> datetime | None:
         fail(f"--since {since!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
 
 
-SweepIds = Annotated[list[int] | None, typer.Option("--sweep", help="Sweep id (repeatable).")]
+SweepIds = Annotated[
+    list[int] | None,
+    typer.Option("--sweep", help="Sweep id (repeatable).", callback=int_range("--sweep")),
+]
 Since = Annotated[str | None, typer.Option("--since", help="Sweeps started on or after this date (UTC).")]
 All = Annotated[bool, typer.Option("--all", help="Every sweep in the database.")]
 

@@ -18,6 +18,7 @@ from edgeprof.cli.common import (
     SweepOption,
     fail,
     guard_write,
+    int_range,
     open_db,
     sqlite_file,
     sweep_of_device,
@@ -133,8 +134,15 @@ def _terminal_width() -> int | None:
 
 
 CompareFormatOption = Annotated[CompareFormat, typer.Option("--format", "-f", help="Output format.")]
-SweepA = Annotated[int | None, typer.Argument(help="Sweep id A (the baseline).")]
-SweepB = Annotated[int | None, typer.Argument(help="Sweep id B (another device, build or power mode).")]
+SweepA = Annotated[
+    int | None, typer.Argument(help="Sweep id A (the baseline).", callback=int_range("sweep id A"))
+]
+SweepB = Annotated[
+    int | None,
+    typer.Argument(
+        help="Sweep id B (another device, build or power mode).", callback=int_range("sweep id B")
+    ),
+]
 DbBOption = Annotated[
     str | None, typer.Option("--db-b", help="Sweep B is in this other database (path or URL).")
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -226,10 +227,28 @@ def open_export(path: str) -> IO[str]:
     return open(path, encoding="utf-8")  # the caller closes it
 
 
+def _export_lines(stream: IO[str], name: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of an export; a file that is not UTF-8 text or a damaged or cut gzip stream is
+    a FleetError naming the line, not a UnicodeDecodeError traceback."""
+    lineno = 0
+    while True:
+        try:
+            line = stream.readline()
+        except (UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "damaged or cut-off gzip data"
+            raise FleetError(
+                f"{name}:{lineno + 1}: not an edgeprof export ({why}); the sweep being read was not imported"
+            ) from None
+        if not line:
+            return
+        lineno += 1
+        yield lineno, line
+
+
 def _read_export(stream: IO[str], name: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
     """The records of each sweep in an export, one list per sweep; FleetError names a bad line."""
     current: list[tuple[str, dict[str, Any]]] | None = None
-    for lineno, line in enumerate(stream, start=1):
+    for lineno, line in _export_lines(stream, name):
         if not line.strip():
             continue
         try:
