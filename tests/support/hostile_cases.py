@@ -200,6 +200,12 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "the plan is refused with the field's range",
     ),
     Case(
+        "plan-serving-huge",
+        "numbers",
+        "a plan with `concurrency = [100000]`, `request_rate = 1e9` or `requests = 10^12`",
+        "the plan is refused, each field with its ceiling (llama-server's slots, a night's run)",
+    ),
+    Case(
         "url-unparseable",
         "URLs",
         "`--db 'postgresql://u:pw@[::1/db'`",
