@@ -199,3 +199,26 @@ def test_a_dangling_symlink_at_db_is_refused_not_followed(tmp_path: Path) -> Non
     for reader in (["sweeps"], ["report"], ["db", "version"]):
         refused(CliRunner().invoke(app, [*reader, "--db", str(link)]))
     assert not target.exists()
+
+
+def test_a_new_quality_cache_is_private_whatever_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """case db-mode-under-umask, for the quality worker's reference cache (runners/quality_math.py)."""
+    import numpy as np
+
+    from edgeprof.runners.quality_math import CacheWriter, encode_rows
+
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    path = tmp_path / "cache" / "ref.eplp"
+    header = {"model_sha256": "a" * 64, "text_sha256": "b" * 64, "ctx": 4, "chunks": None, "max_chunks": 100}
+    header |= {"format": 1, "n_chunks": 1, "n_vocab": 8, "add_bos": True}
+    old = os.umask(0o022)
+    try:
+        writer = CacheWriter(path, header, np.zeros(4, dtype=np.int32))
+        writer.write_chunk(*encode_rows(np.zeros((3, 8), dtype=np.float32), np.zeros(3, dtype=np.int64)))
+        writer.finish()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
