@@ -6,9 +6,12 @@ this module chooses the sweeps, runs one target transaction per sweep and turns 
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
+import os
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -220,8 +223,14 @@ def open_export(path: str) -> IO[str]:
         import sys
 
         return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
+    # O_NONBLOCK: a FIFO named as the export must not hang the open; only a regular file is read.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or folder)")
+        magic = os.read(fd, 2)
+    finally:
+        os.close(fd)
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8")  # the caller closes it

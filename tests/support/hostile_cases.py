@@ -227,6 +227,12 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         ("import", "{foreign}", "--db", "{db}"),
     ),
     Case(
+        "import-fifo",
+        "files read",
+        "`edgeprof import queue.fifo` (a FIFO, a device or a folder)",
+        "one line: not a regular file; refused from its type, never waiting on a read",
+    ),
+    Case(
         "tegrastats-huge-line",
         "files read",
         "`edgeprof import-tegrastats` of a log with a line of many megabytes and no newline",

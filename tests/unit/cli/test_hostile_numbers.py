@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,19 @@ def test_tegrastats_huge_line_case_from_the_command_line(tmp_path: Path) -> None
     log = tmp_path / "huge.log"
     log.write_bytes(b"RAM " + b"9" * (3 << 20))
     refused(invoke(case("tegrastats-huge-line"), log=log), "no tegrastats lines")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_import_of_a_fifo_or_folder_is_one_line_without_waiting(tmp_path: Path, kind: str) -> None:
+    """case import-fifo: refused from its file type (opened non-blocking), not after a read that never
+    returns."""
+    case("import-fifo")
+    db = edgeprof_db(tmp_path / "e.db")
+    where = tmp_path / "in.jsonl"
+    if kind == "fifo":
+        os.mkfifo(where)
+    else:
+        where.mkdir()
+    before = sha(db)
+    refused(CliRunner().invoke(app, ["import", str(where), "--db", str(db)]), "not a regular file")
+    assert sha(db) == before
