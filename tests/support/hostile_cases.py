@@ -88,13 +88,15 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "db-mode-under-umask",
         "files written",
         "a new database or quality cache created under `umask 022`",
-        "created 0600 (0640 when the agent runs with a service group), whatever the umask",
+        "created 0600 whatever the umask (0640 under the systemd units, whose `Group=edgeprof` reads results); "
+        "its -wal/-shm follow the database",
     ),
     Case(
         "analyse-foreign-sqlite",
         "databases opened",
         "`edgeprof analyse --db app.db`, app.db another application's SQLite file",
-        "refused in one line; no table added, journal mode unchanged (sha256 equal)",
+        "refused in one line (\"not an edgeprof one\"); no table added, journal mode unchanged (sha256 "
+        "equal)",
         ("analyse", "--db", "{foreign}"),
     ),
     Case(
@@ -140,6 +142,12 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         ("import-tegrastats", "{log}", "--db", "{db}"),
     ),
     Case(
+        "reader-damaged-db",
+        "databases opened",
+        "`edgeprof report`, `status`, `sweeps` or `analyse` on a damaged database",
+        "one line: damaged, with the `sqlite3 .recover` recipe; the file is unchanged",
+    ),
+    Case(
         "db-version-wal-unchanged",
         "databases opened",
         "`edgeprof db version` on an edgeprof DB in rollback-journal mode",
@@ -171,33 +179,33 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "compact-keep-raw-huge",
         "numbers",
         "`edgeprof db compact --keep-raw 99999999999999d`",
-        "one line: the duration is too long; the DB is unchanged",
+        "one line: --keep-raw longer than 100 years; the DB is unchanged",
         ("db", "compact", "--keep-raw", "99999999999999d", "--db", "{db}"),
     ),
     Case(
         "poll-negative",
         "numbers",
         "`edgeprof agent --poll-s -5` (or `nan`, `inf`)",
-        "one line: --poll-s must be a finite number of seconds > 0; no busy polling",
+        "one line: --poll-s must be a finite number of seconds above 0 and at most 86400; no busy poll",
         ("agent", "--poll-s", "-5", "--db", "{db}"),
     ),
     Case(
         "plan-n-seq-max-huge",
         "numbers",
         "a plan with `n_seq_max = 4294967297` (with `kv_unified`)",
-        "the plan is refused with the field's range; nothing is stored that llama.cpp did not run",
+        "refused: above the limit 256 (llama.cpp's LLAMA_MAX_SEQ; it wrapped to 1 and was stored as asked)",
     ),
     Case(
         "plan-top-k-huge",
         "numbers",
         "a plan with `top_k = 9223372036854775807`",
-        "the plan is refused with the field's range (it would wrap in the C int)",
+        "refused: above the limit 1000000 (llama.cpp's top_k is a 32-bit int; it wrapped to 1)",
     ),
     Case(
         "plan-temperature-huge",
         "numbers",
         "a plan with `temperature = 1e308` (or `nan`)",
-        "the plan is refused with the field's range",
+        "refused: above the limit 100 (`nan`, `inf`: must be a finite number)",
     ),
     Case(
         "plan-serving-huge",
@@ -209,21 +217,23 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "url-unparseable",
         "URLs",
         "`--db 'postgresql://u:pw@[::1/db'`",
-        "one line: not a database URL; the password is not printed",
+        "one line: not a database path or URL (its host or port cannot be read); no part of the "
+        "password shown",
         ("sweeps", "--db", "postgresql://u:pw@[::1/db"),
     ),
     Case(
         "url-password-with-at",
         "URLs",
         "`--db postgresql://u:my@Pass@127.0.0.1:1/db` (an unencoded `@` in the password)",
-        "one line; no part of the password is printed (`u:***@127.0.0.1`)",
+        "one line: the password contains an unencoded `@`, write it as `%40`; shown as `u:***@127.0.0.1`",
         ("sweeps", "--db", "postgresql://u:my@Pass@127.0.0.1:1/db"),
     ),
     Case(
         "import-corrupt-gz",
         "files read",
         "`edgeprof import broken.jsonl.gz` (gzip of bytes that are not UTF-8)",
-        "one line: the file is not an edgeprof export; the DB is unchanged",
+        "one line naming the file and line: not an edgeprof export (not UTF-8, or damaged gzip); DB "
+        "unchanged",
         ("import", "{foreign}", "--db", "{db}"),
     ),
     Case(
@@ -236,7 +246,8 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "tegrastats-huge-line",
         "files read",
         "`edgeprof import-tegrastats` of a log with a line of many megabytes and no newline",
-        "one line: the line is longer than 64 KiB; read in bounded pieces, never whole",
+        "the line is skipped as longer than 64 KiB, read in 64 KiB pieces, never whole (only such "
+        "lines: one line)",
         ("import-tegrastats", "{log}"),
     ),
 )

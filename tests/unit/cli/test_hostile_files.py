@@ -169,6 +169,7 @@ def test_tegrastats_import_refuses_a_database_failing_its_integrity_check(tmp_pa
 
 @pytest.mark.parametrize("reader", ["report", "sweeps", "status", "analyse"])
 def test_a_damaged_database_is_one_line_for_a_reader_and_unchanged(tmp_path: Path, reader: str) -> None:
+    case("reader-damaged-db")
     db = edgeprof_db(tmp_path / "bad.db")
     _damage(db)
     before = sha(db)
