@@ -88,8 +88,8 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
         "db-mode-under-umask",
         "files written",
         "a new database or quality cache created under `umask 022`",
-        "created 0600 whatever the umask (0640 under the systemd units, whose `Group=edgeprof` reads results); "
-        "its -wal/-shm follow the database",
+        "created 0600 whatever the umask (0640 under the systemd units, whose `Group=edgeprof` reads "
+        "results); its -wal/-shm follow the database",
     ),
     Case(
         "analyse-foreign-sqlite",
