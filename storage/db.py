@@ -87,12 +87,14 @@ def scrub(message: str, url: str | Path | None) -> str:
     return message
 
 
-def parse_db_url(url: str) -> URL:
-    """The SQLAlchemy URL of ``url``; DatabaseError (one line, password masked) when it is not one."""
+def parse_db_url(url: str, given: str | Path | None = None) -> URL:
+    """The SQLAlchemy URL of ``url``; DatabaseError (one line, password masked) when it is not one. The
+    message shows ``given`` (what the user typed, before ``db_url`` added a driver) when there is one."""
+    shown = mask_url(given if given is not None and "://" in str(given) else url)
     parts = _split_authority(url)
     if parts is not None and "@" in parts[1]:
         raise DatabaseError(
-            f"{mask_url(url)}: the password contains an unencoded '@'; write it as %40 (percent-encode "
+            f"{shown}: the password contains an unencoded '@'; write it as %40 (percent-encode "
             "the password: urllib.parse.quote(password, safe=''))"
         )
     try:
@@ -100,11 +102,11 @@ def parse_db_url(url: str) -> URL:
         port = parsed.port
     except (ArgumentError, ValueError):
         raise DatabaseError(
-            f"not a database path or URL: {mask_url(url)} (its host or port cannot be read; an IPv6 host "
+            f"not a database path or URL: {shown} (its host or port cannot be read; an IPv6 host "
             "is written [::1]:5432)"
         ) from None
     if port is not None and not 1 <= port <= 65535:
-        raise DatabaseError(f"{mask_url(url)}: port {port} is not between 1 and 65535")
+        raise DatabaseError(f"{shown}: port {port} is not between 1 and 65535")
     return parsed
 
 
@@ -154,7 +156,7 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
     password masked.
     """
     url = db_url(db, create_dir=not read_only)
-    parsed = parse_db_url(url)
+    parsed = parse_db_url(url, db)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if is_sqlite else {}
     if is_sqlite and read_only:

@@ -90,7 +90,7 @@ def agent(
         telemetry=not no_telemetry,
         wait=wait,
         allow_power_mode_change=allow_power_mode_change,
-        push_to=push_to,
+        push_to=_push_target(push_to),
         compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
     )
     configure_logging()
@@ -121,6 +121,20 @@ def _until(text: str | None) -> dt.time | None:
         return parse_until(text)
     except ValueError as exc:
         fail(str(exc))
+
+
+def _push_target(url: str | None) -> str | None:
+    """``--push-to`` parsed now: a malformed URL is one line at start, not an error logged by the pusher
+    after every sweep of the night."""
+    if url is None:
+        return None
+    from edgeprof.storage.db import DatabaseError, db_url, parse_db_url
+
+    try:
+        parse_db_url(db_url(url, create_dir=False), url)
+    except DatabaseError as exc:
+        fail(f"--push-to: {exc}")
+    return url
 
 
 def _keep_raw_s(text: str | None) -> float | None:

@@ -185,3 +185,14 @@ def test_import_of_a_fifo_or_folder_is_one_line_without_waiting(tmp_path: Path, 
     before = sha(db)
     refused(CliRunner().invoke(app, ["import", str(where), "--db", str(db)]), "not a regular file")
     assert sha(db) == before
+
+
+def test_agent_push_target_is_parsed_at_start(tmp_path: Path) -> None:
+    db = edgeprof_db(tmp_path / "e.db")
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    url = case("url-password-with-at").argv[-1]
+    argv = ["agent", "--queue", str(queue), "--once", "--db", str(db), "--push-to", url]
+    result = CliRunner().invoke(app, argv)
+    refused(result, "--push-to", "%40")
+    assert "Pass" not in result.output
