@@ -224,7 +224,8 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
     Case(
         "url-password-with-at",
         "URLs",
-        "`--db postgresql://u:my@Pass@127.0.0.1:1/db` (an unencoded `@` in the password)",
+        "`--db`, `--to` or `--push-to postgresql://u:my@Pass@127.0.0.1:1/db` (an unencoded `@` in the "
+        "password)",
         "one line: the password contains an unencoded `@`, write it as `%40`; shown as `u:***@127.0.0.1`",
         ("sweeps", "--db", "postgresql://u:my@Pass@127.0.0.1:1/db"),
     ),
