@@ -311,6 +311,8 @@ def output_file(out: Path, kind: OutputKind, protect: tuple[Path, ...] = ()) -> 
     try:
         tmp = create_new(dir_fd, f".{out.name}.{os.getpid()}.tmp", b"")
         fd = os.open(tmp, os.O_WRONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+        with contextlib.suppress(FileNotFoundError):  # the earlier file's mode: a chmod 600 stays 600
+            os.fchmod(fd, stat.S_IMODE(os.stat(out.name, dir_fd=dir_fd, follow_symlinks=False).st_mode))
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()

@@ -87,6 +87,7 @@ def test_export_replaces_an_earlier_export_through_a_new_file(tmp_path: Path, na
     second = invoke(case("export-over-earlier-export"), db=db, out=out)
     assert second.exit_code == 0, second.output
     assert out.stat().st_ino != inode  # renamed over, never truncated in place
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600  # with the earlier file's mode
     text = gzip.decompress(out.read_bytes()).decode() if name.endswith(".gz") else out.read_text()
     assert text.startswith('{"edgeprof_export"')
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp file left
