@@ -15,9 +15,13 @@ import errno
 import fcntl
 import os
 import socket
+import stat
 import time
+import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 # Created files: owner read/write, group read (the service's group reads results); never world-readable.
 FILE_MODE = 0o640
@@ -93,8 +97,6 @@ def read_nofollow(path: Path, limit: int) -> bytes:
             raise UnsafePath(exc.errno, f"{path.name} is a symbolic link; copy the file instead") from None
         raise
     try:
-        import stat
-
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePath(errno.EINVAL, f"{path.name} is not a regular file")
         chunks: list[bytes] = []
@@ -228,8 +230,100 @@ def replace_file(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+# --- files written by name: exports, reports ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What a writer may replace: an earlier file of its own kind, told by how that file begins."""
+
+    what: str
+    markers: tuple[bytes, ...]
+    anywhere_in_head: bool = False  # a report's marker sits in its <head>, not at byte 0
+
+    def recognises(self, head: bytes) -> bool:
+        if head.startswith(b"\x1f\x8b"):  # gzip: look at what it holds
+            try:
+                head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 4096)
+            except zlib.error:
+                return False
+        if self.anywhere_in_head:
+            return any(marker in head for marker in self.markers)
+        return any(head.startswith(marker) for marker in self.markers)
+
+
 # How an earlier report is recognised: the generator tag, or the title every report so far began with.
 REPORT_MARKERS = (b'<meta name="generator" content="edgeprof">', b"<title>edgeprof sweep ")
+REPORT = OutputKind("report", REPORT_MARKERS, anywhere_in_head=True)
+EXPORT = OutputKind("export", (b'{"edgeprof_export"',))
+_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+_ANOTHER = "(give another file name)"
+
+
+def _refuse_database(out: Path, st: os.stat_result | None, protect: tuple[Path, ...]) -> None:
+    """The open database and its side files, by name (they may not exist yet) and by inode (a hard link)."""
+    where = Path(os.path.abspath(out.parent)).resolve() / out.name
+    for guarded in protect:
+        base = Path(os.path.abspath(guarded.parent)).resolve() / guarded.name
+        for side in _SQLITE_SIDE_FILES:
+            named = Path(f"{base}{side}")
+            same = where == named
+            if not same and st is not None:
+                with contextlib.suppress(OSError):
+                    g = os.stat(named)
+                    same = (g.st_dev, g.st_ino) == (st.st_dev, st.st_ino)
+            if same:
+                what = "the database itself" if not side else f"the database's {side[1:]} file"
+                raise UnsafePath(errno.EEXIST, f"{out} is {what}; nothing was written {_ANOTHER}")
+
+
+def check_output(out: Path, kind: OutputKind, protect: tuple[Path, ...] = ()) -> None:
+    """Raise UnsafePath unless ``out`` may be (re)written as ``kind``: not the database (``protect``) nor
+    its -wal/-shm/-journal, not a symbolic link (even one to nothing), not a folder or device, and if it
+    exists, an earlier file of this kind or empty."""
+    try:
+        st: os.stat_result | None = os.lstat(out)
+    except FileNotFoundError:
+        st = None
+    _refuse_database(out, st, protect)
+    if st is None:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafePath(errno.ELOOP, f"{out} is a symbolic link; nothing was written {_ANOTHER}")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(errno.EINVAL, f"{out} is not a regular file; nothing was written {_ANOTHER}")
+    if st.st_size and not kind.recognises(read_nofollow(out, 4096)[:4096]):
+        raise UnsafePath(
+            errno.EEXIST,
+            f"{out} exists and is not an earlier edgeprof {kind.what}; nothing was written (give another "
+            "file name, or remove it first)",
+        )
+
+
+@contextlib.contextmanager
+def output_file(out: Path, kind: OutputKind, protect: tuple[Path, ...] = ()) -> Iterator[BinaryIO]:
+    """A binary file to write ``out`` into: checked first (``check_output``), written as a new temp file in
+    the same folder and renamed over ``out`` only when the block ends without an error. A failed or
+    interrupted write leaves ``out`` as it was and no temp file behind."""
+    check_output(out, kind, protect)
+    dir_fd = open_dir(out.parent)
+    tmp = ""
+    try:
+        tmp = create_new(dir_fd, f".{out.name}.{os.getpid()}.tmp", b"")
+        fd = os.open(tmp, os.O_WRONLY | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+        with contextlib.suppress(FileNotFoundError):  # the earlier file's mode: a chmod 600 stays 600
+            os.fchmod(fd, stat.S_IMODE(os.stat(out.name, dir_fd=dir_fd, follow_symlinks=False).st_mode))
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, out.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        tmp = ""
+    finally:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+        os.close(dir_fd)
 
 
 def replace_report(out: Path, data: bytes, protect: tuple[Path, ...] = ()) -> None:
@@ -238,28 +332,5 @@ def replace_report(out: Path, data: bytes, protect: tuple[Path, ...] = ()) -> No
     Refused (UnsafePath): ``out`` is one of ``protect`` (or its -wal/-shm), a symlink, or an existing file
     that is not an earlier edgeprof report (``report --html edgeprof.db`` once replaced the DB with HTML).
     """
-    import stat
-
-    try:
-        st = os.lstat(out)
-    except FileNotFoundError:
-        st = None
-    for guarded in protect:
-        for p in (guarded, Path(f"{guarded}-wal"), Path(f"{guarded}-shm")):
-            try:
-                g = os.stat(p)
-            except OSError:
-                continue
-            if st is not None and (g.st_dev, g.st_ino) == (st.st_dev, st.st_ino):
-                raise UnsafePath(errno.EEXIST, f"{out} is the database itself; give another file name")
-    if st is not None:
-        if stat.S_ISLNK(st.st_mode):
-            raise UnsafePath(errno.ELOOP, f"{out} is a symbolic link; give another file name")
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafePath(errno.EINVAL, f"{out} is not a regular file; give another file name")
-        head = read_nofollow(out, 2048)[:2048]
-        if not any(marker in head for marker in REPORT_MARKERS):
-            raise UnsafePath(
-                errno.EEXIST, f"{out} exists and is not an earlier edgeprof report; give another file name"
-            )
-    replace_file(out, data)
+    with output_file(out, REPORT, protect) as fh:
+        fh.write(data)

@@ -261,6 +261,24 @@ class CacheError(ValueError):
     """The cache file is missing, truncated, corrupt or for other inputs; the message says which."""
 
 
+def cache_file_mode() -> int:
+    """0600 whatever the umask (the cache holds the reference model's logits of the user's text), or 0640
+    under a systemd service (``INVOCATION_ID``), whose Group= reads results: the rule storage/guard.py
+    ``new_file_mode`` gives databases; runners import nothing of the agent or storage, hence the copy."""
+    return 0o640 if os.environ.get("INVOCATION_ID") else 0o600
+
+
+def _create_private(path: Path) -> BinaryIO:
+    """A new file at ``path`` with ``cache_file_mode()``; a leftover temp file of a dead worker with the
+    same pid is replaced, a symbolic link there is never followed (O_NOFOLLOW after the unlink)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, cache_file_mode())
+    os.fchmod(fd, cache_file_mode())
+    return os.fdopen(fd, "wb")
+
+
 class CacheWriter:
     """Writes a cache file chunk by chunk into a temporary name; ``finish`` seals it (digest) and renames.
 
@@ -271,8 +289,8 @@ class CacheWriter:
         self.path = path
         self.header = header
         self.tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh: BinaryIO = open(self.tmp, "wb")  # noqa: SIM115 - closed in finish/abort
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.fh: BinaryIO = _create_private(self.tmp)
         self.digest = hashlib.sha256()
         self.chunks_written = 0
         head = header_bytes(header)

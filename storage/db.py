@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
+from edgeprof.storage.guard import StorageGuardError, create_database_file
 from edgeprof.storage.migrations import check_current, upgrade
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
@@ -35,27 +34,80 @@ _PG_SCHEMES = ("postgresql://", "postgres://")
 POSTGRES_DRIVER_HINT = "PostgreSQL needs its driver: pip install 'edgeprof[postgres]'"
 
 
+def _split_authority(text: str) -> tuple[str, str, str] | None:
+    """(``scheme://``, user info, the rest from the host on) of a URL; None without a user info part.
+
+    The user info ends at the *last* ``@`` before the path: a password with an unencoded ``@`` is still
+    all of it (SQLAlchemy's parser takes the first, and printed the password's tail as the host)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return None
+    end = len(rest)
+    for stop in "/?#":
+        where = rest.find(stop, rest.rfind("@") + 1 if "@" in rest else 0)
+        if where != -1:
+            end = min(end, where)
+    authority = rest[:end]
+    if "@" not in authority:
+        return None
+    userinfo, _, host = authority.rpartition("@")
+    return scheme + sep, userinfo, host + rest[end:]
+
+
 def mask_url(url: str | Path | None) -> str:
-    """``url`` fit to print: the password, if any, replaced by ``***`` (a path is returned as it is)."""
+    """``url`` fit to print: the password, if any, replaced by ``***`` (a path is returned as it is).
+
+    Masked by splitting the text itself, not by a URL parser: no malformed URL (a bracket not closed, a
+    port that is no number, an unencoded ``@``) can make any part of the password show."""
     text = str(url) if url is not None else "(default)"
-    if "://" not in text:
+    parts = _split_authority(text)
+    if parts is None:
         return text
-    try:
-        return make_url(text).render_as_string(hide_password=True)
-    except ArgumentError:
-        # Not parseable: still never print what sits between user: and @.
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", text)
+    scheme, userinfo, rest = parts
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}{user}{':***' if colon else ''}@{rest}"
+
+
+def _password(url: str) -> str | None:
+    parts = _split_authority(url)
+    if parts is None:
+        return None
+    _user, colon, password = parts[1].partition(":")
+    return password if colon and password else None
 
 
 def scrub(message: str, url: str | Path | None) -> str:
     """``message`` without the password of ``url`` (drivers may echo the connection string)."""
-    text = str(url or "")
-    if "://" in text:
-        with contextlib.suppress(ArgumentError):
-            password = make_url(text).password
-            if password:
-                message = message.replace(str(password), "***")
+    from urllib.parse import unquote
+
+    password = _password(str(url or ""))
+    if password:
+        for form in {password, unquote(password)}:
+            message = message.replace(form, "***")
     return message
+
+
+def parse_db_url(url: str, given: str | Path | None = None) -> URL:
+    """The SQLAlchemy URL of ``url``; DatabaseError (one line, password masked) when it is not one. The
+    message shows ``given`` (what the user typed, before ``db_url`` added a driver) when there is one."""
+    shown = mask_url(given if given is not None and "://" in str(given) else url)
+    parts = _split_authority(url)
+    if parts is not None and "@" in parts[1]:
+        raise DatabaseError(
+            f"{shown}: the password contains an unencoded '@'; write it as %40 (percent-encode "
+            "the password: urllib.parse.quote(password, safe=''))"
+        )
+    try:
+        parsed = make_url(url)
+        port = parsed.port
+    except (ArgumentError, ValueError):
+        raise DatabaseError(
+            f"not a database path or URL: {shown} (its host or port cannot be read; an IPv6 host "
+            "is written [::1]:5432)"
+        ) from None
+    if port is not None and not 1 <= port <= 65535:
+        raise DatabaseError(f"{shown}: port {port} is not between 1 and 65535")
+    return parsed
 
 
 def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
@@ -98,14 +150,13 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
 
     Writers (``read_only=False``) bring the schema to the head. Readers never migrate, never create a file
     or folder and never write (a read-only SQLite connection; a READ ONLY PostgreSQL session): on a DB older
-    than this edgeprof they raise ``SchemaOutdatedError`` ("run `edgeprof db upgrade`"). Errors opening the
-    DB are ``DatabaseError`` with the password masked.
+    than this edgeprof they raise ``SchemaOutdatedError`` ("run `edgeprof db upgrade`"), unless
+    ``migrate=False`` (``db version``, which says itself what is missing). A new SQLite file is created
+    private (storage/guard.py create_database_file). Errors opening the DB are ``DatabaseError`` with the
+    password masked.
     """
     url = db_url(db, create_dir=not read_only)
-    try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseError(f"not a database path or URL: {mask_url(url)}") from exc
+    parsed = parse_db_url(url, db)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if is_sqlite else {}
     if is_sqlite and read_only:
@@ -116,6 +167,11 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
         # file can be made beside it (a read-only folder), WAL reading needs immutable=1 (SQLite docs, WAL).
         immutable = not os.access(path, os.W_OK) and not os.access(path.parent, os.W_OK)
         url = f"sqlite:///file:{path}?mode=ro{'&immutable=1' if immutable else ''}&uri=true"
+    elif is_sqlite and parsed.database not in (None, "", ":memory:") and not parsed.query.get("uri"):
+        try:
+            create_database_file(Path(parsed.database or ""))
+        except StorageGuardError as exc:
+            raise DatabaseError(str(exc)) from None
     try:
         engine = create_engine(url, connect_args=connect_args)
     except ImportError as exc:
@@ -129,10 +185,10 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
         event.listen(engine, "connect", _sqlite_read_pragmas)
     elif read_only and parsed.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _pg_read_only)
-    if read_only:
+    if read_only and migrate:  # migrate=False for a reader: `db version`, which reports what is missing
         with engine.connect() as conn:
             check_current(conn)
-    elif migrate:
+    elif migrate and not read_only:
         upgrade(engine)
     return engine
 

@@ -53,6 +53,8 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
     try:
         st = path.stat()
     except FileNotFoundError:
+        if path.is_symlink():  # SQLite would create the database wherever the link points
+            raise StorageGuardError(dangling_link(path)) from None
         return  # a new database: created by the engine
     except OSError as exc:
         raise StorageGuardError(f"database {path}: cannot stat ({exc.strerror})") from None
@@ -70,12 +72,7 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
     try:
         with contextlib.closing(_read_only_connection(path)) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if tables and "schema_version" not in tables:
-                shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
-                raise StorageGuardError(
-                    f"{path} is an SQLite database but not an edgeprof one (tables: {shown}); nothing was "
-                    "changed (give another --db)"
-                )
+            _refuse_foreign(path, tables)
             if integrity:
                 rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
                 if rows != ["ok"]:
@@ -86,6 +83,72 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
     except sqlite3.DatabaseError as exc:
         raise StorageGuardError(describe_sqlite_error(str(exc), path)) from None
     _check_writable(path)
+
+
+def dangling_link(path: Path) -> str:
+    return f"--db {path} is a symbolic link to nothing; not followed (give the database file itself)"
+
+
+def check_before_read(path: Path) -> None:
+    """Raise StorageGuardError when ``path`` is an SQLite file of another application (or no SQLite file):
+    a reading command says so in one line instead of "run db upgrade", and nothing in the file changes.
+
+    Only SQLite reads the file (a read-only connection): a reader may already hold an engine on the same
+    file (``compare --db-b`` of the same path), and a plain open+close of it would drop that engine's POSIX
+    locks. No quick_check here: it reads the whole file, and ``watch edgeprof status`` on a large
+    database must stay cheap; a read-only connection cannot damage the file further, and a damaged page is
+    still one line where a reader meets it. A missing file is left to the opener ("no edgeprof database")."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(_read_only_connection(path)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.OperationalError:
+        return  # cannot be opened this way (a read-only folder): the opener says why
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise StorageGuardError(
+                f"{path} is not an SQLite database; nothing was changed (give another --db)"
+            ) from None
+        raise StorageGuardError(describe_sqlite_error(str(exc), path)) from None
+    _refuse_foreign(path, tables)
+
+
+def _refuse_foreign(path: Path, tables: set[str]) -> None:
+    if tables and "schema_version" not in tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise StorageGuardError(
+            f"{path} is an SQLite database but not an edgeprof one (tables: {shown}); nothing was "
+            "changed (give another --db)"
+        )
+
+
+def new_file_mode() -> int:
+    """The mode of a database or cache edgeprof creates, whatever the umask: 0600, or 0640 when this runs
+    as a systemd service (``INVOCATION_ID`` is set by systemd for every unit it starts). Both units in
+    systemd/ run with ``Group=edgeprof``, whose members read the results; a user's own database is theirs
+    alone."""
+    return 0o640 if os.environ.get("INVOCATION_ID") else 0o600
+
+
+def create_database_file(path: Path) -> None:
+    """Create the empty file of a new SQLite database with ``new_file_mode()``, never through a link.
+
+    SQLite would create it with 0644 under the usual umask, and gives its -wal and -shm files the mode of
+    the database file, so creating that file first is what makes all three private. An existing file is
+    left alone; a symbolic link to nothing is refused (SQLite would create its target)."""
+    mode = new_file_mode()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except FileExistsError:
+        if path.is_symlink() and not path.exists():
+            raise StorageGuardError(dangling_link(path)) from None
+        return
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def _check_writable(path: Path) -> None:

@@ -42,6 +42,8 @@ from edgeprof.storage.sample_codec import (
 
 BUCKET_MS = 1000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+# A century of raw telemetry is "keep everything"; beyond it the cutoff date is not representable.
+MAX_KEEP_RAW_S = 100 * 365 * 86400.0
 _UNIT_S = {"": 86400.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 # Name fallbacks when a collector did not declare a metric's kind (older sweeps, imports).
 _COUNTER_NAME = re.compile(r"(^energy\.|_uj$|_mj$|count$|\.clock_event_reasons$)")
@@ -52,7 +54,11 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"--keep-raw {text!r}: expected a duration such as 7d, 12h, 30m or 0")
-    return float(m.group(1)) * _UNIT_S[m.group(2)]
+    seconds = float(m.group(1)) * _UNIT_S[m.group(2)]
+    if seconds > MAX_KEEP_RAW_S:  # now - keep would fall before year 1: an OverflowError, not a cutoff
+        years = MAX_KEEP_RAW_S / (365 * 86400)
+        raise ValueError(f"--keep-raw {text.strip()!r}: longer than {years:.0f} years")
+    return seconds
 
 
 @dataclass

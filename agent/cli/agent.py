@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import DbOption, fail, guard_write, open_db
+from edgeprof.cli.common import DbOption, fail, guard_write, int_range, open_db, seconds_range
 
 QueueOption = Annotated[
     Path | None, typer.Option("--queue", help="Spool directory of plans (*.toml); done/ and failed/ inside.")
@@ -17,10 +17,24 @@ QueueOption = Annotated[
 PlanOption = Annotated[Path | None, typer.Option("--plan", help="Run this one plan instead of a queue.")]
 UntilOption = Annotated[str | None, typer.Option("--until", help="HH:MM after which no new config starts.")]
 MinFreeOption = Annotated[
-    int, typer.Option("--min-free-mb", help="No new run below this much free disk for the DB (MiB).")
+    int,
+    typer.Option(
+        "--min-free-mb",
+        help="No new run below this much free disk for the DB (MiB).",
+        callback=int_range("--min-free-mb", 0, 1 << 40),
+    ),
 ]
 OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
-PollOption = Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")]
+# A day between scans is already no queue; the bound keeps time.monotonic() + poll_s a finite deadline.
+MAX_POLL_S = 86_400.0
+PollOption = Annotated[
+    float,
+    typer.Option(
+        "--poll-s",
+        help="Seconds between queue scans when idle.",
+        callback=seconds_range("--poll-s", MAX_POLL_S),
+    ),
+]
 NoTelemetryOption = Annotated[bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")]
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")
@@ -87,7 +101,7 @@ def agent(
         telemetry=not no_telemetry,
         wait=wait,
         allow_power_mode_change=allow_power_mode_change,
-        push_to=push_to,
+        push_to=_push_target(push_to),
         compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
         metrics_port=_port(metrics_port),
         metrics_addr=metrics_addr,
@@ -128,6 +142,20 @@ def _until(text: str | None) -> dt.time | None:
         return parse_until(text)
     except ValueError as exc:
         fail(str(exc))
+
+
+def _push_target(url: str | None) -> str | None:
+    """``--push-to`` parsed now: a malformed URL is one line at start, not an error logged by the pusher
+    after every sweep of the night."""
+    if url is None:
+        return None
+    from edgeprof.storage.db import DatabaseError, db_url, parse_db_url
+
+    try:
+        parse_db_url(db_url(url, create_dir=False), url)
+    except DatabaseError as exc:
+        fail(f"--push-to: {exc}")
+    return url
 
 
 def _keep_raw_s(text: str | None) -> float | None:

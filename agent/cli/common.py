@@ -12,12 +12,13 @@ SQLAlchemy.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -41,7 +42,10 @@ DeviceOption = Annotated[
     typer.Option("--device", help="Only this device's sweeps: hostname, board model or uid prefix."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-SweepOption = Annotated[int | None, typer.Option("--sweep", help="Sweep id (default: the latest).")]
+
+# Every row id is an SQLite INTEGER (int64): a larger number from the command line would reach the driver
+# as an OverflowError traceback, not a "no such sweep".
+INT64_MAX = 2**63 - 1
 
 
 def _flags_without_value(params: list[Any]) -> list[Any]:
@@ -140,6 +144,40 @@ def fit_text(text: str, width: int | None) -> str:
     return "\n".join(out)
 
 
+def _shown(limit: float) -> str:
+    return "2^63-1" if limit == INT64_MAX else f"{limit:g}"
+
+
+def int_range(option: str, low: int = 1, high: int = INT64_MAX) -> Callable[[Any], Any]:
+    """A Typer callback: ``option`` (an int, or a list of them) from ``low`` to ``high``, else one line."""
+
+    def check(value: Any) -> Any:
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if item is not None and not low <= item <= high:
+                fail(f"{option} {item}: must be between {_shown(low)} and {_shown(high)}")
+        return value
+
+    return check
+
+
+def seconds_range(option: str, high: float) -> Callable[[Any], Any]:
+    """A Typer callback: a finite number of seconds above 0 and at most ``high`` (nan passes every
+    comparison, and a wait of 0 or less would poll without sleeping)."""
+
+    def check(value: Any) -> Any:
+        if value is not None and not (math.isfinite(value) and 0 < value <= high):
+            fail(f"{option} {value}: must be a finite number of seconds above 0 and at most {high:g}")
+        return value
+
+    return check
+
+
+SweepOption = Annotated[
+    int | None,
+    typer.Option("--sweep", help="Sweep id (default: the latest).", callback=int_range("--sweep")),
+]
+
+
 def data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "edgeprof"
@@ -176,15 +214,31 @@ def guard_write(db: str | None) -> None:
         fail(str(exc))
 
 
+def guard_read(db: str | None) -> None:
+    """Before a command reads: refuse another application's SQLite file in one line (instead of "run db
+    upgrade"), through a read-only connection that changes nothing in it."""
+    from edgeprof.storage.guard import StorageGuardError, check_before_read
+
+    path = sqlite_file(db)
+    if path is None:
+        return
+    try:
+        check_before_read(path)
+    except StorageGuardError as exc:
+        fail(str(exc))
+
+
 def open_db(db: str | None, *, read_only: bool = False, migrate: bool = True) -> Any:
     """The engine of ``db``. Writers migrate to the head; readers (read_only) never migrate or write, so a
-    mistyped ``--db`` creates nothing and a central database is never changed by a look at it. Every
-    expected failure is one line (password masked), exit 2."""
+    mistyped ``--db`` creates nothing and a central database is never changed by a look at it, and refuse
+    a foreign SQLite file. Every expected failure is one line (password masked), exit 2."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from edgeprof.storage.db import DatabaseError, mask_url, open_engine, scrub
     from edgeprof.storage.migrations import SchemaOutdatedError, SchemaTooNewError
 
+    if read_only:
+        guard_read(db)
     try:
         return open_engine(db, read_only=read_only, migrate=migrate)
     except DatabaseError as exc:

@@ -10,11 +10,20 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any, cast
 
 import typer
 
-from edgeprof.cli.common import DbOption, JsonOption, fail, fit_text, guard_write, open_db, terminal_width
+from edgeprof.cli.common import (
+    DbOption,
+    JsonOption,
+    fail,
+    fit_text,
+    guard_write,
+    int_range,
+    open_db,
+    terminal_width,
+)
 
 
 def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
@@ -29,7 +38,7 @@ def db_version(db: DbOption = None, as_json: JsonOption = False) -> None:
 
     if not _exists(db):
         fail(f"no edgeprof database at {mask_url(db)}")
-    engine = open_db(db, migrate=False)
+    engine = open_db(db, read_only=True, migrate=False)  # a look never changes the file, nor its journal mode
     with engine.connect() as conn:
         applied = sorted(applied_versions(conn))
         try:
@@ -80,10 +89,11 @@ def db_upgrade(db: DbOption = None) -> None:
 SweepsDeviceOption = Annotated[
     str | None, typer.Option("--device", help="Only this device: hostname, board model or uid prefix.")
 ]
-LimitOption = Annotated[int | None, typer.Option("--limit", help="At most this many (newest first).")]
-SweepsWideOption = Annotated[
-    bool, typer.Option("--wide", help="Every column, however wide the terminal.")
+LimitOption = Annotated[
+    int | None,
+    typer.Option("--limit", help="At most this many (newest first).", callback=int_range("--limit")),
 ]
+SweepsWideOption = Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal.")]
 SWEEPS_HEADERS = ["id", "device", "board", "L4T", "build", "plan", "started", "status", "runs"]
 # Left out when the list is wider than the terminal, the least telling first (after any column with no
 # data, as board and L4T off a Jetson); each one is named. The board, what a fleet's devices are, goes last.
@@ -153,7 +163,10 @@ def _parse_since(since: str | None) -> datetime | None:
         fail(f"--since {since!r}: not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM)")
 
 
-SweepIds = Annotated[list[int] | None, typer.Option("--sweep", help="Sweep id (repeatable).")]
+SweepIds = Annotated[
+    list[int] | None,
+    typer.Option("--sweep", help="Sweep id (repeatable).", callback=int_range("--sweep")),
+]
 Since = Annotated[str | None, typer.Option("--since", help="Sweeps started on or after this date (UTC).")]
 All = Annotated[bool, typer.Option("--all", help="Every sweep in the database.")]
 
@@ -226,12 +239,18 @@ def export(
     output: OutputOption = None,
 ) -> None:
     """Write sweeps as JSON lines, for a device with no network to the central DB (then `edgeprof import`)."""
-    import gzip
     import sys
 
     from edgeprof.fleet import FleetError, export_sweeps, select_sweeps
+    from edgeprof.safefs import EXPORT, UnsafePath, check_output
     from edgeprof.storage.db import new_session
 
+    protect = _database_files(db)
+    if output is not None:
+        try:  # before the database is opened: `-o self.db --db self.db` once truncated it to JSON
+            check_output(output, EXPORT, protect)
+        except UnsafePath as exc:
+            fail(str(exc))
     source = open_db(db, read_only=True)
     with new_session(source) as session:
         try:
@@ -241,15 +260,40 @@ def export(
     try:
         if output is None:
             n = export_sweeps(source, ids, sys.stdout)
-        elif output.name.endswith(".gz"):
-            with gzip.open(output, "wt", encoding="utf-8") as out:
-                n = export_sweeps(source, ids, out)
         else:
-            with output.open("w", encoding="utf-8") as out:
-                n = export_sweeps(source, ids, out)
+            n = _export_to_file(source, ids, output, protect)
+    except UnsafePath as exc:
+        fail(str(exc))
     except OSError as exc:
         fail(f"cannot write {output}: {exc.strerror}")
     typer.echo(f"exported {len(ids)} sweep(s), {n} lines", err=True)
+
+
+def _database_files(db: str | None) -> tuple[Path, ...]:
+    from edgeprof.cli.common import sqlite_file
+
+    path = sqlite_file(db)
+    return (path,) if path is not None else ()
+
+
+def _export_to_file(source: Any, ids: list[int], output: Path, protect: tuple[Path, ...]) -> int:
+    """Through the one safe writer: a temp file beside ``output``, renamed over it when complete."""
+    import gzip
+    import io
+
+    from edgeprof.fleet import export_sweeps
+    from edgeprof.safefs import EXPORT, output_file
+
+    with output_file(output, EXPORT, protect) as raw:
+        if output.name.endswith(".gz"):
+            packed = gzip.GzipFile(filename=output.name, mode="wb", fileobj=raw)
+            with io.TextIOWrapper(cast(IO[bytes], packed), encoding="utf-8") as text:
+                return export_sweeps(source, ids, text)
+        out = io.TextIOWrapper(raw, encoding="utf-8")
+        n = export_sweeps(source, ids, out)
+        out.flush()
+        out.detach()  # the writer closes and renames the file itself
+        return n
 
 
 ExportFileArgument = Annotated[

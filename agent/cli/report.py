@@ -15,6 +15,8 @@ from edgeprof.cli.common import (
     DeviceOption,
     SweepOption,
     fail,
+    guard_write,
+    int_range,
     open_db,
     sqlite_file,
     sweep_of_device,
@@ -133,8 +135,15 @@ def _write_html(session: Any, sweep: int | None, html: Path, db: str | None, wid
 
 
 CompareFormatOption = Annotated[CompareFormat, typer.Option("--format", "-f", help="Output format.")]
-SweepA = Annotated[int | None, typer.Argument(help="Sweep id A (the baseline).")]
-SweepB = Annotated[int | None, typer.Argument(help="Sweep id B (another device, build or power mode).")]
+SweepA = Annotated[
+    int | None, typer.Argument(help="Sweep id A (the baseline).", callback=int_range("sweep id A"))
+]
+SweepB = Annotated[
+    int | None,
+    typer.Argument(
+        help="Sweep id B (another device, build or power mode).", callback=int_range("sweep id B")
+    ),
+]
 DbBOption = Annotated[
     str | None, typer.Option("--db-b", help="Sweep B is in this other database (path or URL).")
 ]
@@ -199,6 +208,7 @@ def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
     path = sqlite_file(db)
     if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
         fail(f"no edgeprof database at {path}")
+    guard_write(db)  # nor into another application's SQLite file, nor a damaged one
     engine = open_db(db)
     with new_session(engine) as session:
         sweep_id = sweep if sweep is not None else latest_sweep_id(session)

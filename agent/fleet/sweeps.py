@@ -6,9 +6,13 @@ this module chooses the sweeps, runs one target transaction per sweep and turns 
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
+import os
+import stat
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -219,17 +223,41 @@ def open_export(path: str) -> IO[str]:
         import sys
 
         return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
+    # O_NONBLOCK: a FIFO named as the export must not hang the open; only a regular file is read.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or folder)")
+        magic = os.read(fd, 2)
+    finally:
+        os.close(fd)
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8")  # the caller closes it
 
 
+def _export_lines(stream: IO[str], name: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of an export; a file that is not UTF-8 text or a damaged or cut gzip stream is
+    a FleetError naming the line, not a UnicodeDecodeError traceback."""
+    lineno = 0
+    while True:
+        try:
+            line = stream.readline()
+        except (UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "damaged or cut-off gzip data"
+            raise FleetError(
+                f"{name}:{lineno + 1}: not an edgeprof export ({why}); the sweep being read was not imported"
+            ) from None
+        if not line:
+            return
+        lineno += 1
+        yield lineno, line
+
+
 def _read_export(stream: IO[str], name: str) -> Iterator[list[tuple[str, dict[str, Any]]]]:
     """The records of each sweep in an export, one list per sweep; FleetError names a bad line."""
     current: list[tuple[str, dict[str, Any]]] | None = None
-    for lineno, line in enumerate(stream, start=1):
+    for lineno, line in _export_lines(stream, name):
         if not line.strip():
             continue
         try:

@@ -27,6 +27,15 @@ MAX_WARMUP = 100
 MAX_STEADY = 1_000
 # llama.cpp's sampler seed is a uint32.
 MAX_SEED = 2**32 - 1
+# llama.cpp's LLAMA_MAX_SEQ (src/llama-cparams.h): n_seq_max is a uint32 that wraps past 2^32 (4294967297 ran
+# as 1, and was stored as asked), and more sequences than this are refused by llama.cpp itself.
+MAX_N_SEQ = 256
+# top_k is a C int32 in llama.cpp's sampler (2^63-1 wrapped to 1 through ctypes); no vocabulary has a
+# million tokens, so a larger top_k keeps every token anyway.
+MAX_TOP_K = 1_000_000
+# Logits are divided by the temperature in float32: 1e308 is inf there. Far above 100 every token is
+# equally likely already; the bound only stops a typo from becoming an inf or a 0 in the sampler.
+MAX_TEMPERATURE = 100.0
 # One child process may run a day, not forever: a hang is then a stored timeout by morning.
 MAX_TIMEOUT_S = 86_400.0
 MAX_WAIT_S = 86_400.0  # cooldown.max_wait_s
@@ -38,6 +47,12 @@ MAX_INTERVAL_MS = 60_000  # collect.interval_ms: slower sampling sees nothing of
 MAX_SOAK_S = 43_200.0
 # Each window is a stored row and a phase: 12 hours of 0.5 s windows is 86 400 rows, which stays small.
 MAX_SOAK_WINDOWS = 100_000
+# Serving: each concurrency level is a llama-server slot (--parallel, its sequences: LLAMA_MAX_SEQ) and a
+# load-generator thread; a level is bounded by requests or seconds, and one level runs at most a night.
+MAX_CONCURRENCY = MAX_N_SEQ
+MAX_REQUESTS = 1_000_000
+MAX_REQUEST_RATE = 10_000.0  # requests per second: beyond it the generator, not the server, is measured
+MAX_SLO_MS = 86_400_000.0  # a day: a latency target beyond it is no target
 # A matrix larger than this needs [run] max_configs: 10 000 configs of even a minute each is a week.
 DEFAULT_MAX_CONFIGS = 10_000
 MAX_MAX_CONFIGS = 1_000_000
@@ -119,6 +134,7 @@ def _check_axes(chk: Checker, axes: Mapping[str, Iterable[Any]]) -> None:
     _axis(chk, axes, "n_batch", MAX_BATCH, "llama.cpp allocates the batch up front")
     _axis(chk, axes, "n_ubatch", MAX_BATCH, "llama.cpp allocates the batch up front")
     _axis(chk, axes, "ngl", MAX_NGL, 'more than every layer; use "all"')
+    _axis(chk, axes, "n_seq_max", MAX_N_SEQ, "llama.cpp's LLAMA_MAX_SEQ")
     cpus = logical_cpus()
     _axis(chk, axes, "threads", cpus, f"this machine has {cpus} logical CPUs; more only oversubscribes")
 
@@ -137,6 +153,10 @@ def _check_values(
         _too_big(chk, f"workload[{i}].seed", seed, MAX_SEED, "llama.cpp's seed is 32-bit")
         top_p = getattr(wl, "top_p", 0.0)
         _too_big(chk, f"workload[{i}].top_p", top_p, 1.0, "a probability")
+        top_k = getattr(wl, "top_k", 1)
+        _too_big(chk, f"workload[{i}].top_k", top_k, MAX_TOP_K, "llama.cpp's top_k is a 32-bit int")
+        temperature = getattr(wl, "temperature", 0.0)
+        _too_big(chk, f"workload[{i}].temperature", temperature, MAX_TEMPERATURE, "the sampler's float32")
         soak = getattr(wl, "soak", None)
         if soak is not None:
             _check_soak(chk, f"workload[{i}]", soak)
@@ -146,6 +166,30 @@ def _check_values(
     _too_big(chk, "cooldown.window_s", cooldown.window_s, MAX_DELAY_S, "a slope over an hour sees nothing")
     _too_big(chk, "collect.idle_s", collect.idle_s, MAX_IDLE_S, "an idle baseline needs seconds")
     _too_big(chk, "collect.interval_ms", collect.interval_ms, MAX_INTERVAL_MS, "slower sampling sees no run")
+
+
+def check_serving_bounds(
+    chk: Checker, concurrency: Iterable[int], request_rates: Iterable[float | None], serving: Any
+) -> None:
+    """Ceilings of the serving axes and the [serving] table (their lower bounds: agent/plan/serving.py)."""
+    for i, level in enumerate(concurrency):
+        _too_big(chk, f"matrix.concurrency[{i}]", level, MAX_CONCURRENCY, "llama-server slots: LLAMA_MAX_SEQ")
+    for i, rate in enumerate(request_rates):
+        if rate is not None:
+            _too_big(chk, f"matrix.request_rate[{i}]", rate, MAX_REQUEST_RATE, "requests per second")
+    if serving is None:
+        return
+    for place, value, cap, why in (
+        ("serving.requests", serving.requests, MAX_REQUESTS, "one level must end by morning"),
+        ("serving.warmup_requests", serving.warmup_requests, MAX_REQUESTS, "one level must end by morning"),
+        ("serving.duration_s", serving.duration_s, MAX_SOAK_S, "one level runs at most a night"),
+        ("serving.request_timeout_s", serving.request_timeout_s, MAX_TIMEOUT_S, "a hang must end by morning"),
+        ("serving.ready_timeout_s", serving.ready_timeout_s, MAX_TIMEOUT_S, "a hang must end by morning"),
+    ):
+        if value is not None:
+            _too_big(chk, place, value, cap, why)
+    for key, value in serving.slo:
+        _too_big(chk, f"serving.slo.{key}", value, MAX_SLO_MS, "a latency target of more than a day")
 
 
 def _check_soak(chk: Checker, place: str, soak: Any) -> None:

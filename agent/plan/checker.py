@@ -10,6 +10,9 @@ import difflib
 import math
 from typing import Any
 
+# What SQLite's INTEGER holds, and TOML's own range; every plan integer is stored or passed on as one.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
 
 class Checker:
     """Collects the problems of one plan, in the order the checks meet them."""
@@ -37,6 +40,9 @@ class Checker:
     def integer(self, value: Any, place: str, minimum: int | None = None) -> int | None:
         if isinstance(value, bool) or not isinstance(value, int):
             self.add(place, f"expected an integer, got {type_name(value)} {value!r}")
+            return None
+        if not INT64_MIN <= value <= INT64_MAX:  # a plan given as data, not TOML: SQLite stores int64
+            self.add(place, f"{value} does not fit a 64-bit integer")
             return None
         if minimum is not None and value < minimum:
             self.add(place, f"must be >= {minimum}, got {value}")

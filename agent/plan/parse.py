@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.gguf import GGUFInfo
-from edgeprof.plan.bounds import MAX_PLAN_BYTES, check_bounds, count_configs
+from edgeprof.plan.bounds import MAX_PLAN_BYTES, check_bounds, check_serving_bounds, count_configs
 from edgeprof.plan.checker import Checker
 from edgeprof.plan.matrix import check_axis_pairs, parse_axes
 from edgeprof.plan.model import ModelEntry, Plan, PlanError
@@ -79,6 +79,7 @@ def parse_plan(
     n_configs = count_configs(models, workloads, power_modes, *axes.values())
     trained = _trained_ctx(models, infos)
     check_bounds(chk, doc, axes, trained, workloads, repeat, timeout_s, cooldown, collect, n_configs)
+    check_serving_bounds(chk, concurrency, request_rates, serving)
     if chk.problems:
         raise PlanError(source, chk.problems)
     return Plan(

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -101,20 +101,40 @@ def _check_path(path: Path) -> None:
         raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) of every line; raises on binary data or a read error."""
+def _bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The lines of ``f``, each read with ``readline(limit + 2)`` (room for the line and its CR LF): a
+    longer line is yielded as its first ``limit + 2`` bytes (the caller skips it) and the rest is read past
+    in pieces of the same size. Iterating the file would read a line whole first: a 1 GB line without a
+    newline once took 3.2 GB of memory before the length check saw it."""
+    piece = limit + 2
+    while True:
+        raw = f.readline(piece)
+        if not raw:
+            return
+        rest = raw
+        while len(rest) == piece and not rest.endswith(b"\n"):
+            rest = f.readline(piece)
+        yield raw
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+    """(1-based line number, text, too long) of every line; raises on binary data or a read error. A line
+    longer than MAX_LINE_CHARS bytes comes cut (tegrastats writes ASCII: bytes are characters), flagged."""
     try:
         with path.open("rb") as f:
-            for number, raw in enumerate(f, start=1):
+            for number, raw in enumerate(_bounded_lines(f, MAX_LINE_CHARS), start=1):
                 if b"\x00" in raw:
                     raise TegrastatsImportError(f"{path} is binary (NUL byte on line {number}), not a log")
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError:
-                    raise TegrastatsImportError(
-                        f"{path} is not text (invalid UTF-8 on line {number}), not a tegrastats log"
-                    ) from None
-                yield number, text
+                    if len(raw.rstrip(b"\r\n")) > MAX_LINE_CHARS:  # cut inside a character: skipped anyway
+                        text = raw.decode("utf-8", errors="replace")
+                    else:
+                        raise TegrastatsImportError(
+                            f"{path} is not text (invalid UTF-8 on line {number}), not a tegrastats log"
+                        ) from None
+                yield number, text, len(raw.rstrip(b"\r\n")) > MAX_LINE_CHARS
     except OSError as exc:
         raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -128,12 +148,12 @@ class ImportCounts:
 
 
 def _records(path: Path, counts: ImportCounts) -> Iterator[TegrastatsRecord]:
-    for _number, text in _text_lines(path):
+    for _number, text, too_long in _text_lines(path):
+        if too_long:
+            counts.skipped += 1
+            continue
         stripped = text.strip()
         if not stripped or stripped.startswith("#"):
-            continue
-        if len(stripped) > MAX_LINE_CHARS:
-            counts.skipped += 1
             continue
         rec = parse_line(stripped)
         if not has_data(rec):
@@ -345,16 +365,24 @@ def _file_sha256(path: Path) -> str:
 
 
 def _open_session(db: str) -> Session:
-    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.db import DatabaseError, default_db_path, mask_url, new_session, open_engine, scrub
+    from edgeprof.storage.guard import StorageGuardError, check_before_write, sqlite_path_of
     from edgeprof.storage.migrations import SchemaTooNewError
 
+    path = sqlite_path_of(db, default_db_path())
     try:
+        # The same check as `run`: never into another application's file or a damaged DB, nor through a
+        # link to nothing (a folder is left to the opener's own message).
+        if path is not None and (path.is_file() or path.is_symlink()):
+            check_before_write(path)
         return new_session(open_engine(db))
+    except (StorageGuardError, DatabaseError) as exc:
+        raise TegrastatsImportError(scrub(str(exc), db)) from None
     except SchemaTooNewError as exc:
         raise TegrastatsImportError(str(exc)) from None
     except (SQLAlchemyError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TegrastatsImportError(f"cannot open database {db}: {first}") from None
+        raise TegrastatsImportError(f"cannot open database {mask_url(db)}: {scrub(first, db)}") from None
 
 
 # -- the command -------------------------------------------------------------------------------------------
@@ -398,7 +426,9 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
         if session is not None:
             session.rollback()
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TegrastatsImportError(f"cannot store samples in {db}: {first}") from None
+        from edgeprof.storage.db import mask_url, scrub
+
+        raise TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}") from None
     except BaseException:
         if session is not None:
             session.rollback()
