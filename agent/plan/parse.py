@@ -73,8 +73,7 @@ def parse_plan(
     check_contexts(chk, axes, models, workloads, rendered)
     check_axis_pairs(chk, axes)
     runners, concurrency, request_rates, serving = check_serving(chk, doc, matrix, workloads)
-    if foreign:
-        models = [ModelEntry(path=foreign, label=server_label(foreign))]
+    models = [ModelEntry(path=foreign, label=server_label(foreign))] if foreign else models
     # Ceilings for every number and the matrix size: a plan is unattended input (agent/plan/bounds.py).
     n_configs = count_configs(models, workloads, power_modes, *axes.values())
     trained = _trained_ctx(models, infos)
