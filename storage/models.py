@@ -551,6 +551,8 @@ class SoakWindow(Base):
     __table_args__ = (UniqueConstraint("run_id", "idx", name="uq_soak_window_run_idx"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    # Global identity (migration 18): pushed with its run, matched by it (its figures change after insert)
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     idx: Mapped[int] = mapped_column(Integer)
     t_start_mono: Mapped[float] = mapped_column(Double)
@@ -571,3 +573,24 @@ class SoakWindow(Base):
     j_per_token: Mapped[float | None] = mapped_column(Double)
     throttle_json: Mapped[str | None] = mapped_column(Text)  # the throttle signals seen in the window
     other_cores: Mapped[float | None] = mapped_column(Double)  # the interference counters' load elsewhere
+
+
+class RunSeries(Base):
+    """A run's telemetry as plain SQL rows for dashboards: per (run, source, metric, UTC second) the mean
+    of that second's readings, aligned to UTC by the run's anchor (``ended_at`` at ``t_end_mono``).
+
+    Derived from the sample blocks, never copied: built in the central database when a push or an import
+    brings a run's blocks (``edgeprof.storage.series``)."""
+
+    __tablename__ = "run_series"
+    __table_args__ = (UniqueConstraint("run_id", "source", "metric", "t", name="uq_run_series_point"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    source: Mapped[str] = mapped_column(String(32))
+    metric: Mapped[str] = mapped_column(String(96))
+    role: Mapped[str | None] = mapped_column(String(32))  # the collector's role (temperature, power...)
+    unit: Mapped[str | None] = mapped_column(String(16))
+    t: Mapped[datetime]  # the second's start, naive UTC like every datetime column
+    value: Mapped[float] = mapped_column(Double)
+    n: Mapped[int] = mapped_column(Integer)  # readings averaged
