@@ -33,7 +33,8 @@ def classify(source: str, metric: str) -> tuple[str | None, str | None]:
 
 def _ticks() -> list[Tick]:
     # mono 1000.0 is 12:00:00 UTC by the anchor; the t_wall of each tick is deliberately off.
-    values = [(1000.0, 40.0), (1000.25, 41.0), (1000.5, None), (1000.75, 43.0), (1001.0, 50.0), (1001.5, 52.0)]
+    values = [(1000.0, 40.0), (1000.25, 41.0), (1000.5, None), (1000.75, 43.0)]
+    values += [(1001.0, 50.0), (1001.5, 52.0)]
     epoch_1000 = (datetime(2026, 3, 1, 12, 0, 0) - datetime(1970, 1, 1)).total_seconds()
     return [Tick(t, epoch_1000 + (t - 1000.0) + STEPPED, {"temp.cpu": v, "util": 1.0}) for t, v in values]
 
@@ -51,7 +52,8 @@ def _db(tmp_path: Path, anchored: bool = True) -> tuple[object, int]:
 
 def _points(engine: object, metric: str) -> list[tuple[datetime, float, int, str | None]]:
     with Session(engine) as s:  # type: ignore[call-overload]
-        q = select(RunSeries.t, RunSeries.value, RunSeries.n, RunSeries.role).where(RunSeries.metric == metric)
+        q = select(RunSeries.t, RunSeries.value, RunSeries.n, RunSeries.role)
+        q = q.where(RunSeries.metric == metric)
         return [tuple(r) for r in s.execute(q.order_by(RunSeries.t))]  # type: ignore[misc]
 
 
