@@ -663,10 +663,12 @@ _V18_FLEET_SERIES = (
         value DOUBLE PRECISION NOT NULL,
         n INTEGER NOT NULL,
         PRIMARY KEY (id),
-        CONSTRAINT uq_run_series_point UNIQUE (run_id, source, metric, t),
         FOREIGN KEY(run_id) REFERENCES run (id)
     )
     """,
+    # By run only: a unique key over (run, source, metric, t) would copy every row's strings into the index
+    # (~2x the table); a run's rows are only ever replaced whole, so the fill keeps them unique.
+    "CREATE INDEX ix_run_series_run_id ON run_series (run_id)",
     f"""
     CREATE VIEW run_context AS
     SELECT

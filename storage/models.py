@@ -583,10 +583,9 @@ class RunSeries(Base):
     brings a run's blocks (``edgeprof.storage.series``)."""
 
     __tablename__ = "run_series"
-    __table_args__ = (UniqueConstraint("run_id", "source", "metric", "t", name="uq_run_series_point"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)  # rows are replaced per run
     source: Mapped[str] = mapped_column(String(32))
     metric: Mapped[str] = mapped_column(String(96))
     role: Mapped[str | None] = mapped_column(String(32))  # the collector's role (temperature, power...)
