@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Column, Connection, Table, and_, or_, select, update
 
-from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES, insert_ignore
+from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES, content_uid, insert_ignore
 from edgeprof.storage.models import Base
 
 BATCH_ROWS = 500
@@ -315,6 +315,12 @@ class _Target:
         self._note_runs(table, (values for _key, values in fresh), counts)
 
 
+def with_soak_window_uid(record: dict[str, Any]) -> dict[str, Any]:
+    """A soak window exported before windows had a uid (schema 16-17): the identity migration 18 gives
+    such a window, (its run's uid, its index), so it meets its copy in a DB that already has it."""
+    return {**record, "uid": content_uid("soak_window", record["run_id"], record["idx"])}
+
+
 def apply_sweep(conn: Connection, records: Iterable[tuple[str, dict[str, Any]]]) -> TransferCounts:
     """Apply one sweep's records (from ``iter_sweep_records`` or an export) on ``conn``, in batches."""
     counts = TransferCounts()
@@ -327,6 +333,8 @@ def apply_sweep(conn: Connection, records: Iterable[tuple[str, dict[str, Any]]])
             continue
         if name not in tables:
             raise LookupError(f"table {name!r} is not in this edgeprof's schema (upgrade edgeprof)")
+        if name == "soak_window" and "uid" not in record:
+            record = with_soak_window_uid(record)
         if name != current or len(batch) >= BATCH_ROWS:
             if batch and current is not None:
                 target.apply(tables[current], batch, counts)

@@ -8,6 +8,8 @@ All data here is synthetic (made up in the tests).
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from sqlalchemy import create_engine, select, text, update
 from sqlalchemy.orm import Session
 from support.dbbuild import add_run, add_sweep
 
-from edgeprof.fleet import push_sweeps
+from edgeprof.fleet import export_sweeps, import_export, push_sweeps
 from edgeprof.storage.db import open_engine
 from edgeprof.storage.identity import content_uid
 from edgeprof.storage.migrations import upgrade
@@ -89,3 +91,26 @@ def test_windows_written_before_the_migration_get_their_content_identity(tmp_pat
         assert s.scalar(select(Run.uid)) == run_uid
     assert uids == [content_uid("soak_window", run_uid, 0), content_uid("soak_window", run_uid, 1)]
     engine.dispose()
+
+
+def test_an_export_from_before_the_uid_imports_and_meets_the_same_windows(tmp_path: Path) -> None:
+    source = open_engine(tmp_path / "device.db")
+    with Session(source) as s:
+        run = add_run(s, add_sweep(s), 1)
+        s.add_all([_window(run.id, 0), _window(run.id, 1)])
+        s.commit()
+    dump = io.StringIO()
+    export_sweeps(source, [1], dump)
+    lines = [json.loads(x) for x in dump.getvalue().splitlines()]
+    for item in lines:  # as schema 16-17 wrote it: soak windows without a uid
+        if item.get("t") == "soak_window":
+            del item["r"]["uid"]
+    old = "\n".join(json.dumps(x) for x in lines) + "\n"
+    target = open_engine(tmp_path / "central.db")
+    for expected in (2, 0):
+        counts = import_export(io.StringIO(old), "old.jsonl", target)
+        assert counts.added["soak_window"] == expected
+    with Session(target) as s:
+        run_uid = s.scalar(select(Run.uid))
+        uids = s.scalars(select(SoakWindow.uid).order_by(SoakWindow.idx)).all()
+    assert uids == [content_uid("soak_window", run_uid, 0), content_uid("soak_window", run_uid, 1)]
