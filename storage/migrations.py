@@ -641,10 +641,11 @@ _V16_SOAK_WINDOWS = (
 
 # A fleet DB that SQL and Grafana can chart. The soak windows get a global identity like the tables of
 # migration 7 (pushed with their run and matched by uid, since their telemetry figures are filled in after the
-# row is written); ``run_series`` holds each run's telemetry as one row per (source, metric, UTC second),
-# derived from the compressed blocks in the central DB (storage/series.py); two views give every run its
-# context and its verdicts, so a dashboard never repeats the joins. The latest verdict of a kind wins (a
-# re-analysed run may have been pushed twice).
+# row is written); ``run_series`` holds each run's telemetry as one row per (metric, UTC second), derived
+# from the compressed blocks in the central DB (storage/series.py), its metrics named once in
+# ``series_metric``; three views (``series``, ``run_context``, ``run_verdict``) give a dashboard the rows
+# with their names, every run its context and its verdicts, so no dashboard repeats the joins. The latest
+# verdict of a kind wins (a re-analysed run may have been pushed twice).
 _V18_VERDICT = (
     "(SELECT v.value FROM verdict v WHERE v.run_id = r.id AND v.kind = '{kind}' ORDER BY v.id DESC LIMIT 1)"
 )
@@ -652,23 +653,40 @@ _V18_STEADY = "(SELECT {agg}(m.{col}) FROM measurement m WHERE m.run_id = r.id A
 _V18_FLEET_SERIES = (
     "ALTER TABLE soak_window ADD COLUMN uid VARCHAR(36) NOT NULL DEFAULT ''",
     """
+    CREATE TABLE series_metric (
+        id INTEGER NOT NULL,
+        source VARCHAR(32) NOT NULL,
+        metric VARCHAR(96) NOT NULL,
+        role VARCHAR(32) NOT NULL,
+        unit VARCHAR(16) NOT NULL,
+        PRIMARY KEY (id),
+        CONSTRAINT uq_series_metric UNIQUE (source, metric, role, unit)
+    )
+    """,
+    """
     CREATE TABLE run_series (
         id INTEGER NOT NULL,
         run_id INTEGER NOT NULL,
-        source VARCHAR(32) NOT NULL,
-        metric VARCHAR(96) NOT NULL,
-        role VARCHAR(32),
-        unit VARCHAR(16),
+        metric_id INTEGER NOT NULL,
         t DATETIME NOT NULL,
         value DOUBLE PRECISION NOT NULL,
         n INTEGER NOT NULL,
         PRIMARY KEY (id),
-        FOREIGN KEY(run_id) REFERENCES run (id)
+        FOREIGN KEY(run_id) REFERENCES run (id),
+        FOREIGN KEY(metric_id) REFERENCES series_metric (id)
     )
     """,
-    # By run only: a unique key over (run, source, metric, t) would copy every row's strings into the index
-    # (~2x the table); a run's rows are only ever replaced whole, so the fill keeps them unique.
+    # By run only: a unique key over (run, metric, t) would double the index; a run's rows are only ever
+    # replaced whole, so the fill keeps them unique.
     "CREATE INDEX ix_run_series_run_id ON run_series (run_id)",
+    """
+    CREATE VIEW series AS
+    SELECT s.run_id, r.uid AS run_uid, m.source, m.metric, NULLIF(m.role, '') AS role,
+        NULLIF(m.unit, '') AS unit, s.t, s.value, s.n
+    FROM run_series s
+    JOIN series_metric m ON m.id = s.metric_id
+    JOIN run r ON r.id = s.run_id
+    """,
     f"""
     CREATE VIEW run_context AS
     SELECT

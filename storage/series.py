@@ -1,8 +1,9 @@
 """A run's telemetry as plain rows (``run_series``): what SQL and Grafana can chart.
 
 The sample blocks (``storage.samples``) are compact but opaque to SQL: zlib payloads on the monotonic clock.
-``run_series`` holds, per (run, source, metric, UTC second), the mean of that second's readings (NULL and
-non-finite readings left out) and how many there were.
+``run_series`` holds, per (run, metric, UTC second), the mean of that second's readings (NULL and
+non-finite readings left out) and how many there were; ``series_metric`` names each metric once (source,
+name, role and unit), and the ``series`` view joins the two with the run's uid for a dashboard.
 
 Which second: the monotonic clock becomes UTC through the run's anchor, ``ended_at`` and ``t_end_mono``,
 which the executor takes at the same instant (``executors.base.end_run``): UTC = ended_at + (t - t_end_mono).
@@ -11,8 +12,8 @@ the wall clock stepped during the run (a Jetson without an RTC battery setting i
 A run without an anchor (stopped before it ended) uses the median of its ticks' own ``t_wall - t_mono``.
 
 The rows are derived, never copied: the central database builds them from the blocks a push or an import
-brought (``edgeprof.fleet``), so a device's own DB keeps its storage budget (about 1 byte per reading; a
-row here costs ~50 bytes per second per metric).
+brought (``edgeprof.fleet``), so a device's own DB keeps its storage budget (about 1 byte per reading,
+where a row here costs ~60-90 bytes per metric and second).
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select, tuple_
 
-from edgeprof.storage.models import Run, RunSeries, SampleBlock
-from edgeprof.storage.sample_codec import decode_block
+from edgeprof.storage.identity import insert_ignore
+from edgeprof.storage.models import Base, Run, RunSeries, SampleBlock, SeriesMetric
+from edgeprof.storage.sample_codec import block_metrics, decode_block
 
-__all__ = ["Classifier", "build_series", "fill_series", "runs_without_series", "utc_offset"]
+__all__ = [
+    "Classifier",
+    "MetricKey",
+    "build_series",
+    "fill_series",
+    "metric_ids",
+    "runs_without_series",
+    "utc_offset",
+]
 
 # (source, metric) -> (role, unit); (None, None) for a metric nobody classified
 Classifier = Callable[[str, str], tuple[str | None, str | None]]
@@ -60,16 +70,19 @@ def _readings(
     return parts, skews
 
 
+MetricKey = tuple[str, str, str, str]  # source, metric, role, unit ('' where unknown)
+
+
 def build_series(
     conn: Connection, run_id: int, offset: float | None, classify: Classifier
-) -> list[dict[str, Any]]:
-    """The ``run_series`` rows of one run (not stored): per (source, metric, UTC second) mean and count."""
+) -> dict[MetricKey, list[tuple[datetime, float, int]]]:
+    """One run's series (not stored): metric -> [(UTC second, mean, readings)] in time order."""
     parts, skews = _readings(conn, run_id)
     if not parts:
-        return []
+        return {}
     if offset is None:
         offset = float(np.median(np.concatenate(skews)))
-    out: list[dict[str, Any]] = []
+    out: dict[MetricKey, list[tuple[datetime, float, int]]] = {}
     for (source, metric), chunks in sorted(parts.items()):
         t = np.concatenate([c[0] for c in chunks]) + offset
         v = np.concatenate([c[1] for c in chunks])
@@ -77,19 +90,39 @@ def build_series(
         sums = np.bincount(inverse, weights=v)
         counts = np.bincount(inverse)
         role, unit = classify(source, metric)
-        for sec, total, n in zip(seconds.tolist(), sums.tolist(), counts.tolist(), strict=True):
-            out.append(
-                {
-                    "run_id": run_id,
-                    "source": source,
-                    "metric": metric,
-                    "role": role,
-                    "unit": unit,
-                    "t": datetime.fromtimestamp(sec, timezone.utc).replace(tzinfo=None),
-                    "value": total / n,
-                    "n": n,
-                }
-            )
+        out[(source, metric, role or "", unit or "")] = [
+            (datetime.fromtimestamp(sec, timezone.utc).replace(tzinfo=None), total / n, n)
+            for sec, total, n in zip(seconds.tolist(), sums.tolist(), counts.tolist(), strict=True)
+        ]
+    return out
+
+
+def _metric_keys(conn: Connection, run_ids: Sequence[int], classify: Classifier) -> set[MetricKey]:
+    """The metrics the runs' blocks hold (read from the block headers: nothing is decoded)."""
+    keys: set[MetricKey] = set()
+    blocks = select(SampleBlock.source, SampleBlock.data).where(SampleBlock.run_id.in_(list(run_ids)))
+    for source, data in conn.execute(blocks):
+        for metric in block_metrics(data):
+            role, unit = classify(source, metric)
+            keys.add((source, metric, role or "", unit or ""))
+    return keys
+
+
+def metric_ids(conn: Connection, keys: Collection[MetricKey]) -> dict[MetricKey, int]:
+    """The ``series_metric`` id of each key, created if new (race-safe: two pushes at once get one row)."""
+    cols = ("source", "metric", "role", "unit")
+    wanted = sorted(set(keys))  # one order for every writer: two pushes creating the same rows never deadlock
+    insert_ignore(
+        conn, Base.metadata.tables["series_metric"], [dict(zip(cols, k, strict=True)) for k in wanted]
+    )
+    m = SeriesMetric
+    out: dict[MetricKey, int] = {}
+    for i in range(0, len(wanted), _INSERT_ROWS):
+        where = tuple_(m.source, m.metric, m.role, m.unit).in_(wanted[i : i + _INSERT_ROWS])
+        for source, metric, role, unit, id_ in conn.execute(
+            select(m.source, m.metric, m.role, m.unit, m.id).where(where)
+        ):
+            out[(source, metric, role, unit)] = int(id_)
     return out
 
 
@@ -105,9 +138,17 @@ def fill_series(conn: Connection, run_ids: Collection[int], classify: Classifier
     anchors = conn.execute(
         select(Run.id, Run.ended_at, Run.t_end_mono).where(Run.id.in_(sorted(run_ids)))
     ).all()
+    # Every metric of these runs named first, in one sorted insert: rows of series_metric created run by run
+    # would be locked in a different order by two pushes at once on PostgreSQL (a deadlock).
+    ids = metric_ids(conn, _metric_keys(conn, [a[0] for a in anchors], classify))
     for run_id, ended_at, t_end_mono in anchors:
         conn.execute(delete(RunSeries).where(RunSeries.run_id == run_id))
-        rows = build_series(conn, run_id, utc_offset(ended_at, t_end_mono), classify)
+        series = build_series(conn, run_id, utc_offset(ended_at, t_end_mono), classify)
+        rows = [
+            {"run_id": run_id, "metric_id": ids[key], "t": t, "value": value, "n": n}
+            for key, points in series.items()
+            for t, value, n in points
+        ]
         for chunk in _chunks(rows):
             conn.execute(insert(RunSeries), list(chunk))
         written += len(rows)

@@ -29,6 +29,7 @@ from edgeprof.collectors import NvmlCollector, build_collectors
 from edgeprof.fleet import grafana_dashboard
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES
 from edgeprof.storage.models import Base, Device, Sweep
 from edgeprof.sweep import Telemetry, run_plan
 
@@ -73,6 +74,18 @@ def row_counts(url: str) -> dict[str, int]:
         counts.update({t.name: 0 for t in Base.metadata.sorted_tables if t.name not in present})
     engine.dispose()
     return counts
+
+
+NOT_PUSHED = DERIVED_TABLES | LOCAL_ONLY_TABLES  # built where a push lands, or never leaving the device
+
+
+def printed_counts(line: str) -> dict[str, int]:
+    """table -> rows of a push's "sweep N: +T rows (n table, ...)" line (T checked against their sum)."""
+    found = re.search(r": \+(\d+) rows(?: \(([^)]*)\))?", line)
+    assert found, line
+    parts = dict((t, int(n)) for n, t in (p.split(" ") for p in (found.group(2) or "").split(", ") if p))
+    assert sum(parts.values()) == int(found.group(1)), line
+    return parts
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +205,8 @@ def test_export_then_import_twice_adds_each_row_once(devices: dict[str, Path], t
     assert first.returncode == 0, first.stderr
     assert row_counts(f"sqlite:///{central}")["run"] == 1
     counts = row_counts(f"sqlite:///{central}")
+    line = next(x for x in first.stdout.splitlines() if x.startswith("sweep "))
+    assert printed_counts(line) == {t: n for t, n in counts.items() if n and t not in NOT_PUSHED}
     assert counts["run_series"] > 0  # an import builds the series where it lands, as a push does
     second = edgeprof("import", str(dump), "--db", str(central))
     assert second.returncode == 0 and "0 rows added" in second.stdout
@@ -294,6 +309,10 @@ def test_the_agent_pushes_finished_sweeps_and_a_dead_central_db_stops_nothing(
             assert "push to" in done.stderr and "failed" in done.stderr and "retried" in done.stderr
     central = row_counts(pg_db_url)
     assert central["sweep"] == 1 and central["run"] == 1
+    # The agent's log counts the rows that arrived (it said "2 rows added" for ~350 on PostgreSQL).
+    logged = re.search(r"pushed 1 sweep\(s\) to .*: (\d+) rows added", done.stderr)
+    assert logged, done.stderr
+    assert int(logged.group(1)) == sum(n for t, n in central.items() if t not in NOT_PUSHED)
 
 
 def test_a_push_killed_midway_is_completed_by_pushing_again(devices: dict[str, Path], pg_db_url: str) -> None:
@@ -356,18 +375,6 @@ def test_three_writers_at_once_into_one_postgresql_db(
     engine.dispose()
 
 
-COPIED = ("run_series", "agent_state", "sweep_lease")  # derived or local-only: not what a push copies
-
-
-def printed_counts(line: str) -> dict[str, int]:
-    """table -> rows of a push's "sweep N: +T rows (n table, ...)" line (T checked against their sum)."""
-    found = re.search(r": \+(\d+) rows(?: \(([^)]*)\))?", line)
-    assert found, line
-    parts = dict((t, int(n)) for n, t in (p.split(" ") for p in (found.group(2) or "").split(", ") if p))
-    assert sum(parts.values()) == int(found.group(1)), line
-    return parts
-
-
 def test_push_prints_the_rows_that_arrived_then_zero(devices: dict[str, Path], any_db: str) -> None:
     """Counted from what the target inserted (PostgreSQL's rowcount of a multi-row insert is -1)."""
     src = devices["orin-nano-1"]
@@ -376,7 +383,7 @@ def test_push_prints_the_rows_that_arrived_then_zero(devices: dict[str, Path], a
     assert "-1" not in first.stdout
     line = next(x for x in first.stdout.splitlines() if x.startswith("sweep "))
     url = any_db if "://" in any_db else f"sqlite:///{any_db}"
-    central = {t: n for t, n in row_counts(url).items() if n and t not in COPIED}
+    central = {t: n for t, n in row_counts(url).items() if n and t not in NOT_PUSHED}
     assert printed_counts(line) == central
     assert central["sample_block"] > 0 and central["run"] == 1
     assert f"{sum(central.values())} rows added" in first.stdout
@@ -421,10 +428,8 @@ def test_every_grafana_panel_returns_rows_on_the_fleet_db(devices: dict[str, Pat
         # Both curves of the run: one point per second, and per metric no second twice.
         curves = conn.execute(
             text(
-                "SELECT s.role, COUNT(*), COUNT(DISTINCT s.t) FROM run_series s "
-                "JOIN run r ON r.id = s.run_id "
-                "WHERE r.uid = :u AND s.metric = 'gpu0.' || CASE s.role WHEN 'power' THEN 'power_mw' "
-                "ELSE 'temp_c' END GROUP BY s.role"
+                "SELECT role, COUNT(*), COUNT(DISTINCT t) FROM series WHERE run_uid = :u AND metric = "
+                "'gpu0.' || CASE role WHEN 'power' THEN 'power_mw' ELSE 'temp_c' END GROUP BY role"
             ),
             {"u": run_uid},
         ).all()

@@ -1,5 +1,5 @@
 """The per-second series (storage/series.py) and the views of migration 18: a run's readings become one row
-per (source, metric, UTC second), on UTC through the run's anchor (ended_at at t_end_mono) rather than the
+per (metric, UTC second), on UTC through the run's anchor (ended_at at t_end_mono) rather than the
 ticks' own wall clock; rebuilt, never doubled; the run_context and run_verdict views give a run its context.
 
 All data here is synthetic (made up in the tests).
@@ -11,12 +11,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 from support.dbbuild import add_run, add_sweep
 
 from edgeprof.storage.db import open_engine
-from edgeprof.storage.models import Measurement, ModelFile, RunSeries, Verdict
+from edgeprof.storage.models import Measurement, ModelFile, SeriesMetric, Verdict
 from edgeprof.storage.sample_codec import Tick
 from edgeprof.storage.samples import write_ticks
 from edgeprof.storage.series import fill_series, runs_without_series, utc_offset
@@ -51,10 +51,15 @@ def _db(tmp_path: Path, anchored: bool = True) -> tuple[object, int]:
 
 
 def _points(engine: object, metric: str) -> list[tuple[datetime, float, int, str | None]]:
+    """The metric's points as a dashboard reads them (the ``series`` view)."""
     with Session(engine) as s:  # type: ignore[call-overload]
-        q = select(RunSeries.t, RunSeries.value, RunSeries.n, RunSeries.role)
-        q = q.where(RunSeries.metric == metric)
-        return [tuple(r) for r in s.execute(q.order_by(RunSeries.t))]  # type: ignore[misc]
+        q = text("SELECT t, value, n, role FROM series WHERE metric = :m ORDER BY t")
+        return [(_dt(r[0]), r[1], r[2], r[3]) for r in s.execute(q, {"m": metric})]
+
+
+def _dt(value: object) -> datetime:
+    """A view's datetime column comes back as SQLite's text (no column type to convert it by)."""
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
 
 
 def test_one_row_per_second_on_utc_through_the_runs_anchor(tmp_path: Path) -> None:
@@ -64,6 +69,8 @@ def test_one_row_per_second_on_utc_through_the_runs_anchor(tmp_path: Path) -> No
         written = fill_series(conn, [run_id], classify)
         assert runs_without_series(conn, 1) == set()
     assert written == 4  # temp.cpu and util, two seconds each
+    with Session(engine) as s:  # type: ignore[call-overload]
+        assert s.scalar(select(func.count()).select_from(SeriesMetric)) == 2  # each metric named once
     temps = _points(engine, "temp.cpu")
     # The NULL reading is left out of both the mean and the count; the second is the anchor's, not t_wall's.
     assert temps == [
