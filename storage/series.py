@@ -13,7 +13,7 @@ A run without an anchor (stopped before it ended) uses the median of its ticks' 
 
 The rows are derived, never copied: the central database builds them from the blocks a push or an import
 brought (``edgeprof.fleet``), so a device's own DB keeps its storage budget (about 1 byte per reading,
-where a row here costs ~60-90 bytes per metric and second).
+where a row here costs ~60 bytes on SQLite, ~105 on PostgreSQL: 12-21 bytes per reading at 5 Hz).
 """
 
 from __future__ import annotations
