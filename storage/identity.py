@@ -25,6 +25,9 @@ EDGEPROF_NAMESPACE = uuid.UUID("6f1c2a52-5d0e-4f3e-9a51-0d9e2c1b7e13")
 
 # Tables that stay on the device: they describe this machine's agent and its write leases, not results.
 LOCAL_ONLY_TABLES = frozenset({"agent_state", "sweep_lease"})
+# Tables derived from other tables of a sweep (the per-second series from the sample blocks): never copied,
+# rebuilt in the target from what was copied, so the two can never disagree.
+DERIVED_TABLES = frozenset({"run_series", "series_metric"})
 
 
 def random_uid() -> str:
@@ -47,7 +50,12 @@ def content_default(kind: str, *columns: str) -> Callable[[Any], str]:
 
 
 def insert_ignore(conn: Connection | Session, table: Table, rows: Sequence[Mapping[str, Any]]) -> int:
-    """INSERT the rows, skipping any that conflict with a row (any unique key); returns rows added."""
+    """INSERT the rows, skipping any that conflict with a row (any unique key); returns rows added.
+
+    Counted from ``RETURNING`` (one row back per row inserted, none for a skipped one), not from the
+    cursor's ``rowcount``: the PostgreSQL driver reports -1 for a multi-row insert, so a push printed
+    "-1 build" while the rows arrived. SQLite has RETURNING since 3.35.
+    """
     if not rows:
         return 0
     name = conn.bind.dialect.name if isinstance(conn, Session) else conn.dialect.name  # type: ignore[union-attr]
@@ -57,8 +65,9 @@ def insert_ignore(conn: Connection | Session, table: Table, rows: Sequence[Mappi
         stmt = sqlite.insert(table).on_conflict_do_nothing()
     else:  # pragma: no cover - only SQLite and PostgreSQL are supported backends
         raise RuntimeError(f"no INSERT ... ON CONFLICT for {name}")
-    result: Any = conn.execute(stmt, [dict(r) for r in rows])
-    return int(result.rowcount or 0)
+    key = next(iter(table.primary_key.columns))
+    result: Any = conn.execute(stmt.returning(key), [dict(r) for r in rows])
+    return len(result.all())
 
 
 def find_or_create(

@@ -639,6 +639,105 @@ _V16_SOAK_WINDOWS = (
     "CREATE INDEX ix_soak_window_run_id ON soak_window (run_id)",
 )
 
+# A fleet DB that SQL and Grafana can chart. The soak windows get a global identity like the tables of
+# migration 7 (pushed with their run and matched by uid, since their telemetry figures are filled in after the
+# row is written); ``run_series`` holds each run's telemetry as one row per (metric, UTC second), derived
+# from the compressed blocks in the central DB (storage/series.py), its metrics named once in
+# ``series_metric``; three views (``series``, ``run_context``, ``run_verdict``) give a dashboard the rows
+# with their names, every run its context and its verdicts, so no dashboard repeats the joins. The latest
+# verdict of a kind wins (a re-analysed run may have been pushed twice).
+_V18_VERDICT = (
+    "(SELECT v.value FROM verdict v WHERE v.run_id = r.id AND v.kind = '{kind}' ORDER BY v.id DESC LIMIT 1)"
+)
+_V18_STEADY = "(SELECT {agg}(m.{col}) FROM measurement m WHERE m.run_id = r.id AND m.kind = 'steady')"
+_V18_FLEET_SERIES = (
+    "ALTER TABLE soak_window ADD COLUMN uid VARCHAR(36) NOT NULL DEFAULT ''",
+    """
+    CREATE TABLE series_metric (
+        id INTEGER NOT NULL,
+        source VARCHAR(32) NOT NULL,
+        metric VARCHAR(96) NOT NULL,
+        role VARCHAR(32) NOT NULL,
+        unit VARCHAR(16) NOT NULL,
+        PRIMARY KEY (id),
+        CONSTRAINT uq_series_metric UNIQUE (source, metric, role, unit)
+    )
+    """,
+    """
+    CREATE TABLE run_series (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        metric_id INTEGER NOT NULL,
+        t DATETIME NOT NULL,
+        value DOUBLE PRECISION NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id),
+        FOREIGN KEY(metric_id) REFERENCES series_metric (id)
+    )
+    """,
+    # By run only: a unique key over (run, metric, t) would double the index; a run's rows are only ever
+    # replaced whole, so the fill keeps them unique.
+    "CREATE INDEX ix_run_series_run_id ON run_series (run_id)",
+    """
+    CREATE VIEW series AS
+    SELECT s.run_id, r.uid AS run_uid, m.source, m.metric, NULLIF(m.role, '') AS role,
+        NULLIF(m.unit, '') AS unit, s.t, s.value, s.n
+    FROM run_series s
+    JOIN series_metric m ON m.id = s.metric_id
+    JOIN run r ON r.id = s.run_id
+    """,
+    f"""
+    CREATE VIEW run_context AS
+    SELECT
+        r.id AS run_id, r.uid AS run_uid, r.spec_id, r.status, r.reason,
+        s.id AS sweep_id, s.uid AS sweep_uid, s.name AS sweep_name,
+        d.hostname AS device, d.board_model, d.uid AS device_uid,
+        r.model_label AS model, mf.name AS model_name, mf.quant_type AS quant, mf.n_params,
+        r.n_ctx AS ctx, r.n_gpu_layers AS ngl, r.n_threads AS threads, r.n_batch, r.n_ubatch,
+        r.flash_attn, r.type_k, r.type_v, r.depth, r.workload_name AS workload,
+        COALESCE(r.runner, 'llama-cpp') AS runner, r.concurrency, r.request_rate,
+        COALESCE(b.runtime, 'llama-cpp-python') AS runtime,
+        COALESCE(b.runtime_version, b.llama_cpp_python_version) AS build_version,
+        b.backend AS build_backend, b.uid AS build_uid,
+        r.started_at, r.ended_at,
+        {_V18_STEADY.format(agg="AVG", col="tg_tps")} AS tg_tps,
+        {_V18_STEADY.format(agg="AVG", col="pp_tps")} AS pp_tps,
+        {_V18_STEADY.format(agg="AVG", col="ttft_ms")} AS ttft_ms,
+        {_V18_STEADY.format(agg="AVG", col="decode_j_per_token")} AS decode_j_per_token,
+        {_V18_STEADY.format(agg="MAX", col="temp_max_c")} AS temp_max_c,
+        {_V18_VERDICT.format(kind="throttle")} AS throttle,
+        {_V18_VERDICT.format(kind="stability")} AS stability,
+        {_V18_VERDICT.format(kind="interference")} AS interference,
+        {_V18_VERDICT.format(kind="soak")} AS soak
+    FROM run r
+    JOIN sweep s ON s.id = r.sweep_id
+    JOIN device d ON d.id = s.device_id
+    LEFT JOIN model_file mf ON mf.id = r.model_file_id
+    LEFT JOIN build b ON b.id = r.build_id
+    """,
+    """
+    CREATE VIEW run_verdict AS
+    SELECT c.*, v.kind AS verdict_kind, v.value AS verdict, v.evidence_json
+    FROM verdict v
+    JOIN run_context c ON c.run_id = v.run_id
+    """,
+)
+
+
+def _backfill_v18(conn: Connection) -> None:
+    # As migration 7 did for the other pushed tables, then unique. Windows written before get the content
+    # identity of (their run's uid, index): a window that an older edgeprof already pushed (matched by content
+    # then) gets the same uid in the device's DB and in the central one, so later pushes still meet it there.
+    rows = conn.execute(
+        text("SELECT w.id, r.uid, w.idx FROM soak_window w JOIN run r ON r.id = w.run_id")
+    ).all()
+    params = [{"i": i, "u": content_uid("soak_window", run_uid, idx)} for i, run_uid, idx in rows]
+    if params:
+        conn.execute(text("UPDATE soak_window SET uid = :u WHERE id = :i"), params)
+    conn.execute(text("CREATE UNIQUE INDEX ix_soak_window_uid ON soak_window (uid)"))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -660,6 +759,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "memory prediction, bytes per token, bandwidth, bandwidth probe", _V14_MEMORY_BANDWIDTH),
     Migration(15, "model file: tensor data bytes (bits per weight from the tensors)", _V15_TENSOR_BYTES),
     Migration(16, "soak windows: tokens and speeds per window of a sustained-load run", _V16_SOAK_WINDOWS),
+    Migration(
+        18,
+        "fleet dashboards: per-second run series, run context and verdict views, soak window uid",
+        _V18_FLEET_SERIES,
+        _backfill_v18,
+    ),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

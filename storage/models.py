@@ -551,6 +551,7 @@ class SoakWindow(Base):
     __table_args__ = (UniqueConstraint("run_id", "idx", name="uq_soak_window_run_idx"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
+    uid: Mapped[str] = mapped_column(String(36), unique=True, index=True, default=random_uid)  # migration 18
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)
     idx: Mapped[int] = mapped_column(Integer)
     t_start_mono: Mapped[float] = mapped_column(Double)
@@ -571,3 +572,29 @@ class SoakWindow(Base):
     j_per_token: Mapped[float | None] = mapped_column(Double)
     throttle_json: Mapped[str | None] = mapped_column(Text)  # the throttle signals seen in the window
     other_cores: Mapped[float | None] = mapped_column(Double)  # the interference counters' load elsewhere
+
+
+class SeriesMetric(Base):
+    """A ``run_series`` metric (role and unit as declared, '' unknown): rows carry an id, not 4 strings."""
+
+    __tablename__ = "series_metric"
+    __table_args__ = (UniqueConstraint("source", "metric", "role", "unit", name="uq_series_metric"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source: Mapped[str] = mapped_column(String(32))
+    metric: Mapped[str] = mapped_column(String(96))
+    role: Mapped[str] = mapped_column(String(32))
+    unit: Mapped[str] = mapped_column(String(16))
+
+
+class RunSeries(Base):
+    """Per (run, metric, UTC second) the mean of its readings, for SQL (view ``series``; storage.series)."""
+
+    __tablename__ = "run_series"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"), index=True)  # rows are replaced per run
+    metric_id: Mapped[int] = mapped_column(ForeignKey("series_metric.id"))
+    t: Mapped[datetime]  # the second's start, naive UTC like every datetime column
+    value: Mapped[float] = mapped_column(Double)
+    n: Mapped[int] = mapped_column(Integer)  # readings averaged

@@ -26,13 +26,14 @@ from typing import Any
 
 from sqlalchemy import Column, Connection, Table, and_, or_, select, update
 
-from edgeprof.storage.identity import LOCAL_ONLY_TABLES, insert_ignore
+from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES, content_uid, insert_ignore
 from edgeprof.storage.models import Base
 
 BATCH_ROWS = 500
 # Rows that change after they are first written (a sweep or run finishing, resumed, retried): pushed again,
 # they update the central copy instead of being skipped.
-MUTABLE_TABLES = frozenset({"sweep", "run", "collector_status"})
+MUTABLE_TABLES = frozenset({"sweep", "run", "collector_status", "soak_window"})
+NOT_COPIED = LOCAL_ONLY_TABLES | DERIVED_TABLES
 ROOT = "sweep"
 
 
@@ -41,11 +42,18 @@ class TransferCounts:
     added: Counter[str] = field(default_factory=Counter)
     updated: Counter[str] = field(default_factory=Counter)
     skipped_sweeps: int = 0
+    # The target's id of the sweep applied, and of every run that gained or changed a row: what the derived
+    # tables (the per-second series) are rebuilt for.
+    sweep_id: int | None = None
+    changed_runs: set[int] = field(default_factory=set)
+    series: int = 0  # derived rows written (not counted in ``added``: nothing was copied)
 
     def merge(self, other: TransferCounts) -> None:
         self.added.update(other.added)
         self.updated.update(other.updated)
         self.skipped_sweeps += other.skipped_sweeps
+        self.changed_runs |= other.changed_runs
+        self.series += other.series
 
     @property
     def n_added(self) -> int:
@@ -56,6 +64,8 @@ class TransferCounts:
         text = f"+{self.n_added} rows" + (f" ({', '.join(parts)})" if parts else "")
         if self.updated:
             text += f", {sum(self.updated.values())} updated"
+        if self.series:
+            text += f", {self.series} series rows"
         return text
 
 
@@ -63,7 +73,7 @@ class TransferCounts:
 
 
 def _tables() -> list[Table]:
-    return [t for t in Base.metadata.sorted_tables if t.name not in LOCAL_ONLY_TABLES]
+    return [t for t in Base.metadata.sorted_tables if t.name not in NOT_COPIED]
 
 
 def _fk_columns(table: Table) -> list[tuple[Column[Any], Table]]:
@@ -210,6 +220,16 @@ class _Target:
             self._apply_by_uid(table, records, counts)
         else:
             self._apply_by_content(table, records, counts)
+        if table.name == ROOT and counts.sweep_id is None and records:
+            counts.sweep_id = self.ids[ROOT].get(records[0]["uid"])
+
+    @staticmethod
+    def _note_runs(table: Table, rows: Iterable[dict[str, Any]], counts: TransferCounts) -> None:
+        """Remember the target runs these new or changed rows belong to."""
+        if table.name == "run":
+            counts.changed_runs.update(int(r["id"]) for r in rows if r.get("id") is not None)
+        elif "run_id" in table.c:
+            counts.changed_runs.update(int(r["run_id"]) for r in rows if r.get("run_id") is not None)
 
     def _ids_by_uid(self, table: Table, uids: Iterable[str]) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -230,6 +250,7 @@ class _Target:
             if values["uid"] not in known:
                 # Skipped for another unique key (the same device/build/model file under an older uid).
                 known[values["uid"]] = self._by_unique_key(table, values)
+        self._note_runs(table, ({**v, "id": known[v["uid"]]} for v in fresh), counts)
         if table.name in MUTABLE_TABLES:
             for record in records:
                 if record["uid"] in existing:
@@ -255,6 +276,7 @@ class _Target:
         if changed:
             self.conn.execute(update(table).where(table.c.id == id_).values(**changed))
             counts.updated[table.name] += 1
+            self._note_runs(table, [{**current, **values}], counts)
 
     def _apply_by_content(self, table: Table, records: list[dict[str, Any]], counts: TransferCounts) -> None:
         known = self.ids.setdefault(table.name, {})
@@ -290,6 +312,13 @@ class _Target:
             if pk is not None:
                 known.setdefault(key, int(pk[0]))
         counts.added[table.name] += len(fresh)
+        self._note_runs(table, (values for _key, values in fresh), counts)
+
+
+def with_soak_window_uid(record: dict[str, Any]) -> dict[str, Any]:
+    """A soak window exported before windows had a uid (schema 16-17): the identity migration 18 gives
+    such a window, (its run's uid, its index), so it meets its copy in a DB that already has it."""
+    return {**record, "uid": content_uid("soak_window", record["run_id"], record["idx"])}
 
 
 def apply_sweep(conn: Connection, records: Iterable[tuple[str, dict[str, Any]]]) -> TransferCounts:
@@ -300,10 +329,12 @@ def apply_sweep(conn: Connection, records: Iterable[tuple[str, dict[str, Any]]])
     batch: list[dict[str, Any]] = []
     current: str | None = None
     for name, record in records:
-        if name in LOCAL_ONLY_TABLES:
+        if name in NOT_COPIED:
             continue
         if name not in tables:
             raise LookupError(f"table {name!r} is not in this edgeprof's schema (upgrade edgeprof)")
+        if name == "soak_window" and "uid" not in record:
+            record = with_soak_window_uid(record)
         if name != current or len(batch) >= BATCH_ROWS:
             if batch and current is not None:
                 target.apply(tables[current], batch, counts)

@@ -1,7 +1,9 @@
 """A fleet: many devices, one central database (list sweeps by device, push, export, import, and the agent's
 push in the background). The copying itself is ``edgeprof.storage.transfer``; this package chooses what to
-copy and when."""
+copy and when, builds the central DB's per-second series (``series``) and ships a Grafana dashboard over
+it."""
 
+from edgeprof.fleet.dashboard import grafana_dashboard
 from edgeprof.fleet.push import BackgroundPusher, start_pusher, with_connect_timeout
 from edgeprof.fleet.sweeps import (
     EXPORT_FORMAT,
@@ -28,6 +30,7 @@ __all__ = [
     "check_sweep_device",
     "device_filter",
     "export_sweeps",
+    "grafana_dashboard",
     "import_export",
     "latest_sweep_of",
     "list_sweeps",

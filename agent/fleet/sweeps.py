@@ -21,6 +21,7 @@ from typing import IO, Any
 from sqlalchemy import Engine, func, or_, select
 from sqlalchemy.orm import Session
 
+from edgeprof.fleet.series import fill_sweep_series
 from edgeprof.storage.migrations import HEAD_VERSION
 from edgeprof.storage.models import Build, Device, Run, Sweep
 from edgeprof.storage.transfer import TransferCounts, apply_sweep, iter_sweep_records, sweep_is_current
@@ -177,6 +178,7 @@ def push_sweeps(
     on_sweep: Callable[[int, TransferCounts | None], None] | None = None,
 ) -> PushResult:
     """Copy the sweeps to ``target``, one transaction each; a sweep already there and finished is skipped.
+    The target's per-second series of the runs copied are built in the same transaction.
 
     Idempotent (again adds nothing) and resumable (a kill or lost connection loses at most the sweep in
     flight, which the next push sends whole).
@@ -190,6 +192,7 @@ def push_sweeps(
                     on_sweep(sweep_id, None)
                 continue
             counts = apply_sweep(dst, iter_sweep_records(src, sweep_id))
+            fill_sweep_series(dst, counts)
         result.sent.append((sweep_id, counts))
         if on_sweep:
             on_sweep(sweep_id, counts)
@@ -297,6 +300,7 @@ def import_export(
         with target.begin() as conn:
             try:
                 counts = apply_sweep(conn, records)
+                fill_sweep_series(conn, counts)
             except (LookupError, KeyError, ValueError, TypeError) as exc:
                 raise FleetError(f"{name}: sweep {uid}: {exc}; nothing of this sweep was imported") from None
         total.merge(counts)

@@ -1,13 +1,20 @@
 """The fleet (agent/fleet/, storage/transfer.py): three simulated devices (distinct device identities, each
 its own SQLite file) run a real sweep, push concurrently into one PostgreSQL database, then push again; the
 central DB lists exactly their sweeps, report and compare work across devices, and nothing is added twice.
-Export/import follow the same identity rules, and so does a concurrent find-or-create."""
+The counts push prints are the rows that arrived, on both backends. Every panel of the shipped Grafana
+dashboard returns rows on the central DB. Export/import follow the same identity rules, and so does a
+concurrent find-or-create.
+
+The simulated devices' GPU is the suite's fake NVML module (tests/support/fakes.FakeNvml: fixed synthetic
+temperature and power readings), beside this machine's real collectors, so every run has a temperature and
+a power curve to chart whatever sensors the test machine has."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,11 +22,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
-from support.fakes import FakeRoot
+from support.fakes import FakeNvml, FakeRoot
 from support.plans import plan_toml
 
+from edgeprof.collectors import NvmlCollector, build_collectors
+from edgeprof.fleet import grafana_dashboard
 from edgeprof.plan import parse_plan
 from edgeprof.storage.db import new_session, open_engine
+from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES
 from edgeprof.storage.models import Base, Device, Sweep
 from edgeprof.sweep import Telemetry, run_plan
 
@@ -66,6 +76,18 @@ def row_counts(url: str) -> dict[str, int]:
     return counts
 
 
+NOT_PUSHED = DERIVED_TABLES | LOCAL_ONLY_TABLES  # built where a push lands, or never leaving the device
+
+
+def printed_counts(line: str) -> dict[str, int]:
+    """table -> rows of a push's "sweep N: +T rows (n table, ...)" line (T checked against their sum)."""
+    found = re.search(r": \+(\d+) rows(?: \(([^)]*)\))?", line)
+    assert found, line
+    parts = dict((t, int(n)) for n, t in (p.split(" ") for p in (found.group(2) or "").split(", ") if p))
+    assert sum(parts.values()) == int(found.group(1)), line
+    return parts
+
+
 @pytest.fixture(scope="module")
 def devices(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path]) -> dict[str, Path]:
     """hostname -> its own SQLite DB holding one real sweep (telemetry on, so there are samples)."""
@@ -81,7 +103,9 @@ def devices(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Pat
         plan = parse_plan(fleet_plan(tiny_models["Q4_K_M"]), source="fleet.toml", base=base)
 
         def telemetry(sweep_id: int, _engine: Any = engine, _plan: Any = plan) -> Telemetry:
-            return Telemetry(_engine, sweep_id, _plan.collect, _plan.cooldown)
+            collectors = [c for c in build_collectors(Path("/")) if c.name != NvmlCollector.name]
+            collectors.append(NvmlCollector(nvml=FakeNvml()))
+            return Telemetry(_engine, sweep_id, _plan.collect, _plan.cooldown, collectors=collectors)
 
         outcome = run_plan(engine, plan, out=io.StringIO(), device_root=root, telemetry=telemetry)
         assert outcome.counts == {"ok": 1}
@@ -181,6 +205,9 @@ def test_export_then_import_twice_adds_each_row_once(devices: dict[str, Path], t
     assert first.returncode == 0, first.stderr
     assert row_counts(f"sqlite:///{central}")["run"] == 1
     counts = row_counts(f"sqlite:///{central}")
+    line = next(x for x in first.stdout.splitlines() if x.startswith("sweep "))
+    assert printed_counts(line) == {t: n for t, n in counts.items() if n and t not in NOT_PUSHED}
+    assert counts["run_series"] > 0  # an import builds the series where it lands, as a push does
     second = edgeprof("import", str(dump), "--db", str(central))
     assert second.returncode == 0 and "0 rows added" in second.stdout
     assert row_counts(f"sqlite:///{central}") == counts
@@ -282,6 +309,10 @@ def test_the_agent_pushes_finished_sweeps_and_a_dead_central_db_stops_nothing(
             assert "push to" in done.stderr and "failed" in done.stderr and "retried" in done.stderr
     central = row_counts(pg_db_url)
     assert central["sweep"] == 1 and central["run"] == 1
+    # The agent's log counts the rows that arrived (it said "2 rows added" for ~350 on PostgreSQL).
+    logged = re.search(r"pushed 1 sweep\(s\) to .*: (\d+) rows added", done.stderr)
+    assert logged, done.stderr
+    assert int(logged.group(1)) == sum(n for t, n in central.items() if t not in NOT_PUSHED)
 
 
 def test_a_push_killed_midway_is_completed_by_pushing_again(devices: dict[str, Path], pg_db_url: str) -> None:
@@ -342,3 +373,93 @@ def test_three_writers_at_once_into_one_postgresql_db(
     with engine.connect() as conn:
         assert conn.execute(text("SELECT DISTINCT status FROM run")).all() == [("ok",)]
     engine.dispose()
+
+
+def test_push_prints_the_rows_that_arrived_then_zero(devices: dict[str, Path], any_db: str) -> None:
+    """Counted from what the target inserted (PostgreSQL's rowcount of a multi-row insert is -1)."""
+    src = devices["orin-nano-1"]
+    first = edgeprof("push", "--to", any_db, "--db", str(src), "--all")
+    assert first.returncode == 0, first.stderr
+    assert "-1" not in first.stdout
+    line = next(x for x in first.stdout.splitlines() if x.startswith("sweep "))
+    url = any_db if "://" in any_db else f"sqlite:///{any_db}"
+    central = {t: n for t, n in row_counts(url).items() if n and t not in NOT_PUSHED}
+    assert printed_counts(line) == central
+    assert central["sample_block"] > 0 and central["run"] == 1
+    assert f"{sum(central.values())} rows added" in first.stdout
+    assert row_counts(url)["run_series"] > 0 and "series rows" in line  # built where the push landed
+    for extra in ([], ["--recheck"]):
+        again = edgeprof("push", "--to", any_db, "--db", str(src), "--all", *extra)
+        assert again.returncode == 0, again.stderr
+        assert "0 rows added" in again.stdout and "series rows" not in again.stdout
+        assert all(printed_counts(x) == {} for x in again.stdout.splitlines() if ": +" in x)
+
+
+def _concrete(sql: str, values: dict[str, str]) -> str:
+    """A panel's SQL as Grafana sends it: the time macro over all time, the variables as chosen."""
+    sql = re.sub(r"\$__timeFilter\(([^)]+)\)", r"\1 BETWEEN '1970-01-01' AND '2100-01-01'", sql)
+    for name, value in values.items():
+        sql = sql.replace(f"${name}", value)
+    assert "$" not in sql, sql
+    return sql
+
+
+def test_every_grafana_panel_returns_rows_on_the_fleet_db(devices: dict[str, Path], pg_db_url: str) -> None:
+    for db in devices.values():
+        done = edgeprof("push", "--to", pg_db_url, "--db", str(db), "--all")
+        assert done.returncode == 0, done.stderr
+    dashboard = json.loads(grafana_dashboard().read_text())
+    engine = create_engine(pg_db_url)
+    with engine.connect() as conn:
+        hosts = [h for (h,) in conn.execute(text("SELECT DISTINCT device FROM run_context ORDER BY 1"))]
+        assert hosts == sorted(DEVICES)
+        run_uid = conn.execute(text("SELECT run_uid FROM run_context ORDER BY started_at LIMIT 1")).scalar()
+        values = {"device": ", ".join(f"'{h}'" for h in hosts), "run_uid": str(run_uid)}
+        variables = [v for v in dashboard["templating"]["list"] if v["type"] == "query"]
+        assert {v["name"] for v in variables} == {"device", "run_uid"}
+        for var in variables:
+            assert conn.execute(text(_concrete(var["query"], values))).all(), var["name"]
+        titles = []
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                rows = conn.execute(text(_concrete(target["rawSql"], values))).mappings().all()
+                assert rows, panel["title"]
+                titles.append(panel["title"])
+        # Both curves of the run: one point per second, and per metric no second twice.
+        curves = conn.execute(
+            text(
+                "SELECT role, COUNT(*), COUNT(DISTINCT t) FROM series WHERE run_uid = :u AND metric = "
+                "'gpu0.' || CASE role WHEN 'power' THEN 'power_mw' ELSE 'temp_c' END GROUP BY role"
+            ),
+            {"u": run_uid},
+        ).all()
+        throttled = _throttled_panel(conn, dashboard, values)
+    engine.dispose()
+    assert {role for role, _n, _s in curves} == {"temperature", "power"}
+    assert all(n == seconds > 0 for _role, n, seconds in curves)
+    assert any("tg t/s" in t for t in titles) and any("Throttled" in t for t in titles)
+    # The throttle panel's filter and order, with two synthetic verdicts (a later row of a kind wins): a
+    # cleared config leaves it, a throttled one comes first.
+    cleared, after = throttled
+    assert cleared not in after
+
+
+def _throttled_panel(conn: Any, dashboard: dict[str, Any], values: dict[str, str]) -> tuple[str, list[str]]:
+    panel = next(p for p in dashboard["panels"] if p["title"].startswith("Throttled configs"))
+    sql = _concrete(panel["targets"][0]["rawSql"], values)
+    uids = [r.run_uid for r in conn.execute(text(sql))]
+    assert len(uids) >= 2
+    cleared, hot = uids[0], uids[-1]
+    for uid, value in ((cleared, "not_throttled"), (hot, "throttled")):
+        conn.execute(
+            text(
+                "INSERT INTO verdict (uid, run_id, kind, value, evidence_json) "
+                "SELECT :v || run_uid, run_id, 'throttle', :v, '{\"synthetic\": true}' FROM run_context "
+                "WHERE run_uid = :u"
+            ),
+            {"u": uid, "v": value},
+        )
+    after = [r.run_uid for r in conn.execute(text(sql))]
+    conn.rollback()
+    assert cleared not in after and after[0] == hot
+    return cleared, after

@@ -59,6 +59,7 @@ def test_the_wheel_ships_units_install_script_license_and_data(wheel: tuple[Path
         "edgeprof/systemd/edgeprof-sweep.service",
         "edgeprof/systemd/edgeprof-sweep.timer",
         "edgeprof/scripts/install-service.sh",
+        "edgeprof/data/grafana/edgeprof.json",
     ):
         assert name in names, name
     # Every module of every subpackage: a subpackage missing from pyproject's list would install without it.
