@@ -21,6 +21,10 @@ MinFreeOption = Annotated[
 ]
 OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
 PollOption = Annotated[float, typer.Option("--poll-s", help="Seconds between queue scans when idle.")]
+SettleOption = Annotated[
+    float,
+    typer.Option("--settle-s", help="Take a dropped plan once unchanged this long (mv'd plans: at once)."),
+]
 NoTelemetryOption = Annotated[bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")]
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")
@@ -61,6 +65,7 @@ def agent(
     allow_power_mode_change: PowerModeOption = False,
     push_to: PushToOption = None,
     compact_keep_raw: CompactOption = None,
+    settle_s: SettleOption = 3.0,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     from edgeprof.daemon import AgentConfig, configure_logging, serve
@@ -78,6 +83,7 @@ def agent(
         allow_power_mode_change=allow_power_mode_change,
         push_to=push_to,
         compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
+        settle_s=_settle_s(settle_s),
     )
     configure_logging()
     guard_write(db)
@@ -87,6 +93,12 @@ def agent(
     except QueueLocked as exc:
         fail(f"{exc}; wait for it with --wait, or stop it")
     raise typer.Exit(code)
+
+
+def _settle_s(seconds: float) -> float:
+    if not 0 <= seconds <= 3600:  # also refuses nan
+        fail("--settle-s must be between 0 and 3600 seconds")
+    return seconds
 
 
 def _queue(queue: Path | None, plan: Path | None) -> Path | None:

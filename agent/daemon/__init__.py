@@ -5,13 +5,13 @@ these calls."""
 from edgeprof.daemon.agent import (
     Agent,
     AgentConfig,
-    Notifier,
     configure_logging,
     parse_until,
     recover_interrupted,
     serve,
     window_closed,
 )
+from edgeprof.daemon.notify import Notifier
 from edgeprof.daemon.service import install_command, installed_executable, packaged_file
 from edgeprof.daemon.status import STALE_AFTER_S, gather_status, render_status, status_json
 
