@@ -164,7 +164,7 @@ def _mapped(path: str | Path) -> Iterator[_Cursor]:
     try:
         fd = open_regular(path)
     except UnsafePath as exc:
-        raise BoundedGGUFError(str(exc).removeprefix(f"{path} is ")) from None
+        raise BoundedGGUFError((exc.strerror or str(exc)).removeprefix(f"{path} is ")) from None
     with os.fdopen(fd, "rb") as fh:
         size = fh.seek(0, 2)
         if size == 0:

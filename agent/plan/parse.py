@@ -190,7 +190,7 @@ def load_plan(path: str | Path) -> Plan:
         # Regular files only, read with the same ceiling: a FIFO would block here, a device never end.
         text = read_regular(p, MAX_PLAN_BYTES).decode("utf-8")
     except UnsafePath as exc:
-        raise PlanError(str(path), [str(exc).removeprefix(f"{p} ")]) from None
+        raise PlanError(str(path), [(exc.strerror or str(exc)).removeprefix(f"{p} ")]) from None
     except FileNotFoundError:
         raise PlanError(str(path), ["no such plan file"]) from None
     except IsADirectoryError:

@@ -109,7 +109,7 @@ def parse_quality(chk: Checker, table: dict[str, Any], place: str, base: Path) -
             chk.add(f"{place}.text_file", f"no such file: {path}")
             return None
         except UnsafePath as exc:
-            chk.add(f"{place}.text_file", str(exc))
+            chk.add(f"{place}.text_file", exc.strerror or str(exc))
             return None
         except UnicodeDecodeError:
             chk.add(f"{place}.text_file", f"not UTF-8 text: {path}")
