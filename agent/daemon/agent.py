@@ -202,9 +202,12 @@ class Agent:
         # hung main loop (or a step past its bound) lets systemd restart us.
         period = max(1.0, interval_s / 4)
         while not self.stop_requested.wait(period):
-            now = time.monotonic()
-            if now - self._last_beat < interval_s / 2 or now < self._busy_until:
+            if self.main_loop_alive(time.monotonic(), interval_s):
                 self.notifier.send(watchdog="1")
+
+    def main_loop_alive(self, now: float, interval_s: float) -> bool:
+        """A heartbeat within half the watchdog interval, or a bounded long step not past its bound."""
+        return now - self._last_beat < interval_s / 2 or now < self._busy_until
 
     @contextlib.contextmanager
     def long_step(self, bound_s: float) -> Iterator[None]:
