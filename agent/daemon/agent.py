@@ -11,7 +11,10 @@ time, and moves each plan to ``done/`` or ``failed/`` (with a ``.error.txt`` bes
 * ``--until HH:MM``: no new config starts after that time (the sweep is ``paused``, resumed next time);
 * disk guard: no new run while the DB's filesystem has less than ``--min-free-mb`` free;
 * systemd: READY/STATUS/WATCHDOG datagrams to ``$NOTIFY_SOCKET``; the watchdog is fed only while the main
-  loop itself makes progress, so a hung agent is restarted.
+  loop itself makes progress, or inside a step bounded in time (validating a plan, archiving, compacting),
+  so a hung agent is restarted and a slow but bounded step is not;
+* the queue (agent/daemon/queue.py): a plan is taken once complete, never deleted, and one that cannot be
+  archived is set aside with a growing retry delay instead of being read again and again.
 """
 
 from __future__ import annotations
@@ -215,11 +218,12 @@ class Agent:
         watchdog fed for at most ``bound_s``: a watchdog shorter than the step no longer restarts the agent
         into the same plan, and a step that overruns its bound is still a hang."""
         self.beat()
-        self._busy_until = time.monotonic() + bound_s
+        outer = self._busy_until  # a step inside another keeps the outer one's bound when it ends
+        self._busy_until = max(outer, time.monotonic() + bound_s)
         try:
             yield
         finally:
-            self._busy_until = 0.0
+            self._busy_until = outer
             self.beat()
 
     # -- guards -----------------------------------------------------------------------------------------

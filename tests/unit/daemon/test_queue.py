@@ -118,4 +118,8 @@ def test_a_bounded_long_step_feeds_the_watchdog_until_its_bound_only(tmp_path: P
         assert agent.main_loop_alive(start + 50, interval)  # a long validation, still within its bound
         assert not agent.main_loop_alive(start + 101, interval)  # past it: a hang, let systemd restart
     assert not agent.main_loop_alive(time.monotonic() + 50, interval)  # outside any step: beats only
+    with agent.long_step(100.0):
+        with agent.long_step(1.0):  # archiving inside validation
+            pass
+        assert agent.main_loop_alive(time.monotonic() + 50, interval)  # the outer bound still holds
     assert agent.main_loop_alive(time.monotonic(), interval)
