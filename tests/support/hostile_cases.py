@@ -264,6 +264,13 @@ QUEUE_AND_INPUTS: tuple[Case, ...] = (
         "that plan is refused into `failed/` with the error; the agent never exits on it",
     ),
     Case(
+        "queue-watchdog",
+        "agent queue",
+        "a plan whose checks take longer than half of `WatchdogSec` (many models, a slow card)",
+        "the watchdog is fed through every step that is bounded in time (validating, archiving, "
+        "compacting), up to its bound; past it the agent counts as hung and systemd restarts it",
+    ),
+    Case(
         "quality-text-dev-zero",
         "plan inputs",
         "a quality workload with `text_file = \"/dev/zero\"` (or a folder, a socket)",

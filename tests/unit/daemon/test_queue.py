@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+from support.hostile_cases import case
+
 from edgeprof.daemon import Agent, AgentConfig
 from edgeprof.daemon.queue import RETRY_FIRST_S, PlanQueue, archive_name
 from edgeprof.storage.db import open_engine
@@ -111,6 +113,7 @@ def test_archive_names_fit_a_file_name_whatever_the_plan_is_called() -> None:
 
 
 def test_a_bounded_long_step_feeds_the_watchdog_until_its_bound_only(tmp_path: Path) -> None:
+    assert case("queue-watchdog").area == "agent queue"
     agent = Agent(open_engine(tmp_path / "a.db"), None, AgentConfig(queue=None, plan=tmp_path / "p.toml"))
     interval = 10.0
     with agent.long_step(100.0):
