@@ -112,6 +112,52 @@ def read_nofollow(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
+def open_regular(path: Path | str) -> int:
+    """An fd of the regular file at ``path`` (a symlink to one is fine), opened without blocking.
+
+    A plan may name any file (a quality text, a model): a FIFO opened for reading blocks until someone
+    writes, ``/dev/zero`` never ends, a folder is no text. O_NONBLOCK makes the open itself return at once
+    for a FIFO, and fstat then refuses anything that is not a regular file (UnsafePath, in one line).
+    """
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC | getattr(os, "O_NONBLOCK", 0))
+    try:
+        import stat
+
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+            if stat.S_ISSOCK(mode):
+                kind = "a socket"
+            raise UnsafePath(errno.EINVAL, f"{path} is {kind}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path | str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (UnsafePath for anything else or more)."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise UnsafePath(errno.EFBIG, f"{path} has {size} bytes, more than the {limit} allowed")
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:  # grew while read
+        raise UnsafePath(errno.EFBIG, f"{path} has more than the {limit} bytes allowed")
+    return data
+
+
 def archive(queue: Path, folder: str, name: str, data: bytes, error: str | None) -> Path:
     """Store the plan text that ran under ``queue/folder/name`` (+ ``.error.txt``), exclusively, no links."""
     qfd = open_dir(queue)

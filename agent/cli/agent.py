@@ -35,6 +35,10 @@ PollOption = Annotated[
         callback=seconds_range("--poll-s", MAX_POLL_S),
     ),
 ]
+SettleOption = Annotated[
+    float,
+    typer.Option("--settle-s", help="Take a dropped plan once unchanged this long (mv'd plans: at once)."),
+]
 NoTelemetryOption = Annotated[bool, typer.Option("--no-telemetry", help="No collectors, cooldown or idle.")]
 WaitOption = Annotated[
     bool, typer.Option("--wait", help="If another agent serves this queue, wait instead of exit 2.")
@@ -86,6 +90,7 @@ def agent(
     compact_keep_raw: CompactOption = None,
     metrics_port: MetricsPortOption = None,
     metrics_addr: MetricsAddrOption = "127.0.0.1",
+    settle_s: SettleOption = 3.0,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
@@ -105,6 +110,7 @@ def agent(
         compact_keep_raw_s=_keep_raw_s(compact_keep_raw),
         metrics_port=_port(metrics_port),
         metrics_addr=metrics_addr,
+        settle_s=_settle_s(settle_s),
     )
     configure_logging()
     guard_write(db)
@@ -116,6 +122,12 @@ def agent(
     except MetricsPortError as exc:
         fail(str(exc))
     raise typer.Exit(code)
+
+
+def _settle_s(seconds: float) -> float:
+    if not 0 <= seconds <= 3600:  # also refuses nan
+        fail("--settle-s must be between 0 and 3600 seconds")
+    return seconds
 
 
 def _queue(queue: Path | None, plan: Path | None) -> Path | None:

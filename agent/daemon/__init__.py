@@ -5,7 +5,6 @@ node_exporter). Nothing here imports the CLI: ``edgeprof.cli`` maps options onto
 from edgeprof.daemon.agent import (
     Agent,
     AgentConfig,
-    Notifier,
     configure_logging,
     parse_until,
     recover_interrupted,
@@ -21,6 +20,7 @@ from edgeprof.daemon.exposition import (
     write_textfile,
 )
 from edgeprof.daemon.metrics import MetricsCollector
+from edgeprof.daemon.notify import Notifier
 from edgeprof.daemon.service import install_command, installed_executable, packaged_file
 from edgeprof.daemon.status import STALE_AFTER_S, gather_status, render_status, status_json
 

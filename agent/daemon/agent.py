@@ -11,12 +11,17 @@ time, and moves each plan to ``done/`` or ``failed/`` (with a ``.error.txt`` bes
 * ``--until HH:MM``: no new config starts after that time (the sweep is ``paused``, resumed next time);
 * disk guard: no new run while the DB's filesystem has less than ``--min-free-mb`` free;
 * systemd: READY/STATUS/WATCHDOG datagrams to ``$NOTIFY_SOCKET``; the watchdog is fed only while the main
-  loop itself makes progress, so a hung agent is restarted.
+  loop itself makes progress, or inside a step bounded in time (validating a plan, archiving, compacting),
+  so a hung agent is restarted and a slow but bounded step is not;
+* the queue (agent/daemon/queue.py): a plan is taken once complete, never deleted, and one that cannot be
+  archived is set aside with a growing retry delay instead of being read again and again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import logging
 import os
 import shutil
@@ -24,7 +29,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,11 +38,13 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from edgeprof.daemon.exposition import DEFAULT_METRICS_ADDR, MetricsServer, start_metrics_server
+from edgeprof.daemon.notify import Notifier
+from edgeprof.daemon.queue import DEFAULT_SETTLE_S, ChangedWhileRead, Identity, PlanQueue
 from edgeprof.fleet import BackgroundPusher, start_pusher
 from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
-from edgeprof.safefs import archive, lock_queue, read_nofollow, remove_entry
+from edgeprof.safefs import UnsafePath, lock_queue, read_nofollow
 from edgeprof.storage.db import db_url
 from edgeprof.storage.guard import StorageGuardError, check_open_engine
 from edgeprof.storage.models import AgentState
@@ -51,43 +58,6 @@ if TYPE_CHECKING:
     from edgeprof.sweep import SweepOutcome
 
 log = logging.getLogger("edgeprof.agent")
-
-
-class Notifier:
-    """sd_notify without a dependency: one datagram per message to ``$NOTIFY_SOCKET`` (no-op when unset)."""
-
-    def __init__(self, address: str | None = None) -> None:
-        self.address = address if address is not None else os.environ.get("NOTIFY_SOCKET")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.address)
-
-    def send(self, **fields: str) -> bool:
-        if not self.address:
-            return False
-        payload = "\n".join(f"{k.upper()}={v}" for k, v in fields.items()).encode()
-        addr = self.address
-        if addr.startswith("@"):  # abstract namespace socket
-            addr = "\0" + addr[1:]
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-                sock.connect(addr)
-                sock.sendall(payload)
-            return True
-        except OSError as exc:
-            log.warning("sd_notify to %s failed: %s", self.address, exc)
-            return False
-
-    def watchdog_interval_s(self) -> float | None:
-        usec = os.environ.get("WATCHDOG_USEC")
-        pid = os.environ.get("WATCHDOG_PID")
-        if not usec or (pid and pid != str(os.getpid())):
-            return None
-        try:
-            return int(usec) / 1e6
-        except ValueError:
-            return None
 
 
 def parse_until(text: str | None) -> dt.time | None:
@@ -149,6 +119,14 @@ class AgentConfig:
     # Serve Prometheus' /metrics on this port (0: any free one) from a thread (agent/daemon/exposition.py).
     metrics_port: int | None = None
     metrics_addr: str = DEFAULT_METRICS_ADDR
+    # A dropped plan is taken once it has been unchanged this long (a plan renamed in is taken at once).
+    settle_s: float = DEFAULT_SETTLE_S
+
+
+# How long each step outside a sweep may keep the watchdog fed without a heartbeat of its own: each is
+# bounded (reads, GGUF walks and template renders are), so a step past its bound is a hang, restarted.
+VALIDATE_BOUND_S = 300.0
+HOUSEKEEPING_BOUND_S = 1800.0  # compaction after a sweep, on a large database and a slow card
 
 
 class Agent:
@@ -178,6 +156,9 @@ class Agent:
         self._queue_lock: Any = None
         self._pusher: BackgroundPusher | None = None  # when push_to is set
         self.metrics: MetricsServer | None = None  # when metrics_port is set
+        self._busy_until = 0.0  # a bounded long step is under way until then (see long_step)
+        self._settling = False  # a plan in the queue is still being written
+        self.queue = PlanQueue(config.queue, config.settle_s) if config.queue is not None else None
 
     # -- signals ----------------------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -225,11 +206,30 @@ class Agent:
         self.notifier.send(status=f"{state}{': ' + message if message else ''}"[:200])
 
     def _watchdog_loop(self, interval_s: float) -> None:
-        # Feed the watchdog only while the main loop is alive; a hung main loop lets systemd restart us.
+        # Feed the watchdog only while the main loop is alive, or inside a long step that is bounded; a
+        # hung main loop (or a step past its bound) lets systemd restart us.
         period = max(1.0, interval_s / 4)
         while not self.stop_requested.wait(period):
-            if time.monotonic() - self._last_beat < interval_s / 2:
+            if self.main_loop_alive(time.monotonic(), interval_s):
                 self.notifier.send(watchdog="1")
+
+    def main_loop_alive(self, now: float, interval_s: float) -> bool:
+        """A heartbeat within half the watchdog interval, or a bounded long step not past its bound."""
+        return now - self._last_beat < interval_s / 2 or now < self._busy_until
+
+    @contextlib.contextmanager
+    def long_step(self, bound_s: float) -> Iterator[None]:
+        """A step with no heartbeat of its own (validating a plan, checking the DB, compacting) keeps the
+        watchdog fed for at most ``bound_s``: a watchdog shorter than the step no longer restarts the agent
+        into the same plan, and a step that overruns its bound is still a hang."""
+        self.beat()
+        outer = self._busy_until  # a step inside another keeps the outer one's bound when it ends
+        self._busy_until = max(outer, time.monotonic() + bound_s)
+        try:
+            yield
+        finally:
+            self._busy_until = outer
+            self.beat()
 
     # -- guards -----------------------------------------------------------------------------------------
     def free_mb(self) -> float | None:
@@ -257,36 +257,26 @@ class Agent:
     def next_plan(self) -> Path | None:
         if self.config.plan is not None:
             return self.config.plan
-        assert self.config.queue is not None
-        try:
-            plans = [p for p in self.config.queue.glob("*.toml") if p.is_file() or p.is_symlink()]
-        except OSError:
-            return None
+        assert self.queue is not None
+        self.queue.retry_held(self._stamp())
+        plan, self._settling = self.queue.scan()
+        return plan
 
-        def age(p: Path) -> tuple[float, str]:
-            try:
-                return (p.lstat().st_mtime, p.name)
-            except OSError:  # removed since the listing: sorted last, skipped when read
-                return (float("inf"), p.name)
+    def _stamp(self) -> str:
+        return self.now().strftime("%Y%m%d-%H%M%S")
 
-        plans.sort(key=age)
-        return plans[0] if plans else None
-
-    def _move(self, plan: Path, folder: str, error: str | None = None, data: bytes | None = None) -> None:
-        """Archive the text that ran (read once, before the sweep: a plan edited or removed meanwhile does
-        not change what is archived) and remove the queue entry; nothing here follows a symlink."""
-        if self.config.queue is None or plan.parent != self.config.queue:
+    def _archive(
+        self, plan: Path, folder: str, error: str | None, data: bytes, ident: Identity | None
+    ) -> None:
+        """After a plan: the text that ran into ``done/``, a refused one moved whole into ``failed/``
+        (agent/daemon/queue.py); a plan that cannot be archived is set aside, never deleted."""
+        if self.queue is None or plan.parent != self.queue.folder:
             return
-        stamp = self.now().strftime("%Y%m%d-%H%M%S")
-        try:
-            target = archive(
-                self.config.queue, folder, f"{plan.stem}-{stamp}{plan.suffix}", data or b"", error
-            )
-        except OSError as exc:
-            log.error("cannot archive plan %s into %s/: %s", plan.name, folder, exc)
-            return
-        remove_entry(plan)
-        log.info("plan %s moved to %s", plan.name, target)
+        with self.long_step(HOUSEKEEPING_BOUND_S):
+            if folder == "done":
+                self.queue.finish(plan, ident, data, self._stamp())
+            else:
+                self.queue.refuse(plan, ident, error or "", self._stamp())
 
     def _telemetry_factory(self, plan: Plan) -> Callable[[int], Any] | None:
         if not self.config.telemetry:
@@ -315,7 +305,7 @@ class Agent:
                 self._queue_lock = None
 
     def _serve(self) -> int:
-        with Session(self.engine) as session:
+        with self.long_step(VALIDATE_BOUND_S), Session(self.engine) as session:
             n = recover_interrupted(session)
         if n:
             log.warning("marked %d run(s) left running by a dead owner as interrupted", n)
@@ -365,6 +355,9 @@ class Agent:
                 self._idle()
                 continue
             plan_path = None if (self.config.plan is not None and tried_single) else self.next_plan()
+            if plan_path is None and self._settling:
+                self._idle(min(self.config.poll_s, max(0.2, self.config.settle_s / 4)))  # being written
+                continue
             if plan_path is None:
                 if self.config.once or self.config.plan is not None:
                     self.set_state("stopped", "queue empty" if self.config.queue else "plan done")
@@ -376,25 +369,44 @@ class Agent:
             self._run_one(plan_path)
         return self.exit_code
 
-    def _idle(self) -> None:
+    def _idle(self, seconds: float | None = None) -> None:
         self.wake.clear()
-        end = time.monotonic() + self.config.poll_s
+        end = time.monotonic() + (self.config.poll_s if seconds is None else seconds)
         while time.monotonic() < end and not self.wake.is_set() and not self.stop_requested.is_set():
             self.beat()
             self.wake.wait(min(1.0, end - time.monotonic()))
 
-    def _read_plan(self, plan_path: Path) -> tuple[bytes, Plan]:
+    def _read_plan(self, plan_path: Path) -> tuple[bytes, Identity | None, Plan]:
         """The plan's bytes, read once without following a link (a symlinked plan could make the agent,
-        often root, quote another file into ``.error.txt``), then validated; raises PlanError."""
+        often root, quote another file into ``.error.txt``), then validated; raises PlanError (UnsafePath
+        for a symlink, ChangedWhileRead for a plan still being written)."""
         from edgeprof.plan import MAX_PLAN_BYTES, PlanError
 
         source = str(plan_path)
+        ident: Identity | None = None
         try:
-            data = read_nofollow(plan_path, MAX_PLAN_BYTES)
-        except FileNotFoundError:
+            if self.queue is not None and plan_path.parent == self.queue.folder:
+                data, ident = self.queue.read(plan_path, MAX_PLAN_BYTES)
+            else:
+                data = read_nofollow(plan_path, MAX_PLAN_BYTES)
+        except (FileNotFoundError, ChangedWhileRead):
             raise
+        except UnsafePath as exc:
+            if exc.errno == errno.ELOOP:
+                raise
+            raise PlanError(source, [exc.strerror or str(exc)]) from None
         except OSError as exc:
             raise PlanError(source, [exc.strerror or str(exc)]) from None
+        try:
+            return data, ident, self._validate(plan_path, data)
+        except PlanError as exc:
+            exc.identity = ident  # type: ignore[attr-defined]  # the refusal moves this very file
+            raise
+
+    def _validate(self, plan_path: Path, data: bytes) -> Plan:
+        from edgeprof.plan import MAX_PLAN_BYTES, PlanError
+
+        source = str(plan_path)
         if len(data) > MAX_PLAN_BYTES:
             raise PlanError(source, [f"more than {MAX_PLAN_BYTES} bytes; a plan is a page of TOML"])
         try:
@@ -410,37 +422,50 @@ class Agent:
                     "dropped plan cannot grant itself that permission"
                 ],
             )
-        return data, plan
+        return plan
 
     def _run_one(self, plan_path: Path) -> None:
         """One plan: read and check it, check the database, run its sweep, then archive it."""
         self._current_plan = str(plan_path)
-        read = self._read_or_reject(plan_path)
-        if read is None or not self._database_ok():
-            return
-        data, plan = read
+        with self.long_step(VALIDATE_BOUND_S):
+            read = self._read_or_reject(plan_path)
+            if read is None or not self._database_ok():
+                return
+        data, ident, plan = read
         self.set_state("running", f"plan {plan.name!r}: {plan.n_specs()} configs")
-        outcome = self._sweep(plan_path, plan, data)
+        outcome = self._sweep(plan_path, plan, data, ident)
         if outcome is not None:
-            self._finish(plan_path, data, outcome)
+            self._finish(plan_path, data, ident, outcome)
 
-    def _read_or_reject(self, plan_path: Path) -> tuple[bytes, Plan] | None:
-        """The plan, or None after a plan that vanished (skipped) or is bad (archived in failed/)."""
-
-        data = b""
+    def _read_or_reject(self, plan_path: Path) -> tuple[bytes, Identity | None, Plan] | None:
+        """The plan, or None after a plan that vanished or is still being written (skipped) or is bad
+        (moved to failed/). Whatever a dropped file does to the checks, it never stops the agent."""
         try:
             return self._read_plan(plan_path)
         except FileNotFoundError:
             log.warning("plan %s was removed before it could be read; skipped", plan_path.name)
-            return None
+        except ChangedWhileRead:
+            log.info("plan %s is still being written; read again once it settles", plan_path.name)
+        except UnsafePath as exc:  # a symlink: refused unread
+            self._reject(plan_path, PlanError(str(plan_path), [exc.strerror or str(exc)]), None)
         except PlanError as exc:
-            message = "\n".join(exc.lines())
-            log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
-            self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
-            self._move(plan_path, "failed", message, data)
-            if self.config.plan is not None:
-                self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
-            return None
+            self._reject(plan_path, exc, getattr(exc, "identity", None))
+        except Exception as exc:  # a check that broke on this file is this file's fault, not a crash
+            log.exception("plan %s could not be checked", plan_path.name)
+            why = f"edgeprof could not check this plan: {type(exc).__name__}: {exc}"
+            self._reject(plan_path, PlanError(str(plan_path), [why]), None)
+        return None
+
+    def _reject(self, plan_path: Path, exc: PlanError, ident: Identity | None) -> None:
+        message = "\n".join(exc.lines())
+        log.error("plan %s rejected: %s", plan_path.name, "; ".join(exc.problems))
+        self.set_state("error", f"plan {plan_path.name} rejected ({len(exc.problems)} problems)")
+        if self.queue is not None and plan_path.is_symlink():
+            self.queue.drop_link(plan_path, message, self._stamp())
+        else:
+            self._archive(plan_path, "failed", message, b"", ident)
+        if self.config.plan is not None:
+            self.exit_code = 2  # a single bad plan is bad input: say so to the caller (and to systemd)
 
     def _database_ok(self) -> bool:
         """Before every sweep, not only at start: the DB may have been damaged or made read-only since (a
@@ -460,7 +485,7 @@ class Agent:
         self.exit_code = 2
         self.stop_requested.set()
 
-    def _sweep(self, plan_path: Path, plan: Plan, data: bytes) -> SweepOutcome | None:
+    def _sweep(self, plan_path: Path, plan: Plan, data: bytes, ident: Identity | None) -> SweepOutcome | None:
         """Run the plan's sweep; None when it did not finish in a way that archives the plan."""
         from edgeprof.sweep import SweepAborted, run_plan
 
@@ -489,10 +514,10 @@ class Agent:
         except Exception as exc:
             log.exception("sweep of %s failed unexpectedly", plan_path.name)
             self.set_state("error", f"plan {plan_path.name}: {type(exc).__name__}: {exc}")
-            self._move(plan_path, "failed", f"{type(exc).__name__}: {exc}", data)
+            self._archive(plan_path, "failed", f"{type(exc).__name__}: {exc}", data, ident)
         return None
 
-    def _finish(self, plan_path: Path, data: bytes, outcome: SweepOutcome) -> None:
+    def _finish(self, plan_path: Path, data: bytes, ident: Identity | None, outcome: SweepOutcome) -> None:
         """After the sweep: stop (a signal), stay queued (paused), or push, archive and compact."""
         self._current_sweep = outcome.sweep_id
         summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
@@ -505,9 +530,10 @@ class Agent:
         if self._pusher is not None:
             self._pusher.request(outcome.sweep_id)  # in the background: a slow central DB never holds a sweep
         self.set_state("idle", f"sweep {outcome.sweep_id} finished: {summary}")
-        self._move(plan_path, "done", None, data)
+        self._archive(plan_path, "done", None, data, ident)
         if self.config.compact_keep_raw_s is not None:
-            self._compact(self.config.compact_keep_raw_s)
+            with self.long_step(HOUSEKEEPING_BOUND_S):
+                self._compact(self.config.compact_keep_raw_s)
 
     def _compact(self, keep_raw_s: float) -> None:
         # Imported here: compaction needs numpy, which `edgeprof status` (it imports this package) must not

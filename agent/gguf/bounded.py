@@ -6,6 +6,13 @@
 file *before* anything is read, arrays are skipped (only their length is kept), and implausible counts are
 refused outright, so a hostile file is one line of error and a good file a few milliseconds.
 
+Counts checked against the file's size are not enough on their own: a 2 GB sparse file of nested empty
+arrays holds every count it declares, and walking it item by item took minutes and 1.6 GB of mapped pages.
+So the walk's cost is bounded by what a header really is: the header must end within MAX_HEADER_BYTES of
+the start (the largest real ones are a few tens of MB: the vocabulary and merges), string-array items are
+counted against MAX_WALK_ITEMS for the whole file, and arrays of arrays (which llama.cpp refuses) against
+MAX_NESTED_ITEMS.
+
 Format (GGUF v2/v3, little-endian): magic, u32 version, u64 n_tensors, u64 n_kv; each KV: string key, u32
 type, value; each tensor: string name, u32 n_dims, u64 dims[n_dims], u32 ggml type, u64 offset; tensor data
 starts at the next multiple of ``general.alignment`` (default 32). A string is u64 length + bytes.
@@ -14,12 +21,15 @@ starts at the next multiple of ``general.alignment`` (default 32). A string is u
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from edgeprof.safefs import UnsafePath, open_regular
 
 _SCALAR = {
     0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"
@@ -36,6 +46,10 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_KEPT_STRING = 4096  # strings longer than this are skipped, not kept
 # a chat template is kept whole up to this (real ones are 1-20 KB; tool-calling templates reach ~100 KB)
 MAX_TEMPLATE_BYTES = 1 << 20
+# The walk's own budget (see the module docstring): ~30 MB and ~1 M string items in the largest real models.
+MAX_HEADER_BYTES = 256 << 20
+MAX_WALK_ITEMS = 1 << 22
+MAX_NESTED_ITEMS = 1 << 16
 
 
 class BoundedGGUFError(ValueError):
@@ -58,13 +72,30 @@ class _Cursor:
     def __init__(self, data: mmap.mmap | bytes) -> None:
         self.data = data
         self.pos = 0
-        self.size = len(data)
+        # Everything the header says must fit in its first MAX_HEADER_BYTES; the tensor data after it is
+        # never walked, so a larger file costs no more than a header of that size.
+        self.file_size = len(data)
+        self.size = min(self.file_size, MAX_HEADER_BYTES)
+        self.items = 0  # string-array items walked so far
+        self.nested = 0  # items of arrays of arrays walked so far
+
+    def spend(self, n: int, what: str, nested: bool = False) -> None:
+        if nested:
+            self.nested += n
+            if self.nested > MAX_NESTED_ITEMS:
+                raise BoundedGGUFError(f"{what}: more than {MAX_NESTED_ITEMS} items in arrays of arrays")
+        else:
+            self.items += n
+            if self.items > MAX_WALK_ITEMS:
+                raise BoundedGGUFError(f"{what}: more than {MAX_WALK_ITEMS} string items in the header")
 
     def left(self) -> int:
         return self.size - self.pos
 
     def need(self, n: int, what: str) -> None:
         if n < 0 or n > self.left():
+            if self.size < self.file_size and self.pos + n > self.size:
+                raise BoundedGGUFError(f"{what}: the header would be larger than {MAX_HEADER_BYTES} bytes")
             raise BoundedGGUFError(f"{what} needs {n} bytes but only {self.left()} are left in the file")
 
     def scalar(self, fmt: str, what: str) -> Any:
@@ -109,6 +140,7 @@ class _Cursor:
         if etype in _SCALAR:
             self.pos += count * _MIN_SIZE[etype]
         elif etype == _STRING:
+            self.spend(count, what)
             data, pos, size = self.data, self.pos, self.size
             unpack = struct.unpack_from
             for _ in range(count):
@@ -120,6 +152,7 @@ class _Cursor:
                     raise BoundedGGUFError(f"{what}: string array runs past the end of the file")
             self.pos = pos
         else:
+            self.spend(count, what, nested=True)
             for _ in range(count):
                 self.skip_value(etype, what, depth)
         return int(count)
@@ -127,7 +160,12 @@ class _Cursor:
 
 @contextmanager
 def _mapped(path: str | Path) -> Iterator[_Cursor]:
-    with open(path, "rb") as fh:
+    # A regular file only: a FIFO named as a model would block the open, a device never ends.
+    try:
+        fd = open_regular(path)
+    except UnsafePath as exc:
+        raise BoundedGGUFError((exc.strerror or str(exc)).removeprefix(f"{path} is ")) from None
+    with os.fdopen(fd, "rb") as fh:
         size = fh.seek(0, 2)
         if size == 0:
             raise BoundedGGUFError("empty file")
@@ -197,9 +235,9 @@ def _parse(cur: _Cursor, long_keys: frozenset[str] = frozenset()) -> GGUFHeader:
     n_tensors = cur.scalar("<Q", "tensor count")
     n_kv = cur.scalar("<Q", "metadata count")
     if n_kv > MAX_KV or n_kv * 13 > cur.left():  # key length 8 + type 4 + at least 1 byte of value
-        raise BoundedGGUFError(f"metadata count {n_kv} is impossible for a file of {cur.size} bytes")
+        raise BoundedGGUFError(f"metadata count {n_kv} is impossible for a file of {cur.file_size} bytes")
     if n_tensors > MAX_TENSORS or n_tensors * 24 > cur.left():
-        raise BoundedGGUFError(f"tensor count {n_tensors} is impossible for a file of {cur.size} bytes")
+        raise BoundedGGUFError(f"tensor count {n_tensors} is impossible for a file of {cur.file_size} bytes")
     header = GGUFHeader(version=version)
     for i in range(n_kv):
         key = cur.string(f"metadata key {i}") or f"#{i}"

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from edgeprof.gguf import read_chat_fields
@@ -63,21 +66,60 @@ def _tojson(value: Any, indent: int | None = None, **_kwargs: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
-def render_chat(
-    template: str,
-    messages: Sequence[tuple[str, str]],
-    *,
-    bos_token: str,
-    eos_token: str,
-    add_bos: bool,
-    add_generation_prompt: bool = True,
-) -> str:
-    """The prompt text a chat becomes, ready to tokenize with ``parse_special = true``."""
+# A template is unattended input too (a dropped plan, a downloaded GGUF): nested 100 000-step loops once
+# hung validation. Rendering is bounded in wall time (checked on every line the template's code runs, and
+# in every call it makes), in output size, and in what one ``*`` or ``**`` may build before it is built.
+MAX_RENDER_S = 5.0
+MAX_PROMPT_CHARS = 4 << 20  # far above any context edgeprof measures (~4 bytes a token)
+
+
+class _RenderBudget:
+    """The deadline and the output ceiling of one render; ``check`` raises ChatTemplateError past them."""
+
+    def __init__(self, max_s: float) -> None:
+        self.max_s = max_s
+        self.deadline = time.monotonic() + max_s
+
+    def check(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ChatTemplateError(f"the chat template took more than {self.max_s:g} s to render")
+
+    def trace(self, _frame: FrameType, _event: str, _arg: Any) -> Any:
+        # A line tracer on the rendering thread: every loop turn of the compiled template passes here, so a
+        # loop with an empty body is stopped too (an exception raised here ends the render).
+        self.check()
+        return self.trace
+
+
+def _size_of_product(left: Any, right: Any) -> int | None:
+    """How many items ``left * right`` makes when one side is a sequence and the other an int."""
+    for seq, times in ((left, right), (right, left)):
+        if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
+            return len(seq) * max(times, 0)
+    return None
+
+
+def _sandbox(budget: _RenderBudget) -> Any:
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    env = ImmutableSandboxedEnvironment(
+    class BoundedSandbox(ImmutableSandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            budget.check()
+            if operator == "*" and (_size_of_product(left, right) or 0) > MAX_PROMPT_CHARS:
+                raise ChatTemplateError("the chat template builds a text or list too large to render")
+            if operator == "**" and isinstance(right, int) and abs(right) > 1024:
+                raise ChatTemplateError("the chat template raises a number to too large a power")
+            return super().call_binop(context, operator, left, right)
+
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+            budget.check()
+            return super().call(__context, __obj, *args, **kwargs)
+
+    env = BoundedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[jinja2.ext.loopcontrols],
@@ -86,14 +128,39 @@ def render_chat(
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+def render_chat(
+    template: str,
+    messages: Sequence[tuple[str, str]],
+    *,
+    bos_token: str,
+    eos_token: str,
+    add_bos: bool,
+    add_generation_prompt: bool = True,
+    max_s: float = MAX_RENDER_S,
+) -> str:
+    """The prompt text a chat becomes, ready to tokenize with ``parse_special = true``."""
+    import jinja2
+
+    budget = _RenderBudget(max_s)
+    env = _sandbox(budget)
+    previous = sys.gettrace()
     try:
         compiled = env.from_string(template)
-        text = compiled.render(
-            messages=[{"role": role, "content": content} for role, content in messages],
-            add_generation_prompt=add_generation_prompt,
-            bos_token=bos_token,
-            eos_token=eos_token,
-        )
+        sys.settrace(budget.trace)
+        try:
+            text = _bounded_text(
+                compiled.generate(
+                    messages=[{"role": role, "content": content} for role, content in messages],
+                    add_generation_prompt=add_generation_prompt,
+                    bos_token=bos_token,
+                    eos_token=eos_token,
+                )
+            )
+        finally:
+            sys.settrace(previous)
     except ChatTemplateError:
         raise
     except jinja2.TemplateError as exc:
@@ -104,6 +171,18 @@ def render_chat(
     if add_bos and bos_token and text.startswith(bos_token):
         text = text[len(bos_token) :]
     return text
+
+
+def _bounded_text(pieces: Iterator[str]) -> str:
+    """The rendered pieces joined, refused once they pass MAX_PROMPT_CHARS (never built whole first)."""
+    out: list[str] = []
+    size = 0
+    for piece in pieces:
+        size += len(piece)
+        if size > MAX_PROMPT_CHARS:
+            raise ChatTemplateError(f"the chat template renders more than {MAX_PROMPT_CHARS} characters")
+        out.append(piece)
+    return "".join(out)
 
 
 def text_sha256(text: str) -> str:

@@ -31,6 +31,7 @@ from edgeprof.plan.tables import (
 )
 from edgeprof.plan.workload_checks import check_contexts, check_workload_references, render_chats
 from edgeprof.plan.workloads import parse_workloads
+from edgeprof.safefs import UnsafePath, read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,12 +106,76 @@ def parse_plan(
     )
 
 
+# TOML's parser recurses once per level of nested arrays and inline tables: a 4 KB plan of 2000 nested
+# arrays raised RecursionError out of it (a traceback, and an agent restarted into the same file). A real
+# plan nests three or four levels; the text is measured before it is parsed.
+MAX_TOML_DEPTH = 32
+
+
 def read_toml(text: str, source: str) -> dict[str, Any]:
     """The plan's TOML document; malformed TOML is the one problem that stops validation at once."""
+    depth = toml_nesting(text)
+    if depth > MAX_TOML_DEPTH:
+        raise PlanError(source, [f"malformed TOML: nested {depth} levels deep (at most {MAX_TOML_DEPTH})"])
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PlanError(source, [f"malformed TOML: {exc}"]) from None
+    except RecursionError:  # the depth count above should make this unreachable; never a traceback
+        raise PlanError(source, ["malformed TOML: nested too deeply"]) from None
+
+
+def toml_nesting(text: str) -> int:
+    """The deepest nesting of ``[`` and ``{`` outside strings and comments (table headers count 1 or 2).
+
+    One pass, no recursion; string rules as TOML's: basic strings with backslash escapes, literal strings
+    without, and both in their triple-quoted multi-line forms.
+    """
+    depth = deepest = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":
+            i = _string_end(text, i)
+            continue
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index just after the string that starts at ``i`` (the end of the text if it never closes)."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        end = text.find(quote * 3, i + 3)
+        while quote == '"' and end > 0 and _escaped(text, end):
+            end = text.find(quote * 3, end + 1)
+        return len(text) if end < 0 else end + 3
+    j = i + 1
+    while j < len(text) and text[j] != "\n":
+        if text[j] == "\\" and quote == '"':
+            j += 2
+            continue
+        if text[j] == quote:
+            return j + 1
+        j += 1
+    return j
+
+
+def _escaped(text: str, at: int) -> bool:
+    """True when the character at ``at`` follows an odd number of backslashes."""
+    k = at - 1
+    while k >= 0 and text[k] == "\\":
+        k -= 1
+    return (at - 1 - k) % 2 == 1
 
 
 def server_label(url: str) -> str:
@@ -126,10 +191,15 @@ def _trained_ctx(models: list[ModelEntry], infos: dict[str, GGUFInfo]) -> dict[s
 def load_plan(path: str | Path) -> Plan:
     p = Path(path).expanduser()
     try:
+        if p.is_dir():
+            raise IsADirectoryError
         if p.is_file() and p.stat().st_size > MAX_PLAN_BYTES:
             size = p.stat().st_size
             raise PlanError(str(path), [f"{size} bytes; a plan is at most {MAX_PLAN_BYTES} bytes"])
-        text = p.read_text(encoding="utf-8")
+        # Regular files only, read with the same ceiling: a FIFO would block here, a device never end.
+        text = read_regular(p, MAX_PLAN_BYTES).decode("utf-8")
+    except UnsafePath as exc:
+        raise PlanError(str(path), [(exc.strerror or str(exc)).removeprefix(f"{p} ")]) from None
     except FileNotFoundError:
         raise PlanError(str(path), ["no such plan file"]) from None
     except IsADirectoryError:

@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.plan.checker import Checker
+from edgeprof.safefs import UnsafePath, read_regular
 
 DEFAULT_CTX = 512
 # "All chunks" is capped: a 100-chunk pass at ctx 512 is ~25 k scored tokens, which puts the standard error
 # of mean KLD well below the differences between quants, and keeps a reference cache of a 150 k-token
 # vocabulary near 7.7 GB rather than unbounded.
 MAX_CHUNKS = 100
+# A quality text is read whole at validation (its hash is part of the config): 64 MiB is ~16 M tokens, far
+# more than MAX_CHUNKS chunks of any context, and far less than a file that never ends (/dev/zero).
+MAX_TEXT_FILE_BYTES = 64 << 20
 
 # The text shipped with edgeprof (agent/data/): public-domain prose of a few thousand tokens.
 DEFAULT_TEXT_NAME = "alice_ch1-2.txt"
@@ -99,9 +103,13 @@ def parse_quality(chk: Checker, table: dict[str, Any], place: str, base: Path) -
         if not path.is_absolute():
             path = base / path
         try:
-            text = path.read_bytes().decode("utf-8")
+            # Bounded and regular only: a FIFO would hang validation, /dev/zero exhaust memory.
+            text = read_regular(path, MAX_TEXT_FILE_BYTES).decode("utf-8")
         except FileNotFoundError:
             chk.add(f"{place}.text_file", f"no such file: {path}")
+            return None
+        except UnsafePath as exc:
+            chk.add(f"{place}.text_file", exc.strerror or str(exc))
             return None
         except UnicodeDecodeError:
             chk.add(f"{place}.text_file", f"not UTF-8 text: {path}")

@@ -31,6 +31,9 @@ def render_chats(
     plan error (a wrong or missing template still runs, but gives answers nobody can trust)."""
     rendered: dict[tuple[str, str], str] = {}
     meta_of: dict[str, ChatMeta | None] = {}
+    # A template that ran out of render time once is not rendered again for the next model or workload:
+    # one hostile template costs one render's bound, not one per pair.
+    too_slow: dict[str, ChatTemplateError] = {}
     for wl in workloads:
         if wl.messages is None:
             continue
@@ -50,6 +53,9 @@ def render_chats(
                     "give chat_template in the workload or the model entry, or use a text prompt",
                 )
                 continue
+            if template in too_slow:
+                chk.add(f"workload '{wl.name}'", f"model {model.label}: {too_slow[template]}")
+                continue
             try:
                 rendered[(model.label, wl.name)] = render_chat(
                     template,
@@ -59,6 +65,8 @@ def render_chats(
                     add_bos=meta.add_bos,
                 )
             except ChatTemplateError as exc:
+                if "to render" in str(exc):
+                    too_slow[template] = exc
                 chk.add(f"workload '{wl.name}'", f"model {model.label}: {exc}")
     return rendered
 

@@ -2,7 +2,7 @@
 `running`): kill -9 of `edgeprof run` at random moments, and two concurrent writers of one plan, each
 followed by a resume; then the four counters that must stay at zero.
 
-    .venv/bin/python benchmarks/self/faults.py [--kills 20] [--pairs 10] [--seed 1] [--out DIR]
+    .venv/bin/python benchmarks/self/faults.py [--kills 20] [--pairs 10] [--seed 1] [--out DIR] [--queue-only]
 
 Bounded: the tiny demo models (built once into DIR), 4 configs per plan, no telemetry; about 5 minutes on a
 2-core VM. Prints one line per trial and the totals:
@@ -13,6 +13,9 @@ Bounded: the tiny demo models (built once into DIR), 4 configs per plan, no tele
 - integrity_check failures                  (0)
 
 and, beside them, how many workers outlived a killed `run` and how often the second writer was refused.
+
+Then the queue cases under a real agent (benchmarks/self/faults_queue.py: half-written, unarchivable and
+hostile plans), with three more counters that must stay at zero: plans lost, spins, tracebacks.
 """
 
 from __future__ import annotations
@@ -189,7 +192,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-delay-s", type=float, default=8.0, help="kill moments are uniform in [0.2, this]")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--queue-only", action="store_true", help="only the queue cases (no kills, no pairs)")
+    ap.add_argument("--no-queue", action="store_true", help="no queue cases")
     args = ap.parse_args()
+    if args.queue_only:
+        args.kills = args.pairs = 0
     out = args.out or Path(tempfile.mkdtemp(prefix="edgeprof-faults-"))
     out.mkdir(parents=True, exist_ok=True)
     from edgeprof.gguf import build_demo_models
@@ -208,7 +215,16 @@ def main() -> int:
         db = out / f"pair-{i}.db"
         for k, v in pair_trial(i, plan, db).items():
             total[k] = total.get(k, 0) + v
+    if not args.no_queue:
+        from faults_queue import queue_trials  # beside this script
+
+        for k, v in queue_trials(out, models).items():
+            total[k] = total.get(k, 0) + v
     elapsed = time.monotonic() - t0
+    if not args.no_queue:
+        print(f"\nqueue: {total['queue_plans']} plans dropped under a real agent: {total['queue_lost']} lost, "
+              f"{total['queue_spins']} spins, {total['queue_tracebacks']} tracebacks, {total['queue_missed']} "
+              f"not handled, agent died or exited non-zero: {total['queue_agent_died']}")
     print(f"\n{args.kills} kill -9 trials, {args.pairs} concurrent-writer pairs, {elapsed:.0f} s")
     print(f"runs left running after resume: {total.get('running', 0)}  (runs and sweeps)")
     print(f"configs measured twice:         {total.get('twice', 0)}")
@@ -219,7 +235,8 @@ def main() -> int:
           f"{args.kills}; workers outliving a killed run: {total.get('orphans', 0)}; second writer refused: "
           f"{total.get('refused', 0)} of {args.pairs}; tracebacks: {total.get('tracebacks', 0)}; "
           f"failed resumes: {total.get('resume_rc', 0)})")
-    bad = sum(total.get(k, 0) for k in ("running", "twice", "lost", "integrity"))
+    zero = ("running", "twice", "lost", "integrity", "queue_lost", "queue_spins", "queue_tracebacks")
+    bad = sum(total.get(k, 0) for k in (*zero, "queue_missed", "queue_agent_died"))
     return 1 if bad else 0
 
 

@@ -461,7 +461,9 @@ def test_a_plan_removed_while_it_runs_is_archived_as_it_ran(
             return super().should_start()
 
     engine = open_engine(tmp_path / "a.db")
-    agent = RemovingAgent(engine, None, AgentConfig(queue=queue, plan=None, once=True, telemetry=False))
+    # settle_s 0: taken at once, so that the second should_start is the sweep's, not an idle poll's
+    config = AgentConfig(queue=queue, plan=None, once=True, telemetry=False, settle_s=0.0)
+    agent = RemovingAgent(engine, None, config)
     assert agent.run() == 0
     done = list((queue / "done").iterdir())
     assert [p.read_text() for p in done] == [original]

@@ -254,7 +254,85 @@ FILES_AND_DATABASES: tuple[Case, ...] = (
 )
 
 # Plans and files dropped into the agent's queue.
-QUEUE_AND_INPUTS: tuple[Case, ...] = ()
+QUEUE_AND_INPUTS: tuple[Case, ...] = (
+    Case(
+        "queue-half-written",
+        "agent queue",
+        "a plan copied into the queue with `cp` and read while it is still being written",
+        "taken only once complete: renamed in (`mv`), or unchanged for `--settle-s` seconds (default 3); "
+        "a plan that changes while it is read is read again later",
+    ),
+    Case(
+        "queue-failed-symlink",
+        "agent queue",
+        "`failed/` (or `done/`) replaced by a symbolic link, or made unwritable",
+        "nothing is written through the link; the plan is set aside as `NAME.toml.held` (never deleted), "
+        "archiving is retried after 30 s, doubling to 1 h, and the next plan runs",
+    ),
+    Case(
+        "queue-long-name",
+        "agent queue",
+        "a plan whose file name is 245 characters long",
+        "archived under a shortened name that fits (with its `.error.txt`); the agent goes on",
+    ),
+    Case(
+        "queue-nested-arrays",
+        "agent queue",
+        "a 4 KB plan of 2000 nested arrays (also `edgeprof run --check`)",
+        "refused in one line: TOML nested more than 32 levels; the plan is moved to `failed/` whole",
+    ),
+    Case(
+        "queue-check-crash",
+        "agent queue",
+        "a plan that makes a check fail in a way edgeprof did not foresee",
+        "that plan is refused into `failed/` with the error; the agent never exits on it",
+    ),
+    Case(
+        "queue-watchdog",
+        "agent queue",
+        "a plan whose checks take longer than half of `WatchdogSec` (many models, a slow card)",
+        "the watchdog is fed through every step that is bounded in time (validating, archiving, "
+        "compacting), up to its bound; past it the agent counts as hung and systemd restarts it",
+    ),
+    Case(
+        "quality-text-dev-zero",
+        "plan inputs",
+        "a quality workload with `text_file = \"/dev/zero\"` (or a folder, a socket)",
+        "refused in one line: not a regular file; nothing is read",
+    ),
+    Case(
+        "quality-text-fifo",
+        "plan inputs",
+        "a quality workload whose `text_file` is a FIFO",
+        "refused at once (opened without blocking): not a regular file",
+    ),
+    Case(
+        "quality-text-huge",
+        "plan inputs",
+        "a quality `text_file` of more than 64 MiB",
+        "refused with its size; never read whole",
+    ),
+    Case(
+        "chat-template-loops",
+        "plan inputs",
+        "a chat template (in the GGUF or the plan) with nested 100 000-step loops",
+        "refused after 5 s of rendering; output over 4 M characters, or a `*` that would build one, is "
+        "refused too",
+    ),
+    Case(
+        "gguf-nested-arrays",
+        "plan inputs",
+        "a 2 GB sparse GGUF of nested empty arrays",
+        "refused in milliseconds: the header walk is bounded (256 MiB of header, 4 M string items, 65 536 "
+        "items in arrays of arrays), not by the counts the file declares",
+    ),
+    Case(
+        "gguf-fifo",
+        "plan inputs",
+        "a model path that is a FIFO or a device",
+        "refused at once: not a regular file",
+    ),
+)
 
 CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS
 
