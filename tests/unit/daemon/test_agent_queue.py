@@ -129,8 +129,9 @@ def test_a_plan_of_2000_nested_arrays_is_refused_and_the_agent_goes_on(tmp_path:
     assert [p.read_text() for p in (queue / "failed").glob("1-*.toml")] == [deep]
 
 
+@pytest.mark.parametrize("hostile", [case("queue-check-crash")], ids=lambda c: c.id)
 def test_a_check_that_breaks_on_a_plan_refuses_that_plan_and_never_stops_the_agent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hostile: Any
 ) -> None:
     queue = tmp_path / "q"
     queue.mkdir()
