@@ -19,7 +19,7 @@ from support.plans import plan_toml
 
 from edgeprof.collectors import Availability, Collector, Metric, SampleValues
 from edgeprof.plan import Collect, Cooldown, Plan, expand, parse_plan
-from edgeprof.report import build_rows
+from edgeprof.report import build_rows, render_html
 from edgeprof.runners import FAULT_ENV, run_child
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Phase, PhaseStat, Run, SoakWindow
@@ -259,6 +259,9 @@ def test_each_window_gets_the_telemetry_phase_aggregates_and_its_energy(
             assert w.power_mw == pytest.approx(POWER_MW)
             assert w.j_per_token == pytest.approx(w.energy_j / w.tokens)
         (row,) = build_rows(s, outcome.sweep_id)
+        verdicts_html = render_html(s, outcome.sweep_id).split("<h2>Verdicts</h2>")[1].split("<h2>")[0]
+    # the soak's own verdict is shown, not the five-rep throttle check a soak has no reps for
+    assert "<b>soak</b>" in verdicts_html and "<b>throttle</b>" not in verdicts_html
     # J per token over time: the burst's (first 3 windows) and the sustained last third's, as for the speed
     per_token = sorted(w.j_per_token for w in windows[:3])
     assert row["soak_burst_j_per_token"] == pytest.approx(per_token[1])

@@ -79,7 +79,13 @@ def verdict_section(session: Session, runs: Sequence[Run]) -> str:
             f"<h3>#{run.seq} {esc(run.model_label)} ctx={run.n_ctx} ngl={run.n_gpu_layers} "
             f"t={run.n_threads} wl={esc(run.workload_name)} <span class='muted'>(run {run.id})</span></h3>"
         )
-        for kind in ("throttle", "stability", "interference"):
+        # a soak's own verdict judges throttling window by window; its five-rep throttle check has no reps
+        kinds = (
+            ("soak", "stability", "interference")
+            if "soak" in mine
+            else ("throttle", "stability", "interference")
+        )
+        for kind in kinds:
             v = mine.get(kind)
             if v is not None:
                 parts.append(_evidence_html(kind, v.value, v.evidence_json))
