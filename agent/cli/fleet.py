@@ -94,7 +94,6 @@ LimitOption = Annotated[
     typer.Option("--limit", help="At most this many (newest first).", callback=int_range("--limit")),
 ]
 SweepsWideOption = Annotated[bool, typer.Option("--wide", help="Every column, however wide the terminal.")]
-SWEEPS_HEADERS = ["id", "device", "board", "L4T", "build", "plan", "started", "status", "runs"]
 # Left out when the list is wider than the terminal, the least telling first (after any column with no
 # data, as board and L4T off a Jetson); each one is named. The board, what a fleet's devices are, goes last.
 SWEEPS_DROP_ORDER = ("L4T", "started", "build", "plan", "board")
@@ -132,23 +131,11 @@ def sweeps_table(rows: list[dict[str, Any]], width: int | None) -> str:
 
     if not rows:
         return "no sweeps"
+    from edgeprof.fleet import SWEEPS_HEADERS, sweep_cells
     from edgeprof.safetext import safe_text
 
-    cells = [
-        [  # escaped before fitting: the widths are those of what is printed
-            str(r["sweep_id"]),
-            r["device_hostname"],
-            r["device_board_model"] or "-",
-            r["device_l4t_release"] or "-",
-            "; ".join(r["builds"]) or "-",
-            r["name"],
-            (r["started_at"] or "")[:19],
-            r["status"],
-            f"{r['n_runs']}/{r['n_specs']}",
-        ]
-        for r in rows
-    ]
-    cells = [[safe_text(c) for c in row] for row in cells]
+    # escaped before fitting: the widths are those of what is printed
+    cells = [[safe_text(c) for c in row] for row in sweep_cells(rows)]
     no_data = [h for i, h in enumerate(SWEEPS_HEADERS) if all(row[i] == "-" for row in cells)]
     order = [*no_data, *(h for h in SWEEPS_DROP_ORDER if h not in no_data)]
     return fit_text("\n".join(fit_table(list(SWEEPS_HEADERS), cells, width, order)), width)

@@ -7,6 +7,7 @@ from edgeprof.fleet.dashboard import grafana_dashboard
 from edgeprof.fleet.push import BackgroundPusher, start_pusher, with_connect_timeout
 from edgeprof.fleet.sweeps import (
     EXPORT_FORMAT,
+    SWEEPS_HEADERS,
     FleetError,
     PushResult,
     check_sweep_device,
@@ -19,11 +20,13 @@ from edgeprof.fleet.sweeps import (
     push_sweeps,
     render_sweeps,
     select_sweeps,
+    sweep_cells,
     sweep_scope,
 )
 
 __all__ = [
     "EXPORT_FORMAT",
+    "SWEEPS_HEADERS",
     "BackgroundPusher",
     "FleetError",
     "PushResult",
@@ -39,6 +42,7 @@ __all__ = [
     "render_sweeps",
     "select_sweeps",
     "start_pusher",
+    "sweep_cells",
     "sweep_scope",
     "with_connect_timeout",
 ]

@@ -109,26 +109,33 @@ def list_sweeps(
     ]
 
 
+SWEEPS_HEADERS = ("id", "device", "board", "L4T", "build", "plan", "started", "status", "runs")
+
+
+def sweep_cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """``list_sweeps``'s rows as the cells of the sweeps table, in ``SWEEPS_HEADERS`` order."""
+    return [
+        [
+            str(r["sweep_id"]),
+            r["device_hostname"],
+            r["device_board_model"] or "-",
+            r["device_l4t_release"] or "-",
+            "; ".join(r["builds"]) or "-",
+            r["name"],
+            (r["started_at"] or "")[:19],
+            r["status"],
+            f"{r['n_runs']}/{r['n_specs']}",
+        ]
+        for r in rows
+    ]
+
+
 def render_sweeps(rows: list[dict[str, Any]]) -> str:
+    """The sweeps table with every column at its full width (the CLI fits it to the terminal)."""
     if not rows:
         return "no sweeps"
-    header = ["id", "device", "board", "L4T", "build", "plan", "started", "status", "runs"]
-    lines = [header]
-    for r in rows:
-        lines.append(
-            [
-                str(r["sweep_id"]),
-                r["device_hostname"],
-                r["device_board_model"] or "-",
-                r["device_l4t_release"] or "-",
-                "; ".join(r["builds"]) or "-",
-                r["name"],
-                (r["started_at"] or "")[:19],
-                r["status"],
-                f"{r['n_runs']}/{r['n_specs']}",
-            ]
-        )
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
+    lines = [list(SWEEPS_HEADERS), *sweep_cells(rows)]
+    widths = [max(len(row[i]) for row in lines) for i in range(len(SWEEPS_HEADERS))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
