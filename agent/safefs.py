@@ -88,6 +88,20 @@ def write_new(path: Path, data: bytes | str) -> Path:
         os.close(dir_fd)
 
 
+def read_fd(fd: int, limit: int, chunk_bytes: int = 65536) -> bytes:
+    """At most ``limit`` + 1 bytes from ``fd``: one byte more than allowed tells a caller the file is too big,
+    and nothing larger is ever held."""
+    chunks: list[bytes] = []
+    left = limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, chunk_bytes))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_nofollow(path: Path, limit: int) -> bytes:
     """At most ``limit`` + 1 bytes of a regular file that is not a symlink (UnsafePath otherwise)."""
     try:
@@ -99,15 +113,7 @@ def read_nofollow(path: Path, limit: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePath(errno.EINVAL, f"{path.name} is not a regular file")
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_fd(fd, limit)
     finally:
         os.close(fd)
 
@@ -142,17 +148,9 @@ def read_regular(path: Path | str, limit: int) -> bytes:
         size = os.fstat(fd).st_size
         if size > limit:
             raise UnsafePath(errno.EFBIG, f"{path} has {size} bytes, more than the {limit} allowed")
-        chunks: list[bytes] = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        data = read_fd(fd, limit, chunk_bytes=1 << 20)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > limit:  # grew while read
         raise UnsafePath(errno.EFBIG, f"{path} has more than the {limit} bytes allowed")
     return data

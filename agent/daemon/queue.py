@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgeprof.safefs import UnsafePath, archive, create_new, open_dir, remove_entry
+from edgeprof.safefs import UnsafePath, archive, create_new, open_dir, read_fd, remove_entry
 
 log = logging.getLogger("edgeprof.agent")
 
@@ -133,18 +133,10 @@ class PlanQueue:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
                 raise UnsafePath(errno.EINVAL, f"{path.name} is not a regular file")
-            chunks: list[bytes] = []
-            left = limit + 1
-            while left > 0:
-                chunk = os.read(fd, min(left, 65536))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
+            data = read_fd(fd, limit)
             after = os.fstat(fd)
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         ident = Identity.of(after)
         if ident != Identity.of(before) or (len(data) <= limit and len(data) != after.st_size):
             self._seen.pop(path.name, None)
