@@ -64,9 +64,7 @@ CONFIG_VALUES = (
     ValueMetric(
         "edgeprof_tg_tokens_per_second", "Token generation speed, median of the steady reps.", "tg_tps_median"
     ),
-    ValueMetric(
-        "edgeprof_pp_tokens_per_second", "Prompt speed, median of the steady reps.", "pp_tps_median"
-    ),
+    ValueMetric("edgeprof_pp_tokens_per_second", "Prompt speed, median of the steady reps.", "pp_tps_median"),
     ValueMetric(
         "edgeprof_ttft_seconds", "Time to first token, median (p50) of the steady reps.", "ttft_ms_p50", 1e-3
     ),
@@ -128,9 +126,7 @@ def agent_families(status: Mapping[str, Any], now: dt.datetime) -> list[Family]:
         state_set(state, (), AGENT_STATES, str(agent["state"]))
         up.add((), bool(agent["alive"]))
         beat.add((), agent["heartbeat_age_s"])
-    info = Family(
-        "edgeprof_sweep_info", "The current (else latest) sweep.", ("sweep_id", "name", "status")
-    )
+    info = Family("edgeprof_sweep_info", "The current (else latest) sweep.", ("sweep_id", "name", "status"))
     index = Family("edgeprof_sweep_config_index", "Which config of the sweep runs now (1-based; done + 1).")
     total = Family("edgeprof_sweep_configs", "Configs in the current sweep's plan.")
     done = Family("edgeprof_sweep_configs_done", "Configs of the current sweep that have finished.")
@@ -190,26 +186,108 @@ def config_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
     return [*values, status, ended, *verdicts.values()]
 
 
-def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, float | None]:
-    """run id -> its end (Unix time) of the latest finished in-process run of each label set (device, model,
-    quant, ctx, ngl, workload, runner): what a dashboard shows for that config now. Serving levels are left
-    out: several levels share one label set, so they would need the level's own labels."""
+SERVING_LABELS = (*CONFIG_LABELS, "concurrency", "request_rate")
+
+SERVING_VALUES = (
+    ValueMetric(
+        "edgeprof_serving_ttft_seconds",
+        "A serving level's time to first token, p50 over its measured requests (client side).",
+        "serving_ttft_ms_p50",
+        1e-3,
+    ),
+    ValueMetric(
+        "edgeprof_serving_ttft_p99_seconds",
+        "A serving level's time to first token, p99 (nearest rank) over its measured requests.",
+        "serving_ttft_ms_p99",
+        1e-3,
+    ),
+    ValueMetric(
+        "edgeprof_serving_tpot_seconds",
+        "A serving level's time per output token after the first, p50: (E2EL - TTFT)/(n - 1).",
+        "serving_tpot_ms_p50",
+        1e-3,
+    ),
+    ValueMetric(
+        "edgeprof_serving_output_tokens_per_second",
+        "Output tokens all clients of a serving level received per second of the level.",
+        "serving_output_tps",
+    ),
+    ValueMetric(
+        "edgeprof_serving_goodput_requests_per_second",
+        "Requests per second of a serving level that met the plan's SLOs (absent without SLOs).",
+        "serving_goodput_rps",
+    ),
+    ValueMetric(
+        "edgeprof_serving_error_ratio",
+        "Share of a serving level's measured requests that failed, timed out or were rejected.",
+        "serving_error_rate",
+    ),
+    ValueMetric("edgeprof_serving_run_id", "The run of the level (its sweep's report shows it).", "run_id"),
+)
+
+# The verdicts a serving level is judged by (its throttle verdict covers the server's load, not the level).
+SERVING_VERDICTS = ("stability", "interference")
+
+
+def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+    rate = row.get("request_rate")
+    return (*config_labels(row), str(row.get("concurrency") or ""), "" if rate is None else f"{rate:g}")
+
+
+def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
+    """Per serving level (its latest finished run): its latency and throughput figures as gauges, its
+    status and verdicts as state sets, labelled by the config and the level's load."""
+    from edgeprof.verdicts import SEVERITY
+
+    values = [Family(m.name, m.help, SERVING_LABELS) for m in SERVING_VALUES]
+    status = Family(
+        "edgeprof_serving_status",
+        "How the serving level's latest run ended (1) among the run statuses.",
+        (*SERVING_LABELS, "status"),
+    )
+    verdicts = {
+        kind: Family(
+            f"edgeprof_serving_{kind}_verdict",
+            f"The serving level's {kind} verdict (1) among its values.",
+            (*SERVING_LABELS, "verdict"),
+        )
+        for kind in SERVING_VERDICTS
+    }
+    for row in rows:
+        labels = serving_labels(row)
+        for metric, family in zip(SERVING_VALUES, values, strict=True):
+            value = row.get(metric.field)
+            family.add(labels, value * metric.scale if value is not None else None)
+        state_set(status, labels, FINISHED_STATUSES, str(row["status"]))
+        for kind, family in verdicts.items():
+            if row.get(f"{kind}_verdict") is not None:
+                state_set(family, labels, SEVERITY[kind], str(row[f"{kind}_verdict"]))
+    return [*values, status, *verdicts.values()]
+
+
+def latest_finished_runs(
+    session: Session, device: str | None = None, serving: bool = False
+) -> dict[int, float | None]:
+    """run id -> its end (Unix time) of the latest finished run of each label set (device, model, quant,
+    ctx, ngl, workload, runner): what a dashboard shows for that config now. In-process runs, or with
+    ``serving`` the serving levels, whose label set adds the level's concurrency and request rate (several
+    levels share one config)."""
     from edgeprof.report import is_serving_runner
 
     query = (
         select(
             Run.id, Run.runner, Run.ended_at, Device.hostname, Run.model_label, ModelFile.quant_type,
-            Run.n_ctx, Run.n_gpu_layers, Run.workload_name,
+            Run.n_ctx, Run.n_gpu_layers, Run.workload_name, Run.concurrency, Run.request_rate,
         )
         .join(Sweep, Run.sweep_id == Sweep.id)
         .join(Device, Sweep.device_id == Device.id)
         .outerjoin(ModelFile, Run.model_file_id == ModelFile.id)
         .where(Run.status.in_(FINISHED_STATUSES), *sweep_scope(device))
         .order_by(Run.id)
-    )
+    )  # fmt: skip
     latest: dict[tuple[Any, ...], tuple[int, float | None]] = {}
     for run_id, runner, ended_at, *key in session.execute(query):
-        if is_serving_runner(runner):
+        if is_serving_runner(runner) != serving:
             continue
         end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
         labels = (*key, runner or DEFAULT_RUNNER)
@@ -217,16 +295,17 @@ def latest_finished_runs(session: Session, device: str | None = None) -> dict[in
     return dict(latest.values())
 
 
-def config_rows(session: Session, device: str | None = None) -> list[dict[str, Any]]:
-    """The report rows (``build_rows``) of each config's latest finished run, with ``_ended_at_s``: one
-    ``build_rows`` per sweep that holds such a run (nightly sweeps of one plan: only the newest)."""
+def config_rows(session: Session, device: str | None = None, serving: bool = False) -> list[dict[str, Any]]:
+    """The report rows (``build_rows``) of each config's (or serving level's) latest finished run, with
+    ``_ended_at_s``: one ``build_rows`` per sweep that holds such a run (nightly sweeps of one plan: only the
+    newest)."""
     from edgeprof.report import build_rows
 
-    latest = latest_finished_runs(session, device)
+    latest = latest_finished_runs(session, device, serving)
     sweeps = sorted(set(session.scalars(select(Run.sweep_id).where(Run.id.in_(latest))))) if latest else []
     rows: list[dict[str, Any]] = []
     for sweep_id in sweeps:
-        for row in build_rows(session, sweep_id):
+        for row in build_rows(session, sweep_id, include_serving=serving):
             # a spec redone after an interruption: its newest attempt speaks in the report, and here once
             # it has finished (until then, the config is absent from this sweep's rows)
             if row["run_id"] in latest:
@@ -238,7 +317,11 @@ def config_rows(session: Session, device: str | None = None) -> list[dict[str, A
 def read_families(session: Session, device: str | None = None) -> list[Family]:
     """Everything one scrape shows, from one read session."""
     status = gather_status(session, device=device)
-    return [*agent_families(status, utcnow()), *config_families(config_rows(session, device))]
+    return [
+        *agent_families(status, utcnow()),
+        *config_families(config_rows(session, device)),
+        *serving_families(config_rows(session, device, serving=True)),
+    ]
 
 
 def to_prometheus(families: Iterable[Family]) -> Iterator[Metric]:

@@ -36,12 +36,13 @@ from edgeprof.plan.model import (
 from edgeprof.plan.parse import load_plan, parse_plan
 from edgeprof.plan.power import SystemProbe
 from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, MAX_CHUNKS, QualitySpec, default_text, quality_params
-from edgeprof.plan.serving import Serving, is_server_entry
+from edgeprof.plan.serving import FOREIGN_RUNNER, Serving, is_server_entry
 
 __all__ = [
     "AXES",
     "AXIS_ALIASES",
     "DEFAULT_TEXT_SHA256",
+    "FOREIGN_RUNNER",
     "MAX_CHUNKS",
     "MAX_PLAN_BYTES",
     "NGL_ALL",

@@ -71,11 +71,7 @@ def caveat_of(row: Mapping[str, Any] | None) -> str | None:
     """'unstable', 'contended', 'throttled' (joined with '+') when the row's verdicts say so, else None."""
     if row is None:
         return None
-    found = [
-        str(row.get(field))
-        for field, bad in CAVEAT_VERDICTS.items()
-        if row.get(field) in bad
-    ]
+    found = [str(row.get(field)) for field, bad in CAVEAT_VERDICTS.items() if row.get(field) in bad]
     return "+".join(found) or None
 
 
@@ -203,7 +199,8 @@ def describe_sweep(session: Session, sweep_id: int) -> dict[str, Any]:
 
 
 def side_line(side: str, about: Mapping[str, Any]) -> str:
-    """"A: sweep 1 'plan' on vm (Jetson Orin Nano, L4T 36.4), llama-cpp-python 0.3.8 (cuda), started …"."""
+    """One side's line: "A: sweep 1 'plan' on vm (Jetson Orin Nano, L4T 36.4), llama-cpp-python 0.3.8 (cuda),
+    started …"."""
     l4t = about.get("device_l4t_release")
     board = ", ".join(v for v in (about.get("device_board_model"), f"L4T {l4t}" if l4t else None) if v)
     device = str(about["device_hostname"]) + (f" ({board})" if board else "")
@@ -236,7 +233,8 @@ _CAVEAT_LETTERS = {"unstable": "u", "contended": "c", "throttled": "t"}
 
 
 def caveats_text(row: Mapping[str, Any], short: bool = False) -> str:
-    """"A unstable+contended, B contended" (``short``: "A u+c, B c"); "" when neither side has one."""
+    """Both sides' caveats: "A unstable+contended, B contended" (``short``: "A u+c, B c"); "" when neither
+    side has one."""
     parts = []
     for side in ("A", "B"):
         caveat = row.get(f"{side.lower()}_caveat")

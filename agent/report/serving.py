@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.plan import FOREIGN_RUNNER
 from edgeprof.report.columns import COLUMNS, SERVING, is_serving_runner
 from edgeprof.report.run_row import base_row
 from edgeprof.stats import Summary, nearest_rank
@@ -23,6 +24,32 @@ from edgeprof.verdicts import verdicts_by_run
 
 # The fields only a serving level has (null on in-process rows).
 SERVING_FIELD_NAMES = tuple(c.name for c in COLUMNS if c.fmt is None and c.rows == SERVING)
+
+
+# How each serving runner is named above its table, and where its output-token counts come from.
+_RUNNER_TITLES = {"llama-server": "llama-server", FOREIGN_RUNNER: "an OpenAI-compatible server"}
+_TOKEN_COUNTS = {
+    "llama-server": "llama-server's own count",
+    FOREIGN_RUNNER: "the response's usage where the server gives it, else one per streamed chunk",
+}
+
+
+def _runners(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    return sorted({str(r.get("runner")) for r in rows if is_serving_runner(r.get("runner"))})
+
+
+def serving_title(rows: Sequence[Mapping[str, Any]]) -> str:
+    """'HTTP API (llama-server, streamed)', naming the runners the rows were measured with."""
+    names = [_RUNNER_TITLES.get(r, r) for r in _runners(rows)] or ["llama-server"]
+    return f"HTTP API ({' and '.join(names)}, streamed)"
+
+
+def token_count_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Where the rows' output tokens were counted, per runner."""
+    runners = _runners(rows) or ["llama-server"]
+    if len(runners) == 1:
+        return f"output tokens: {_TOKEN_COUNTS.get(runners[0], 'the server')}"
+    return "output tokens: " + "; ".join(f"{r}: {_TOKEN_COUNTS.get(r, 'the server')}" for r in runners)
 
 
 def is_serving(run: Run) -> bool:
@@ -100,6 +127,17 @@ def verdict_fields(found: Mapping[str, Verdict]) -> dict[str, Any]:
     }
 
 
+# The llama.cpp settings a plan gives a server edgeprof starts. A server it did not start keeps its own:
+# the plan's values on its row would read as measured settings, so they are NULL there, and ctx is the
+# slot's context where the server reports it.
+SERVER_OWN_SETTINGS = ("ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "mmap")
+
+
+def foreign_settings(level: ServingLevel | None) -> dict[str, Any]:
+    """What a server edgeprof did not start says of its settings (its slot's ctx), NULL for the rest."""
+    return {"ctx": level.slot_n_ctx if level is not None else None, **dict.fromkeys(SERVER_OWN_SETTINGS)}
+
+
 def serving_rows(session: Session, runs: list[Run], attempts: dict[str, int]) -> list[dict[str, Any]]:
     """Report rows of the serving runs (the latest attempt per spec)."""
     rows: list[dict[str, Any]] = []
@@ -109,6 +147,8 @@ def serving_rows(session: Session, runs: list[Run], attempts: dict[str, int]) ->
         row["attempts"] = attempts.get(run.spec_id, 1)
         level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
         row.update(serving_fields(run, level))
+        if run.runner == FOREIGN_RUNNER:
+            row.update(foreign_settings(level))
         row.update(token_fields(session, run))
         row.update(verdict_fields(verdicts.get(run.id, {})))
         rows.append(row)

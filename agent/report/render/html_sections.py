@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from edgeprof.report.cells import fmt_value
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.html_parts import badge, json_block, kv_table, registry_table, table, td
-from edgeprof.report.serving import versus_rows
+from edgeprof.report.serving import serving_title, token_count_note, versus_rows
 from edgeprof.safetext import esc
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
 from edgeprof.verdicts import verdicts_by_run
@@ -35,14 +35,14 @@ def serving_section(serving: Sequence[Mapping[str, Any]], rows: Sequence[Mapping
     if not serving:
         return ""
     # columns without data (no request rate, nothing deferred) left out, as in the configs table
-    out = "<h2>HTTP API (llama-server, streamed)</h2>" + registry_table("serving", serving, drop_empty=True)
+    out = f"<h2>{esc(serving_title(serving))}</h2>" + registry_table("serving", serving, drop_empty=True)
     versus = versus_rows([*rows, *serving])
     if versus:
         out += "<h3>In-process (CLI) vs HTTP API, same model/ctx/ngl/workload</h3>"
         out += registry_table("versus", versus)
     return out + (
         '<p class="muted">TTFT/ITL/E2EL: client-side over every measured request, nearest rank; TPOT = '
-        "(E2EL − TTFT)/(n − 1); output tokens counted by the server.</p>"
+        f"(E2EL − TTFT)/(n − 1); {esc(token_count_note(serving))}.</p>"
     )
 
 

@@ -19,7 +19,7 @@ from edgeprof.daemon import MetricsCollector, metrics_text, write_textfile
 from edgeprof.report import build_rows
 from edgeprof.run_states import utcnow
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import AgentState, Measurement, ModelFile, Run, Verdict
+from edgeprof.storage.models import AgentState, Measurement, ModelFile, Run, ServingLevel, Verdict
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -39,8 +39,8 @@ def model_file(quant: str, sha: str) -> ModelFile:
 
 def build_db(path: Path) -> Engine:
     """Device ``jet``: sweep 1 runs q8 and q4 (q4 throttled); sweep 2 runs q8 again (faster, the latest),
-    a q4 at ctx 1024 that crashed, a serving level, and one config still running. An agent is running
-    sweep 2."""
+    a q4 at ctx 1024 that crashed, two serving levels (c = 2 and 4), and one config still running. An
+    agent is running sweep 2."""
     engine = open_engine(path)
     now = utcnow()
     with new_session(engine) as s:
@@ -56,7 +56,7 @@ def build_db(path: Path) -> Engine:
         s.add_all([steady(b, r, 20.0, temp_max_c=60.0 + r, decode_j_per_token=0.5) for r in range(3)])
         s.add(Verdict(run_id=b.id, kind="throttle", value="throttled", evidence_json="{}"))
         s.add(Verdict(run_id=b.id, kind="stability", value="stable", evidence_json="{}"))
-        new = dbbuild.add_sweep(s, device, name="nightly", status="running", n_specs=5)
+        new = dbbuild.add_sweep(s, device, name="nightly", status="running", n_specs=6)
         ago = {m: now - timedelta(minutes=m) for m in (7, 8, 9)}
         fresh = {"status": "ok", "started_at": ago[9], "ended_at": ago[8]}
         c = dbbuild.add_run(s, new, 0, model_label="q8", model_file_id=q8.id, **fresh)
@@ -68,8 +68,13 @@ def build_db(path: Path) -> Engine:
             "ended_at": ago[7],
         }
         dbbuild.add_run(s, new, 1, model_label="q4", model_file_id=q4.id, n_ctx=1024, **crash)
-        srv = dbbuild.add_run(s, new, 2, model_label="q8", runner="llama-server", **fresh)
+        srv = dbbuild.add_run(s, new, 2, model_label="q8", runner="llama-server", concurrency=2, **fresh)
         s.add(steady(srv, 0, 99.0))
+        s.add(ServingLevel(run_id=srv.id, concurrency=2, ttft_p50_ms=25.0, ttft_p99_ms=40.0, tpot_p50_ms=5.0,
+                           output_tps=300.0, stats_json='{"error_rate": 0.0}'))  # fmt: skip
+        s.add(Verdict(run_id=srv.id, kind="interference", value="contended", evidence_json="{}"))
+        srv4 = dbbuild.add_run(s, new, 4, model_label="q8", runner="llama-server", concurrency=4, **fresh)
+        s.add(ServingLevel(run_id=srv4.id, concurrency=4, ttft_p50_ms=60.0))
         dbbuild.add_run(s, new, 3, model_label="q4", model_file_id=q4.id, status="running", started_at=now)
         agent = AgentState(pid=os.getpid(), hostname="jet", started_at=now, heartbeat_at=now, state="running")
         agent.sweep_id = new.id
@@ -117,6 +122,25 @@ def test_each_config_shows_its_latest_finished_run_with_the_report_row_values(en
     assert len(tg) == 2
 
 
+def test_each_serving_level_shows_its_latest_figures_labelled_by_its_load(engine: Engine) -> None:
+    families = scrape(engine)
+    ttft = families["edgeprof_serving_ttft_seconds"]
+    assert all(set(labels) == LABELS | {"concurrency", "request_rate"} for labels, _ in ttft)
+    assert one(ttft, concurrency="2", runner="llama-server", model="q8") == pytest.approx(0.025)
+    assert one(ttft, concurrency="4") == pytest.approx(0.060)
+    assert one(families["edgeprof_serving_ttft_p99_seconds"], concurrency="2") == pytest.approx(0.040)
+    assert one(families["edgeprof_serving_tpot_seconds"], concurrency="2") == pytest.approx(0.005)
+    assert one(families["edgeprof_serving_output_tokens_per_second"], concurrency="2") == 300.0
+    assert one(families["edgeprof_serving_error_ratio"], concurrency="2") == 0.0
+    # what the c = 4 level did not measure is absent, not 0; no SLOs: no goodput at all
+    assert [lab["concurrency"] for lab, _ in families["edgeprof_serving_output_tokens_per_second"]] == ["2"]
+    assert not families.get("edgeprof_serving_goodput_requests_per_second")
+    interference = families["edgeprof_serving_interference_verdict"]
+    assert one(interference, concurrency="2", verdict="contended") == 1.0
+    assert one(interference, concurrency="2", verdict="quiet") == 0.0
+    assert one(families["edgeprof_serving_status"], concurrency="4", status="ok") == 1.0
+
+
 def test_what_was_not_measured_is_absent_never_zero(engine: Engine) -> None:
     families = scrape(engine)
     temps = families["edgeprof_temperature_max_celsius"]
@@ -147,9 +171,9 @@ def test_the_agent_its_sweep_and_the_last_error(engine: Engine) -> None:
     assert families["edgeprof_agent_up"] == [({}, 1.0)]
     info = families["edgeprof_sweep_info"]
     assert info == [({"sweep_id": "2", "name": "nightly", "status": "running"}, 1.0)]
-    assert families["edgeprof_sweep_configs"] == [({}, 5.0)]
-    assert families["edgeprof_sweep_configs_done"] == [({}, 3.0)]
-    assert families["edgeprof_sweep_config_index"] == [({}, 4.0)]
+    assert families["edgeprof_sweep_configs"] == [({}, 6.0)]
+    assert families["edgeprof_sweep_configs_done"] == [({}, 4.0)]
+    assert families["edgeprof_sweep_config_index"] == [({}, 5.0)]
     assert families["edgeprof_sweep_eta_seconds"][0][1] > 0
     age = families["edgeprof_last_error_age_seconds"][0][1]
     assert 7 * 60 <= age < 60 * 60  # the crash ended 7 minutes ago (a slow machine adds seconds, not an hour)

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,18 +24,22 @@ from edgeprof.verdicts import analyse_run
 N_REQUESTS = 12
 
 
-def add_level(s: Session, *, other_cores: float, slow_half: bool = False) -> int:
+def add_level(
+    s: Session, *, other_cores: float, slow_half: bool = False, runner: str = "llama-server",
+    slot_n_ctx: int | None = None,
+) -> int:  # fmt: skip
     """One llama-server level at c = 1: 12 requests over 2 s (8 tokens each, a 16-token prompt but one of
     17), the server busy on one core, ``other_cores`` of other work in the proc_stat counters."""
     sweep = dbbuild.add_sweep(s)
     run = dbbuild.add_run(
-        s, sweep, 1, runner="llama-server", concurrency=1, n_threads=1, workload_json='{"n_predict": 8}'
+        s, sweep, 1, runner=runner, concurrency=1, n_threads=1, workload_json='{"n_predict": 8}'
     )
     stats = {"error_rate": 0.0, "ttft_ms": {"p90": 31.5}, "tpot_e2e_ms": {"p50": 5.25}}
     s.add(
         ServingLevel(
             run_id=run.id, concurrency=1, t_start_mono=100.0, t_end_mono=102.0, n_requests=N_REQUESTS,
             n_ok=N_REQUESTS, ttft_p50_ms=30.0, ttft_p99_ms=33.0, stats_json=json.dumps(stats),
+            slot_n_ctx=slot_n_ctx,
         )
     )  # fmt: skip
     for i in range(N_REQUESTS):
@@ -64,9 +69,9 @@ def add_level(s: Session, *, other_cores: float, slow_half: bool = False) -> int
     return run.id
 
 
-def serving_row(db: Path, *, other_cores: float, slow_half: bool = False) -> dict:
+def serving_row(db: Path, *, other_cores: float, slow_half: bool = False, **level: Any) -> dict:
     with new_session(open_engine(db)) as s:
-        run_id = add_level(s, other_cores=other_cores, slow_half=slow_half)
+        run_id = add_level(s, other_cores=other_cores, slow_half=slow_half, **level)
         analyse_run(s, run_id)
         (row,) = build_rows(s, None, include_serving=True)
         stored = {v.kind: v for v in s.scalars(select(Verdict).where(Verdict.run_id == run_id))}
@@ -105,3 +110,21 @@ def test_a_contended_or_unstable_level_says_so_in_every_format(tmp_path: Path) -
     by_csv = list(csv.DictReader(io.StringIO(render_csv(rows))))
     assert [r["interference_verdict"] for r in by_csv] == ["contended", "quiet"]
     assert [r["stability_verdict"] for r in by_csv] == ["stable", "unstable"]
+
+
+def test_a_server_edgeprof_did_not_start_shows_its_own_settings_not_the_plans(tmp_path: Path) -> None:
+    # The plan's ctx, ngl and threads were never sent to that server: its row keeps what the server said
+    # (its slot's ctx) and NULL for the rest, and the section is titled by what was measured.
+    foreign = serving_row(tmp_path / "foreign.db", other_cores=0.0, runner="openai", slot_n_ctx=4096)
+    assert foreign["ctx"] == 4096
+    assert all(foreign[k] is None for k in ("ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "mmap"))
+    unsaid = serving_row(tmp_path / "unsaid.db", other_cores=0.0, runner="openai")
+    assert unsaid["ctx"] is None
+    own = serving_row(tmp_path / "own.db", other_cores=0.0)
+    assert (own["ctx"], own["ngl"], own["threads"]) == (512, 0, 1)
+    for text in (render_table([foreign]), render_markdown([foreign]), serving_section([foreign], [])):
+        assert "HTTP API (an OpenAI-compatible server, streamed)" in text and "llama-server" not in text
+        assert "usage where the server gives it" in text
+    for text in (render_table([own]), render_markdown([own]), serving_section([own], [])):
+        assert "HTTP API (llama-server, streamed)" in text and "own count" in text
+    assert "HTTP API (llama-server and an OpenAI-compatible server, streamed)" in render_table([own, foreign])
