@@ -8,7 +8,8 @@ measures, from the ``proc_stat`` collector's counters (``collectors/procstat.py`
   of the rep (all CPUs' busy time minus the child's and our own utime + stime) -- 1.0 is one core's worth;
 - ``steal_fraction``: the hypervisor's steal time as a share of the machine's CPU capacity;
 - ``runq_excess``: the median number of runnable tasks that are neither the benchmark child's threads nor
-  edgeprof's (``procs_running`` less both, counted by the collector at each reading); for sweeps recorded
+  edgeprof's (``procs_running`` less both, counted by the collector at each reading), less the CPUs the
+  benchmark's threads leave free (a task running there waits for nobody's CPU); for sweeps recorded
   before that count existed, ``procs_running`` beyond the child's compute threads and the sampler. Judged
   only over a rep with at least ``min_runq_readings`` readings at least ``runq_edge_s`` from its start and
   end: one instantaneous count is a coin toss, and one taken at a rep's edge catches edgeprof's own
@@ -187,6 +188,14 @@ def _steal(
     return True
 
 
+def _cpu_count(total: Delta | None) -> int | None:
+    """The CPUs the machine had during the readings: its total CPU time (idle included) per second."""
+    if total is None or total.span_s <= 0:
+        return None
+    n = round(total.increase / total.span_s)
+    return n if n >= 1 else None
+
+
 def _run_queue(
     entry: dict[str, Any],
     reasons: list[str],
@@ -194,9 +203,13 @@ def _run_queue(
     others: bool,
     benchmark_threads: int | None,
     th: InterferenceThresholds,
+    n_cpus: int | None = None,
 ) -> bool:
     """Runnable tasks beyond the benchmark's own (``inside``: the rep's readings; ``others``: of the count
-    that already leaves out the child's and edgeprof's threads); whether judged."""
+    that already leaves out the child's and edgeprof's threads); whether judged. Other processes' tasks
+    wait for the benchmark's CPUs only once they outnumber the CPUs it leaves free (``n_cpus`` less its
+    threads): one runnable task beside a one-thread benchmark on two CPUs runs on the other one, and what
+    it takes from the machine is ``other_cores``' to judge."""
     if inside is None:
         return False
     runq = median(inside) if inside else None
@@ -207,8 +220,11 @@ def _run_queue(
         entry["runq_note"] = f"{len(inside)} run-queue reading(s) in the rep; {th.min_runq_readings} needed"
         return False
     if others:
-        excess = runq
-        why = f"a median of {runq:g} runnable tasks of other processes"
+        free = max(0, n_cpus - benchmark_threads) if n_cpus is not None and benchmark_threads else 0
+        excess = runq - free
+        why = f"a median of {runq:g} runnable tasks of other processes" + (
+            f" for {free} CPU{'s' if free != 1 else ''} the benchmark leaves free" if free else ""
+        )
     else:
         own_tasks = (benchmark_threads or 0) + 1  # the child's compute threads and the sampler reading
         excess = runq - own_tasks
@@ -253,7 +269,7 @@ def judge_rep(
     judged = [
         _other_cores(entry, reasons, delta("host_busy"), delta("child"), delta("self"), th),
         _steal(entry, reasons, delta("host_total"), delta("host_steal"), th),
-        _run_queue(entry, reasons, inside, others, benchmark_threads, th),
+        _run_queue(entry, reasons, inside, others, benchmark_threads, th, _cpu_count(delta("host_total"))),
     ]
     entry["reasons"] = reasons
     entry["status"] = "contended" if reasons else "quiet" if any(judged) else "unknown"

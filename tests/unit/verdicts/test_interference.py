@@ -126,7 +126,7 @@ def test_the_run_queue_of_other_processes_is_judged_without_guessing_the_benchma
     roles = declared_roles(busy_ours)
     value, evidence = interference_verdict(REPS, busy_ours, roles, benchmark_threads=1)
     assert value == "quiet", evidence
-    assert evidence["reps"][0]["runq_excess"] == 0.0
+    assert evidence["reps"][0]["runq_excess"] == -1.0  # no other task, and one CPU the benchmark leaves free
     waiting = _series(1.0, 0.0, runq=3.0, others=1.0)
     value, evidence = interference_verdict(REPS, waiting, roles, benchmark_threads=None)
     assert value == "contended"
@@ -153,9 +153,28 @@ def test_readings_at_a_reps_edges_are_left_out_of_its_run_queue() -> None:
     roles = declared_roles(series)
     value, evidence = interference_verdict(REPS, series, roles, benchmark_threads=1)
     assert value == "quiet", evidence
-    # the same count at readings inside the reps is judged
+    # the same count at readings inside the reps is judged (a two-thread benchmark fills both CPUs)
     waiting = _series(1.0, 0.0, others=1.0, n=21, step=0.05)
-    assert interference_verdict(REPS, waiting, roles, benchmark_threads=1)[0] == "contended"
+    assert interference_verdict(REPS, waiting, roles, benchmark_threads=2)[0] == "contended"
+
+
+def test_other_tasks_wait_only_once_they_outnumber_the_cpus_the_benchmark_leaves_free() -> None:
+    """What an idle 2-CPU VM gave a one-thread benchmark: a kernel worker runnable at two of a rep's three
+    readings (a median of 1) read as contention, though it ran on the CPU the benchmark left free. One
+    other task beside a one-thread benchmark is quiet; two are one too many; beside a two-thread
+    benchmark one is already waiting."""
+    one_free = _series(1.0, 0.0, others=1.0, n=21, step=0.05)
+    roles = declared_roles(one_free)
+    value, evidence = interference_verdict(REPS, one_free, roles, benchmark_threads=1)
+    assert value == "quiet", evidence["reasons"]
+    assert evidence["reps"][0]["runq_excess"] == 0.0
+    two = _series(1.0, 0.0, others=2.0, n=21, step=0.05)
+    value, evidence = interference_verdict(REPS, two, roles, benchmark_threads=1)
+    assert value == "contended"
+    assert "a median of 2 runnable tasks of other processes for 1 CPU the benchmark leaves free" in (
+        evidence["reasons"][0]
+    )
+    assert interference_verdict(REPS, one_free, roles, benchmark_threads=2)[0] == "contended"
 
 
 def test_a_steady_window_of_short_reps_leaves_out_every_reps_edges() -> None:
