@@ -10,11 +10,13 @@ rendered prompt (hash, size) is part of the config.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -99,16 +101,46 @@ def _size_of_product(left: Any, right: Any) -> int | None:
     return None
 
 
+# A width or precision of 8 digits (10 M and up) in a %-conversion or a {...:spec} field asks for a text past
+# MAX_PROMPT_CHARS; an 8-digit number elsewhere in the format string is only text.
+_LONG_NUMBER = re.compile(r"%[#0 +\-]*\d*\.?\d{8,}|\{[^{}]*:[^{}]*\d{8,}[^{}]*\}")
+
+
+def _refuse_wide(args: Sequence[Any], kwargs: Mapping[str, Any], text: Any = None) -> None:
+    """Refuse a call that asks one C-level string method or filter for more than MAX_PROMPT_CHARS
+    (``'x'.center(10**9)``, ``|indent(10**9)``, ``'%*s' % (10**9, x)``, ``'{:>999999999}'.format(x)``):
+    it would allocate the whole text in one step, before the output ceiling or the deadline can act."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_PROMPT_CHARS:
+            raise ChatTemplateError(f"the chat template asks for a text of {value} characters")
+    if isinstance(text, str) and _LONG_NUMBER.search(text):
+        raise ChatTemplateError("the chat template formats with a width of ten million characters or more")
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)  # keeps jinja's pass_context / pass_environment marks
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        # the filtered value comes after the context or environment a marked filter is passed first
+        values = args[1:] if getattr(fn, "jinja_pass_arg", None) is not None else args
+        value, rest = (values[0], values[1:]) if values else (None, ())
+        _refuse_wide(rest, kwargs, value if fn.__name__ == "do_format" else None)
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
 def _sandbox(budget: _RenderBudget) -> Any:
     import jinja2
     import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class BoundedSandbox(ImmutableSandboxedEnvironment):
-        intercepted_binops = frozenset({"*", "**"})
+        intercepted_binops = frozenset({"*", "**", "%"})
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             budget.check()
+            if operator == "%" and isinstance(left, str):
+                _refuse_wide(right if isinstance(right, tuple) else (right,), {}, left)
             if operator == "*" and (_size_of_product(left, right) or 0) > MAX_PROMPT_CHARS:
                 raise ChatTemplateError("the chat template builds a text or list too large to render")
             if operator == "**" and isinstance(right, int) and abs(right) > 1024:
@@ -117,6 +149,11 @@ def _sandbox(budget: _RenderBudget) -> Any:
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
             budget.check()
+            # the sandbox hands str.format over wrapped; the string it formats is the wrapped method's owner
+            method = getattr(__obj, "__wrapped__", __obj)
+            owner = getattr(method, "__self__", None)
+            fmt = owner if getattr(method, "__name__", "") in ("format", "format_map") else None
+            _refuse_wide(args, kwargs, fmt)
             return super().call(__context, __obj, *args, **kwargs)
 
     env = BoundedSandbox(
@@ -125,6 +162,7 @@ def _sandbox(budget: _RenderBudget) -> Any:
         extensions=[jinja2.ext.loopcontrols],
         undefined=jinja2.Undefined,
     )
+    env.filters.update({name: _bounded_filter(fn) for name, fn in env.filters.items()})
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)

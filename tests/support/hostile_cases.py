@@ -320,6 +320,14 @@ QUEUE_AND_INPUTS: tuple[Case, ...] = (
         "refused too",
     ),
     Case(
+        "chat-template-one-wide-call",
+        "plan inputs",
+        "a chat template with one call that asks for a gigabyte of text (`'x'|center(10**9)`, `'%*s' % "
+        "(10**9, x)`, `'{:>999999999}'.format(x)`)",
+        "refused before the call allocates: a width, count or format width of more than 4 M characters is "
+        "a template error",
+    ),
+    Case(
         "gguf-nested-arrays",
         "plan inputs",
         "a 2 GB sparse GGUF of nested empty arrays",

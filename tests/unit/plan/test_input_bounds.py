@@ -4,7 +4,9 @@ hang, a MemoryError or a traceback. No model is loaded: the checks refuse before
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -47,17 +49,21 @@ def test_a_quality_text_file_over_the_ceiling_is_refused_by_its_size(tmp_path: P
     big = tmp_path / "big.txt"
     with big.open("wb") as fh:
         fh.truncate((64 << 20) + 1)
+    before = (big.stat().st_size, big.stat().st_mtime_ns)
     assert f"has {(64 << 20) + 1} bytes, more than the {64 << 20} allowed" in problems(
         quality_plan(str(big)), tmp_path
     )
+    assert (big.stat().st_size, big.stat().st_mtime_ns) == before  # refused by its size, never written
 
 
 @pytest.mark.parametrize("hostile", [case("queue-nested-arrays")], ids=lambda c: c.id)
 def test_run_check_of_2000_nested_arrays_is_a_plan_error(tmp_path: Path, hostile: object) -> None:
     plan = tmp_path / "deep.toml"
     plan.write_text("x = " + "[" * 2000 + "]" * 2000 + "\n")  # 4 KB: once a RecursionError traceback
+    before = hashlib.sha256(plan.read_bytes()).hexdigest()
     with pytest.raises(PlanError, match="nested 2000 levels deep"):
         load_plan(plan)
+    assert hashlib.sha256(plan.read_bytes()).hexdigest() == before
     inline = "x = " + "{a = " * 40 + "1" + "}" * 40 + "\n"
     with pytest.raises(PlanError, match="nested 40 levels deep"):
         load_plan(_write(tmp_path / "inline.toml", inline))
@@ -103,6 +109,45 @@ def test_a_chat_template_of_nested_loops_is_refused_after_its_render_time(
 def test_a_chat_template_that_builds_a_huge_text_is_refused_before_it_is_built(template: str) -> None:
     with pytest.raises(ChatTemplateError, match=r"too large to render|renders more than"):
         render_chat(template, [("user", "hi")], bos_token="", eos_token="", add_bos=False)
+
+
+@pytest.mark.parametrize("hostile", [case("chat-template-one-wide-call")], ids=lambda c: c.id)
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ 'x'|center(10**9) }}",
+        "{{ 'x'.ljust(10**9) }}",
+        "{{ 'x'|indent(10**9) }}",
+        "{{ '%*s' % (10**9, 'x') }}",
+        "{{ '{:>{w}}'.format('x', w=10**9) }}",
+        "{{ '{:>999999999}'.format('x') }}",
+        "{{ '%999999999s'|format('x') }}",
+    ],
+    ids=["center", "ljust", "indent", "percent-star", "format-kwarg", "format-spec", "format-filter"],
+)
+def test_one_call_asking_for_a_gigabyte_of_text_is_refused_before_it_allocates(
+    template: str, hostile: object
+) -> None:
+    # One C-level call builds its whole result at once: neither the deadline nor the output ceiling can
+    # stop it once it runs (a 1 GB center() took 7 s and 1 GB of memory before the ceiling refused it).
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChatTemplateError, match=r"asks for a text of|width of ten million"):
+            render_chat(template, [("user", "hi")], bos_token="", eos_token="", add_bos=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, peak
+
+
+def test_widths_and_long_numbers_a_template_really_uses_still_render() -> None:
+    template = (
+        "{{ 'a b'|center(9) }}|{{ '%5s' % 'ab' }}|{{ '{:>4}'.format('x') }}"
+        "|{{ messages[0].content|indent(2) }}|{{ 'id 12345678: %s' % 'a' }}"
+        "|{{ 'n={} 12345678'.format(1) }}|{{ 123456789012 }}"
+    )
+    text = render_chat(template, [("user", "hi")], bos_token="", eos_token="", add_bos=False)
+    assert text == "   a b   |   ab|   x|hi|id 12345678: a|n=1 12345678|123456789012"
 
 
 def test_a_normal_chat_template_renders_as_before() -> None:
