@@ -12,6 +12,8 @@ trusted:
 * a plan that cannot be archived (a name too long for the archive, ``failed/`` replaced by a symlink, a
   read-only folder) is set aside as ``<name>.held`` and archiving is retried with a growing delay; the
   agent goes on with the next plan instead of spinning on that one (it once logged 8 207 refusals in 15 s).
+  Where it was going (``done/`` or ``failed/``, and why it was refused) is written beside it as
+  ``<name>.held.why``, so an agent started later takes up the retries of the plans an earlier one set aside.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgeprof.safefs import UnsafePath, archive, create_new, open_dir, read_fd, remove_entry
+from edgeprof.safefs import UnsafePath, archive, create_new, open_dir, read_fd, read_nofollow, remove_entry
 
 log = logging.getLogger("edgeprof.agent")
 
 DEFAULT_SETTLE_S = 3.0
 HELD_SUFFIX = ".held"
+WHY_SUFFIX = ".why"  # beside a held plan: its archive folder on the first line, the refusal's reason after
+MAX_WHY_BYTES = 64 << 10
+# A held plan found without its note (an agent that stopped between the two writes): refused, said so.
+UNKNOWN_REFUSAL = "set aside by an earlier run of the agent, which could not archive it (see that run's log)"
 # The first retry of a plan that could not be archived, doubled each time up to the last.
 RETRY_FIRST_S = 30.0
 RETRY_MAX_S = 3600.0
@@ -76,6 +82,7 @@ class PlanQueue:
     wall: Callable[[], float] = time.time
     _seen: dict[str, tuple[Identity, float]] = field(default_factory=dict)
     _held: list[_Held] = field(default_factory=list)
+    _adopted: bool = False
 
     # -- which plan is next -----------------------------------------------------------------------------
     def scan(self) -> tuple[Path | None, bool]:
@@ -84,6 +91,8 @@ class PlanQueue:
             names = [p for p in self.folder.glob("*.toml")]
         except OSError:
             return None, False
+        if not self._adopted:
+            self._adopt_held()
         ready: list[tuple[int, str, Path]] = []
         settling = False
         skipped = {h.path for h in self._held}
@@ -228,6 +237,7 @@ class PlanQueue:
             qfd = open_dir(self.folder)
             try:
                 aside = _rename_new(qfd, path.name, qfd, aside)
+                _write_why(qfd, aside + WHY_SUFFIX, folder, error)
             finally:
                 os.close(qfd)
             held = self.folder / aside
@@ -266,7 +276,25 @@ class PlanQueue:
                 )
                 continue
             self._held.remove(entry)
+            with contextlib.suppress(OSError):
+                remove_entry(entry.path.with_name(entry.path.name + WHY_SUFFIX))
             log.info("plan %s archived into %s/ at last", entry.path.name, entry.folder)
+
+    def _adopt_held(self) -> None:
+        """Take up the plans an earlier agent set aside (``*.held``): their archiving is retried at once,
+        into the folder their note names."""
+        self._adopted = True
+        try:
+            found = sorted(self.folder.glob("*" + HELD_SUFFIX))
+        except OSError:
+            return
+        mine = {h.path for h in self._held}
+        for path in found:
+            if path in mine or not path.is_file() or path.is_symlink():
+                continue
+            folder, error = _read_why(path.with_name(path.name + WHY_SUFFIX))
+            self._held.append(_Held(path, folder, error, b"", self.clock(), RETRY_FIRST_S))
+            log.info("plan %s was set aside by an earlier run; archiving it into %s/", path.name, folder)
 
     @property
     def held(self) -> list[Path]:
@@ -300,6 +328,31 @@ def _held_name(name: str) -> str:
     if len(raw) + len(HELD_SUFFIX) + 4 > 255:
         name = raw[: 255 - len(HELD_SUFFIX) - 4].decode("utf-8", errors="ignore")
     return name + HELD_SUFFIX
+
+
+def _write_why(qfd: int, name: str, folder: str, error: str | None) -> None:
+    """The note beside a held plan; a plan set aside without it is refused by a later agent, said so."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o640, dir_fd=qfd)
+    except OSError as exc:
+        log.warning("cannot note where held plan %s goes: %s", name, exc)
+        return
+    try:
+        os.write(fd, f"{folder}\n{error or ''}".encode())
+    finally:
+        os.close(fd)
+
+
+def _read_why(path: Path) -> tuple[str, str | None]:
+    """(archive folder, refusal reason) from a held plan's note; ``failed/`` with UNKNOWN_REFUSAL without."""
+    try:
+        text = read_nofollow(path, MAX_WHY_BYTES)[:MAX_WHY_BYTES].decode("utf-8", errors="replace")
+    except OSError:
+        return "failed", UNKNOWN_REFUSAL
+    folder, _, error = text.partition("\n")
+    if folder == "done":
+        return "done", None
+    return "failed", error.strip() or UNKNOWN_REFUSAL
 
 
 def _rename_new(src_fd: int, src: str, dst_fd: int, dst: str) -> str:

@@ -267,7 +267,7 @@ QUEUE_AND_INPUTS: tuple[Case, ...] = (
         "agent queue",
         "`failed/` (or `done/`) replaced by a symbolic link, or made unwritable",
         "nothing is written through the link; the plan is set aside as `NAME.toml.held` (never deleted), "
-        "archiving is retried after 30 s, doubling to 1 h, and the next plan runs",
+        "archiving is retried after 30 s, doubling to 1 h (by a restarted agent too), and the next plan runs",
     ),
     Case(
         "queue-long-name",

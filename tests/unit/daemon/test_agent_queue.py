@@ -106,8 +106,9 @@ def test_a_plan_that_cannot_be_archived_is_set_aside_not_read_again(tmp_path: Pa
     assert agent.run() == 0
     assert sorted(agent.reads) == ["1-bad.toml", "2-bad.toml"]  # each once: no spin, the next one ran
     assert list(elsewhere.iterdir()) == []  # nothing written through the link
-    kept = sorted(p.name for p in queue.iterdir() if p.is_file())
+    kept = sorted(p.name for p in queue.iterdir() if p.is_file() and p.suffix == ".held")
     assert kept == ["1-bad.toml.held", "2-bad.toml.held"]  # set aside whole, not deleted
+    assert "model.gguf" in (queue / "1-bad.toml.held.why").read_text()  # for an agent started later
     assert all(sha(queue / n) == sha(REFUSED) for n in kept) and nothing_stored(tmp_path)
 
 

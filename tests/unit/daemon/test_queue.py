@@ -106,6 +106,37 @@ def test_an_unarchivable_plan_is_retried_with_a_growing_delay(tmp_path: Path) ->
     assert list(elsewhere.iterdir()) == []
 
 
+def test_plans_an_earlier_agent_set_aside_are_archived_by_the_next_one(tmp_path: Path) -> None:
+    # An agent set two plans aside (failed/ was a link), then stopped: the next agent takes up their
+    # archiving at once, each into the folder its note names, the refused one with its reason.
+    queue, _clocks, folder = queue_with(tmp_path)
+    (folder / "failed").symlink_to(tmp_path)
+    (folder / "done").symlink_to(tmp_path)
+    for name, text in (("bad.toml", "bad\n"), ("ran.toml", "ran\n")):
+        (folder / name).write_text(text)
+    data, ident = queue.read(folder / "bad.toml", 1 << 20)
+    queue.refuse(folder / "bad.toml", ident, "no such model", "20260101-000000")
+    data, ident = queue.read(folder / "ran.toml", 1 << 20)
+    queue.finish(folder / "ran.toml", ident, data, "20260101-000000")
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [
+        "bad.toml.held", "bad.toml.held.why", "ran.toml.held", "ran.toml.held.why",
+    ]  # fmt: skip
+    (folder / "failed").unlink()
+    (folder / "done").unlink()
+    (folder / "lost.toml.held").write_text("lost\n")  # set aside by an agent that stopped before its note
+    restarted = PlanQueue(folder, 3.0)
+    assert restarted.scan() == (None, False)  # a held plan is never taken as a new one
+    assert sorted(p.name for p in restarted.held) == ["bad.toml.held", "lost.toml.held", "ran.toml.held"]
+    restarted.retry_held("20260101-000500")
+    assert restarted.held == [] and not [p for p in folder.iterdir() if p.is_file()]
+    assert sorted(p.name for p in (folder / "done").iterdir()) == ["ran-20260101-000500.toml"]
+    failed = {p.name: p.read_text() for p in (folder / "failed").iterdir()}
+    assert failed["bad-20260101-000500.toml"] == "bad\n"
+    assert failed["bad-20260101-000500.error.txt"] == "no such model\n"
+    assert failed["lost-20260101-000500.toml"] == "lost\n"
+    assert "earlier run of the agent" in failed["lost-20260101-000500.error.txt"]
+
+
 def test_archive_names_fit_a_file_name_whatever_the_plan_is_called() -> None:
     name = archive_name("é" * 200 + ".toml", "20260101-000000")
     assert len((name.removesuffix(".toml") + "-999.error.txt").encode()) <= 255
