@@ -362,7 +362,12 @@ def markdown(cases: tuple[Case, ...] = CASES) -> str:
     areas = list(dict.fromkeys(c.area for c in cases))
     for area in areas:
         lines.append(f"| **{area}** | |")
-        lines.extend(f"| {c.given} | {c.does} |" for c in cases if c.area == area)
+        # a pipe inside a cell (a Jinja filter) would end the cell: escaped as GFM tables want
+        lines.extend(
+            f"| {c.given.replace('|', chr(92) + '|')} | {c.does.replace('|', chr(92) + '|')} |"
+            for c in cases
+            if c.area == area
+        )
     return "\n".join(lines) + "\n"
 
 
