@@ -2,6 +2,7 @@
 speed against KLD, and the serving curves. Importing this package loads matplotlib: the HTML report
 imports it only when it draws."""
 
+from edgeprof.report.figures.canvas import plain_text
 from edgeprof.report.figures.comparison import COMPARISON_PANELS, comparison_png
 from edgeprof.report.figures.depth import depth_png
 from edgeprof.report.figures.pareto import (
@@ -34,6 +35,7 @@ __all__ = [
     "load_samples",
     "outside_budget",
     "pareto_front",
+    "plain_text",
     "plot_lines",
     "serving_png",
     "serving_series",

@@ -7,11 +7,13 @@ figures work headless, from threads, and inside a test run.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -20,6 +22,16 @@ NOT_MEASURED = "not measured"
 THROTTLED_COLOR = "#d32f2f"
 SLOWDOWN_COLOR = "#f57c00"
 COLORS = [f"C{i}" for i in range(10)]
+
+
+@contextlib.contextmanager
+def plain_text() -> Iterator[None]:
+    """Every text drawn inside is shown as written: matplotlib would read a label with two ``$`` as math
+    (``cost $5 or $6`` loses its dollars, ``a$\\frac$b`` fails the whole figure). No figure draws math."""
+    # text.parse_math exists from matplotlib 3.5 on; older ones have no switch, and parse as before
+    plain: dict[Any, Any] = {"text.parse_math": False} if "text.parse_math" in matplotlib.rcParams else {}
+    with matplotlib.rc_context(plain):
+        yield
 
 
 def new_figure(width: float, height: float) -> Figure:

@@ -126,12 +126,16 @@ def _figures_to_draw(
 
 
 def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:
+    from edgeprof.report.figures import plain_text
+
     parts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="edgeprof-html-") as tmp:
         for title, draw in figures:
             target = Path(tmp) / f"{len(parts)}.png"
             try:
-                parts.append(_figure(title, draw(target), None))
+                with plain_text():  # labels are the user's text, never math
+                    drawn = draw(target)
+                parts.append(_figure(title, drawn, None))
             except Exception as exc:  # noqa: BLE001 - a broken figure must not cost the user the report
                 parts.append(_figure(title, None, f"{type(exc).__name__}: {exc}"))
     return "".join(parts)
