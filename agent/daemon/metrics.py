@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -149,41 +149,62 @@ def config_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple("" if row.get(f) is None else str(row[f]) for f in ROW_FIELD_OF_LABEL.values())
 
 
-def config_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
-    """Per config (one report row each, the latest finished run of its labels): its figures as gauges and
-    its status and verdicts as state sets (each verdict's values worst first, as the report ranks them)."""
+def _judged_families(
+    rows: Sequence[Mapping[str, Any]],
+    labels_of: Callable[[Mapping[str, Any]], tuple[str, ...]],
+    label_names: tuple[str, ...],
+    metrics: Sequence[ValueMetric],
+    status_name: str,
+    verdict_prefix: str,
+    subject: str,
+    verdict_kinds: Iterable[str],
+) -> tuple[list[Family], Family, list[Family]]:
+    """(gauges, status, verdicts) of rows: each metric a gauge, the status and each verdict (its values
+    worst first, as the report ranks them) a state set, one sample set per row's labels."""
     from edgeprof.verdicts import SEVERITY
 
-    values = [Family(m.name, m.help, CONFIG_LABELS) for m in CONFIG_VALUES]
+    values = [Family(m.name, m.help, label_names) for m in metrics]
     status = Family(
-        "edgeprof_config_status",
-        "How the config's latest run ended (1) among the run statuses.",
-        (*CONFIG_LABELS, "status"),
-    )
+        status_name, f"How the {subject}'s latest run ended (1) among the run statuses.",
+        (*label_names, "status"),
+    )  # fmt: skip
+    verdicts = {
+        kind: Family(
+            f"{verdict_prefix}{kind}_verdict",
+            f"The {subject}'s {kind} verdict (1) among its values.",
+            (*label_names, "verdict"),
+        )
+        for kind in verdict_kinds
+    }
+    for row in rows:
+        labels = labels_of(row)
+        for metric, family in zip(metrics, values, strict=True):
+            value = row.get(metric.field)
+            family.add(labels, value * metric.scale if value is not None else None)
+        state_set(status, labels, FINISHED_STATUSES, str(row["status"]))
+        for kind, family in verdicts.items():
+            if row.get(f"{kind}_verdict") is not None:
+                state_set(family, labels, SEVERITY[kind], str(row[f"{kind}_verdict"]))
+    return values, status, list(verdicts.values())
+
+
+def config_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
+    """Per config (one report row each, the latest finished run of its labels): its figures as gauges and
+    its status and verdicts as state sets."""
+    from edgeprof.verdicts import SEVERITY
+
+    values, status, verdicts = _judged_families(
+        rows, config_labels, CONFIG_LABELS, CONFIG_VALUES, "edgeprof_config_status", "edgeprof_", "config",
+        SEVERITY,
+    )  # fmt: skip
     ended = Family(
         "edgeprof_config_last_run_timestamp_seconds",
         "When the config's latest run ended (Unix time).",
         CONFIG_LABELS,
     )
-    verdicts = {
-        kind: Family(
-            f"edgeprof_{kind}_verdict",
-            f"The config's {kind} verdict (1) among its values.",
-            (*CONFIG_LABELS, "verdict"),
-        )
-        for kind in SEVERITY
-    }
     for row in rows:
-        labels = config_labels(row)
-        for metric, family in zip(CONFIG_VALUES, values, strict=True):
-            value = row.get(metric.field)
-            family.add(labels, value * metric.scale if value is not None else None)
-        state_set(status, labels, FINISHED_STATUSES, str(row["status"]))
-        ended.add(labels, row.get("_ended_at_s"))
-        for kind, family in verdicts.items():
-            if row.get(f"{kind}_verdict") is not None:
-                state_set(family, labels, SEVERITY[kind], str(row[f"{kind}_verdict"]))
-    return [*values, status, ended, *verdicts.values()]
+        ended.add(config_labels(row), row.get("_ended_at_s"))
+    return [*values, status, ended, *verdicts]
 
 
 SERVING_LABELS = (*CONFIG_LABELS, "concurrency", "request_rate")
@@ -237,32 +258,11 @@ def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
 def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
     """Per serving level (its latest finished run): its latency and throughput figures as gauges, its
     status and verdicts as state sets, labelled by the config and the level's load."""
-    from edgeprof.verdicts import SEVERITY
-
-    values = [Family(m.name, m.help, SERVING_LABELS) for m in SERVING_VALUES]
-    status = Family(
-        "edgeprof_serving_status",
-        "How the serving level's latest run ended (1) among the run statuses.",
-        (*SERVING_LABELS, "status"),
-    )
-    verdicts = {
-        kind: Family(
-            f"edgeprof_serving_{kind}_verdict",
-            f"The serving level's {kind} verdict (1) among its values.",
-            (*SERVING_LABELS, "verdict"),
-        )
-        for kind in SERVING_VERDICTS
-    }
-    for row in rows:
-        labels = serving_labels(row)
-        for metric, family in zip(SERVING_VALUES, values, strict=True):
-            value = row.get(metric.field)
-            family.add(labels, value * metric.scale if value is not None else None)
-        state_set(status, labels, FINISHED_STATUSES, str(row["status"]))
-        for kind, family in verdicts.items():
-            if row.get(f"{kind}_verdict") is not None:
-                state_set(family, labels, SEVERITY[kind], str(row[f"{kind}_verdict"]))
-    return [*values, status, *verdicts.values()]
+    values, status, verdicts = _judged_families(
+        rows, serving_labels, SERVING_LABELS, SERVING_VALUES, "edgeprof_serving_status", "edgeprof_serving_",
+        "serving level", SERVING_VERDICTS,
+    )  # fmt: skip
+    return [*values, status, *verdicts]
 
 
 def latest_finished_runs(
