@@ -265,15 +265,10 @@ def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
     return [*values, status, *verdicts]
 
 
-def latest_finished_runs(
-    session: Session, device: str | None = None, serving: bool = False
-) -> dict[int, float | None]:
+def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, float | None]:
     """run id -> its end (Unix time) of the latest finished run of each label set (device, model, quant,
-    ctx, ngl, workload, runner): what a dashboard shows for that config now. In-process runs, or with
-    ``serving`` the serving levels, whose label set adds the level's concurrency and request rate (several
-    levels share one config)."""
-    from edgeprof.report import is_serving_runner
-
+    ctx, ngl, workload, runner, and a serving level's concurrency and request rate: several levels share
+    one config): what a dashboard shows for that config or level now."""
     query = (
         select(
             Run.id, Run.runner, Run.ended_at, Device.hostname, Run.model_label, ModelFile.quant_type,
@@ -287,25 +282,23 @@ def latest_finished_runs(
     )  # fmt: skip
     latest: dict[tuple[Any, ...], tuple[int, float | None]] = {}
     for run_id, runner, ended_at, *key in session.execute(query):
-        if is_serving_runner(runner) != serving:
-            continue
         end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
         labels = (*key, runner or DEFAULT_RUNNER)
         latest[labels] = (run_id, end)  # ordered by id: the latest one stays
     return dict(latest.values())
 
 
-def config_rows(session: Session, device: str | None = None, serving: bool = False) -> list[dict[str, Any]]:
-    """The report rows (``build_rows``) of each config's (or serving level's) latest finished run, with
-    ``_ended_at_s``: one ``build_rows`` per sweep that holds such a run (nightly sweeps of one plan: only the
-    newest)."""
+def config_rows(session: Session, device: str | None = None) -> list[dict[str, Any]]:
+    """The report rows (``build_rows``, serving levels included) of each config's and serving level's latest
+    finished run, with ``_ended_at_s``: one ``build_rows`` per sweep that holds such a run (nightly sweeps of
+    one plan: only the newest)."""
     from edgeprof.report import build_rows
 
-    latest = latest_finished_runs(session, device, serving)
+    latest = latest_finished_runs(session, device)
     sweeps = sorted(set(session.scalars(select(Run.sweep_id).where(Run.id.in_(latest))))) if latest else []
     rows: list[dict[str, Any]] = []
     for sweep_id in sweeps:
-        for row in build_rows(session, sweep_id, include_serving=serving):
+        for row in build_rows(session, sweep_id, include_serving=True):
             # a spec redone after an interruption: its newest attempt speaks in the report, and here once
             # it has finished (until then, the config is absent from this sweep's rows)
             if row["run_id"] in latest:
@@ -316,11 +309,15 @@ def config_rows(session: Session, device: str | None = None, serving: bool = Fal
 # -- the collector -------------------------------------------------------------------------------------
 def read_families(session: Session, device: str | None = None) -> list[Family]:
     """Everything one scrape shows, from one read session."""
+    from edgeprof.report import is_serving_runner
+
     status = gather_status(session, device=device)
+    rows = config_rows(session, device)
+    serving = [r for r in rows if is_serving_runner(r.get("runner"))]
     return [
         *agent_families(status, utcnow()),
-        *config_families(config_rows(session, device)),
-        *serving_families(config_rows(session, device, serving=True)),
+        *config_families([r for r in rows if not is_serving_runner(r.get("runner"))]),
+        *serving_families(serving),
     ]
 
 

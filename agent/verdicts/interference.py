@@ -266,10 +266,11 @@ def judge_rep(
         if runq_name is not None
         else None
     )
+    total = delta("host_total")
     judged = [
         _other_cores(entry, reasons, delta("host_busy"), delta("child"), delta("self"), th),
-        _steal(entry, reasons, delta("host_total"), delta("host_steal"), th),
-        _run_queue(entry, reasons, inside, others, benchmark_threads, th, _cpu_count(delta("host_total"))),
+        _steal(entry, reasons, total, delta("host_steal"), th),
+        _run_queue(entry, reasons, inside, others, benchmark_threads, th, _cpu_count(total)),
     ]
     entry["reasons"] = reasons
     entry["status"] = "contended" if reasons else "quiet" if any(judged) else "unknown"
