@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -225,23 +226,39 @@ def _last_error_line(text: str) -> str | None:  # the server also names exceptio
     return None
 
 
-def token_prompt(n_tokens: int, vocab_size: int | None, nonce: int) -> list[int]:
-    """A prompt of exactly ``n_tokens`` token ids, different per request (``nonce``) so that no two requests
-    share a prefix the server could reuse; ids stay well inside the vocabulary (and away from the special
-    tokens at its start)."""
+def prompt_key(serving: dict[str, Any], idx: int) -> str | None:
+    """What makes request ``idx``'s prompt its own: the config's nonce (fresh per config run, so per sweep
+    and level: a server that outlives a sweep holds no earlier prompt to serve) and the request's index. None
+    when the plan turns the prompt cache on: repeated prompts are then the scenario measured."""
+    if serving.get("cache_prompt"):
+        return None
+    return f"{serving.get('nonce') or '0'}:{idx}"
+
+
+def token_prompt(n_tokens: int, vocab_size: int | None, key: str | None) -> list[int]:
+    """A prompt of exactly ``n_tokens`` token ids drawn from ``key`` (``prompt_key``), so that two requests
+    share no prefix the server could reuse (their first ids already differ but for one chance in ~30 000);
+    one fixed prompt for ``key`` None. Ids stay well inside the vocabulary, away from the special tokens at
+    its start."""
     span = max(16, min(vocab_size or 32000, 32000) - 300)
-    return [300 + (nonce * 7919 + i * 104729) % span for i in range(n_tokens)]
+    rng = random.Random(key if key is not None else "edgeprof")
+    return [300 + rng.randrange(span) for _ in range(n_tokens)]
+
+
+def text_prompt(text: str, key: str | None) -> str:
+    """``text`` behind its request's key (``[key] ``): at the very start, so no two prompts share a prefix."""
+    return text if key is None else f"[{key}] {text}"
 
 
 def payload_for(job: dict[str, Any], idx: int) -> dict[str, Any]:
     """The ``/completion`` body of request ``idx``: the workload greedy by default, streamed."""
     wl = job["workload"]
     serving = job["serving"]
+    key = prompt_key(serving, idx)
     if wl.get("prompt_tokens"):
-        prompt: Any = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), idx)
+        prompt: Any = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), key)
     else:
-        # A per-request prefix (its index) keeps text prompts unique too, so repeats do not share a prefix.
-        prompt = wl["prompt"] if serving.get("cache_prompt") else f"[{idx}] {wl['prompt']}"
+        prompt = text_prompt(str(wl["prompt"]), key)
     return {
         "prompt": prompt,
         "n_predict": int(wl["n_predict"]),
@@ -527,18 +544,12 @@ class _Drive:
         return True
 
     def judge_level(self) -> None:
-        """A server that died, or a level where no request succeeded, is the config's outcome."""
+        """A server that died is the config's outcome; else what the level's requests say
+        (``loadgen.judge_level``, the plan's ``max_error_rate``)."""
         res = self.res
         if not self.srv.alive():
             res.status = "crashed"
             res.reason = f"llama-server died during the measured level (exit {self.srv.proc.poll()})"
             return
-        measured = [r for r in res.records if r.kind == "measured"]
-        if measured and all(r.status != "ok" for r in measured):
-            if all(r.status == "timeout" for r in measured):
-                res.status = "timeout"
-                res.reason = f"every measured request timed out (request_timeout_s = {self.req_timeout:g})"
-            else:
-                res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
-            return
-        res.status, res.reason = "ok", None
+        max_rate = float(self.serving.get("max_error_rate") or 0.0)
+        res.status, res.reason = loadgen.judge_level(res.records, self.req_timeout, max_rate)

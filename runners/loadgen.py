@@ -347,6 +347,54 @@ async def run_level(
     return LevelResult(records=records, t_start=t_start, t_end=t_end, metrics_samples=samples)
 
 
+# -- a level's outcome --------------------------------------------------------------------------------------
+REASON_CHARS = 80  # an error's first characters name its kind; the rest (a reply's body) varies per request
+
+
+def error_reason(rec: RequestRecord) -> str:
+    """How a failed request ended, as a level counts it: its error's start, or its status."""
+    return (rec.error or rec.status)[:REASON_CHARS]
+
+
+def errors_by_reason(records: list[RequestRecord]) -> dict[str, int]:
+    """The failed requests of ``records`` counted per reason, the most frequent first."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if r.status != "ok":
+            counts[error_reason(r)] = counts.get(error_reason(r), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def reasons_text(counts: dict[str, int]) -> str:
+    """'7 × stream ended without a finish_reason; 1 × timeout' of ``errors_by_reason``."""
+    return "; ".join(f"{n} × {reason}" for reason, n in counts.items())
+
+
+def judge_level(
+    records: list[RequestRecord], request_timeout_s: float, max_error_rate: float = 0.0
+) -> tuple[str, str | None]:
+    """(status, reason) of a measured level from its requests, for every serving runner: ``ok`` only while
+    the share of failed requests is within ``max_error_rate`` (the plan's; 0: any failure fails the level,
+    whose throughput would otherwise read as the server's while it dropped requests); every failure is
+    counted by reason in the reason."""
+    measured = [r for r in records if r.kind == "measured"]
+    failed = [r for r in measured if r.status != "ok"]
+    if not failed:
+        return "ok", None
+    counts = reasons_text(errors_by_reason(failed))
+    if len(failed) == len(measured):
+        if all(r.status == "timeout" for r in failed):
+            return "timeout", f"every measured request timed out (request_timeout_s = {request_timeout_s:g})"
+        return "error", f"every measured request failed: {counts}"
+    rate = len(failed) / len(measured)
+    if rate <= max_error_rate:
+        return "ok", None
+    return "error", (
+        f"{len(failed)} of {len(measured)} measured requests failed (error rate {rate:.3g} > "
+        f"max_error_rate {max_error_rate:g}): {counts}"
+    )
+
+
 # -- Prometheus /metrics ------------------------------------------------------------------------------------
 def parse_prometheus(text: str) -> dict[str, float]:
     """``name value`` lines of a Prometheus text exposition (labels kept in the name); comments skipped."""

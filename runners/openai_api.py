@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from edgeprof.runners import loadgen
-from edgeprof.runners.llama_server import ServingResult, scrape_metrics, token_prompt
+from edgeprof.runners.llama_server import ServingResult, prompt_key, scrape_metrics, text_prompt, token_prompt
 
 
 def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) -> None:
@@ -37,12 +37,17 @@ def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) 
             rec.output_tokens, rec.token_source = out, "usage"
         if isinstance(prompt, int) and not isinstance(prompt, bool):
             rec.prompt_tokens = prompt
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int) and not isinstance(cached, bool):
+            rec.server_cache_n = cached  # the prompt tokens the server's cache served (OpenAI's name)
     timings = data.get("timings")
     if isinstance(timings, dict):
         rec.server_prompt_ms = _number(timings.get("prompt_ms"))
         rec.server_predicted_ms = _number(timings.get("predicted_ms"))
-        cache_n = timings.get("cache_n")
-        rec.server_cache_n = int(cache_n) if isinstance(cache_n, int) else None
+        cache_n = timings.get("cache_n")  # llama-server's own count of the same
+        if isinstance(cache_n, int) and not isinstance(cache_n, bool):
+            rec.server_cache_n = cache_n
 
 
 def _number(value: Any) -> float | None:
@@ -108,32 +113,34 @@ def public_url(target: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def _messages(wl: dict[str, Any], prefix: str) -> list[dict[str, str]]:
+def _messages(wl: dict[str, Any], key: str | None) -> list[dict[str, str]]:
     """The workload's chat messages (the server applies its own template), or its text prompt as one user
-    message; ``prefix`` goes in front of the last user message."""
+    message; the request's key (``prompt_key``) at the start of the first, so no two prompts share more than
+    the template's opening."""
     given = wl.get("messages")
     pairs = [(str(r), str(c)) for r, c in given] if given else [("user", str(wl.get("prompt") or ""))]
-    last_user = max((i for i, (role, _c) in enumerate(pairs) if role == "user"), default=len(pairs) - 1)
     return [
-        {"role": role, "content": prefix + content if i == last_user else content}
+        {"role": role, "content": text_prompt(content, key) if i == 0 else content}
         for i, (role, content) in enumerate(pairs)
     ]
 
 
 def payload_for(job: dict[str, Any], model: str | None, idx: int) -> dict[str, Any]:
-    """The body of request ``idx``: the workload greedy by default, streamed with usage. A per-request prefix
-    (its index) keeps repeated prompts apart unless the plan turns caching on. ``ignore_eos`` and ``top_k``
-    are not OpenAI's, but llama-server and vLLM honour them (a fixed output length needs the first)."""
+    """The body of request ``idx``: the workload greedy by default, streamed with usage, its prompt its own
+    (``prompt_key``) and ``cache_prompt`` as the plan says (off unless it asks: llama.cpp's servers reuse a
+    prompt's prefix otherwise, and TTFT would measure the cache). ``ignore_eos``, ``top_k`` and
+    ``cache_prompt`` are not OpenAI's, but llama-server honours them (vLLM the first two; a fixed output
+    length needs the first)."""
     wl, serving = job["workload"], job["serving"]
     endpoint = serving.get("endpoint") or "chat"
-    prefix = "" if serving.get("cache_prompt") else f"[{idx}] "
+    key = prompt_key(serving, idx)
     body: dict[str, Any] = {"model": model} if model else {}
     if endpoint == "chat":
-        body["messages"] = _messages(wl, prefix)
+        body["messages"] = _messages(wl, key)
     elif wl.get("prompt_tokens"):
-        body["prompt"] = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), idx)
+        body["prompt"] = token_prompt(int(wl["prompt_tokens"]), job.get("vocab_size"), key)
     else:
-        body["prompt"] = prefix + str(wl.get("prompt") or "")
+        body["prompt"] = text_prompt(str(wl.get("prompt") or ""), key)
     body.update(
         max_tokens=int(wl["n_predict"]),
         temperature=float(wl.get("temperature", 0.0)),
@@ -141,6 +148,7 @@ def payload_for(job: dict[str, Any], model: str | None, idx: int) -> dict[str, A
         top_k=int(wl.get("top_k", 40)),
         seed=int(wl.get("seed", 42)),
         ignore_eos=bool(wl.get("ignore_eos", True)),
+        cache_prompt=bool(serving.get("cache_prompt", False)),
         stream=True,
         stream_options={"include_usage": True},
     )
@@ -344,14 +352,6 @@ class _Drive:
         return False
 
     def judge_level(self) -> None:
-        """A level where no request succeeded is the config's outcome."""
-        res = self.res
-        measured = [r for r in res.records if r.kind == "measured"]
-        if measured and all(r.status != "ok" for r in measured):
-            if all(r.status == "timeout" for r in measured):
-                res.status = "timeout"
-                res.reason = f"every measured request timed out (request_timeout_s = {self.req_timeout:g})"
-            else:
-                res.status, res.reason = "error", f"every measured request failed: {measured[0].error}"
-            return
-        res.status, res.reason = "ok", None
+        """What the level's requests say (``loadgen.judge_level``, the plan's ``max_error_rate``)."""
+        max_rate = float(self.serving.get("max_error_rate") or 0.0)
+        self.res.status, self.res.reason = loadgen.judge_level(self.res.records, self.req_timeout, max_rate)

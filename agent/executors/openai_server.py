@@ -15,7 +15,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from edgeprof.executors.base import RunContext, end_run
-from edgeprof.executors.serving import ServingExecutor, level_stats, put_stats, request_row
+from edgeprof.executors.serving import (
+    ServingExecutor,
+    level_stats,
+    note_prompt_nonce,
+    put_stats,
+    request_row,
+)
 from edgeprof.executors.store import add_phases
 from edgeprof.plan import RunSpec, is_server_entry
 from edgeprof.runners.llama_server import ServingResult
@@ -90,6 +96,7 @@ class OpenAIExecutor(ServingExecutor):
         session.commit()  # no write transaction open while the level runs (the sampler's, the lease's)
         res = run_openai(job, spec.timeout_s, on_event=ctx.on_event, heartbeat=ctx.heartbeat, env=ctx.env)
         store_foreign(session, run, spec, res)
+        note_prompt_nonce(run, job)
         self.store_more(session, run, spec, res)
         run.status, run.reason = res.status, res.reason
         end_run(session, run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_ru
 from edgeprof.executors.serving_stats import counter_deltas, summarize_level
 from edgeprof.executors.store import add_phases
 from edgeprof.plan import RunSpec
+from edgeprof.plan.serving import server_slots
 from edgeprof.run_states import SKIPPED_MEMORY, utcnow
 from edgeprof.runners.llama_server import ServingResult, find_server, probe_server, run_serving
 from edgeprof.runners.loadgen import RequestRecord
@@ -26,12 +28,16 @@ from edgeprof.storage.models import Build, ModelFile, Run, ServingLevel, Serving
 
 
 def serving_job(spec: RunSpec, vocab_size: int | None) -> dict[str, Any]:
+    """The runner's job: the spec, its server's slots, and a fresh nonce that starts every prompt of this
+    config run (``runners.llama_server.prompt_key``): unique per sweep, level and request, so a server
+    that outlives a level or a sweep has no earlier prompt to serve from its cache."""
     job = spec.job()
     serving = dict(job.get("serving") or {})
     conc = int(spec.params.concurrency or 1)
-    serving["slots"] = conc  # one slot per client: a closed loop at c never queues in the server
+    serving["slots"] = server_slots("llama-server", conc)
     if serving.get("warmup_requests") is None:
         serving["warmup_requests"] = conc
+    serving["nonce"] = secrets.token_hex(4)
     job["serving"] = serving
     job["timeout_s"] = spec.timeout_s
     job["vocab_size"] = vocab_size
@@ -43,7 +49,7 @@ def kv_budget(spec: RunSpec, gpu_offload: bool, root: str = "/") -> dict[str, An
     buffers, agent/memory_model) against MemAvailable; ``fits`` is None when either side is unknown."""
     from edgeprof import gguf as mm
 
-    slots = int(spec.params.concurrency or 1)
+    slots = server_slots("llama-server", spec.params.concurrency)
     n_ctx = spec.params.n_ctx
     out: dict[str, Any] = {"slots": slots, "slot_ctx": n_ctx, "n_ctx_total": n_ctx * slots}
     try:
@@ -182,8 +188,9 @@ def level_stats(spec: RunSpec, res: ServingResult) -> dict[str, Any] | None:
     if res.level_t_start is None:
         return None
     slo = dict(spec.serving.slo) if spec.serving is not None else {}
+    cache_asked = bool(spec.serving.cache_prompt) if spec.serving is not None else False
     duration = res.level_t_end - res.level_t_start if res.level_t_end is not None else 0.0
-    stats = summarize_level(res.records, duration, slo)
+    stats = summarize_level(res.records, duration, slo, cache_asked)
     if res.metrics_before is not None and res.metrics_after is not None:
         stats["metrics_deltas"] = counter_deltas(res.metrics_before, res.metrics_after)
     stats["max_requests_processing"] = _max_metric(res.metrics_samples, "llamacpp:requests_processing")
@@ -225,6 +232,14 @@ def store_result(
         run.peak_rss_mb = res.peak_rss_mb
 
 
+def note_prompt_nonce(run: Run, job: dict[str, Any]) -> None:
+    """The nonce that started this run's prompts, beside the settings in effect (a request's prompt can be
+    rebuilt from it and the request's index)."""
+    effective = json.loads(run.effective_json) if run.effective_json else {}
+    effective["prompt_nonce"] = job["serving"].get("nonce")
+    run.effective_json = json.dumps(effective, sort_keys=True, default=str)
+
+
 class ServingExecutor:
     runner = "llama-server"
     workload_kind = "generation"
@@ -246,6 +261,7 @@ class ServingExecutor:
         session.commit()
         res = run_serving(job, spec.timeout_s, on_event=ctx.on_event, env=ctx.env, heartbeat=ctx.heartbeat)
         store_result(session, run, spec, res, budget)
+        note_prompt_nonce(run, job)
         self.store_more(session, run, spec, res)
         run.status, run.reason = res.status, res.reason
         run.exit_code, run.signal_name = res.exit_code, res.signal_name

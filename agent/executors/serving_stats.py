@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.runners.loadgen import RequestRecord
+from edgeprof.runners.loadgen import RequestRecord, errors_by_reason
 from edgeprof.stats import median, nearest_rank
 
 PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.50), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99))
@@ -45,11 +45,34 @@ def meets_slo(rec: RequestRecord, slo: dict[str, float]) -> bool:
     return True
 
 
-def summarize_level(records: list[RequestRecord], duration_s: float, slo: dict[str, float]) -> dict[str, Any]:
-    """The per-level figures from the measured requests of a level (``duration_s``: first send → last end)."""
+def summarize_level(
+    records: list[RequestRecord], duration_s: float, slo: dict[str, float], cache_asked: bool = False
+) -> dict[str, Any]:
+    """The per-level figures from the measured requests of a level (``duration_s``: first send → last end);
+    ``cache_asked``: whether the plan turned the server's prompt cache on."""
     measured = [r for r in records if r.kind == "measured"]
     ok = [r for r in measured if r.status == "ok"]
-    return {**level_counts(measured, ok, duration_s, slo), **latency_distributions(measured, ok)}
+    return {
+        **level_counts(measured, ok, duration_s, slo),
+        **prompt_cache_counts(measured, cache_asked),
+        **latency_distributions(measured, ok),
+    }
+
+
+def prompt_cache_counts(measured: list[RequestRecord], asked: bool) -> dict[str, Any]:
+    """The prompt tokens the server's cache served over the level (its own count, per request, where it
+    gives one), beside the prompt tokens sent; ``prompt_cache_unasked``: the cache served some although the
+    plan did not ask for it, so TTFT measured the cache, not the model (None: the server did not say)."""
+    reported = [r for r in measured if r.server_cache_n is not None]
+    cached = sum(r.server_cache_n or 0 for r in reported) if reported else None
+    prompt = [r.prompt_tokens for r in reported if r.prompt_tokens is not None]
+    return {
+        "cached_prompt_tokens": cached,
+        "cache_prompt_tokens_of": sum(prompt) if prompt else None,
+        "n_cache_reported": len(reported),
+        "prompt_cache_asked": asked,
+        "prompt_cache_unasked": (cached > 0 and not asked) if cached is not None else None,
+    }
 
 
 def level_counts(
@@ -76,6 +99,7 @@ def level_counts(
         "n_good": len(good) if good is not None else None,
         "slo": slo or None,
         "token_sources": token_sources(ok),
+        "errors_by_reason": errors_by_reason(measured),
     }
 
 

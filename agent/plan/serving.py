@@ -26,6 +26,8 @@ SERVING_KEYS = {
     "request_timeout_s",
     "ready_timeout_s",
     "cache_prompt",
+    "prompt_cache",
+    "max_error_rate",
     "slo",
     "target",
     "endpoint",
@@ -37,6 +39,8 @@ FOREIGN_RUNNER = "openai"  # the runner that measures a server at [serving] targ
 ENDPOINTS = ("chat", "completions")  # /v1/chat/completions, /v1/completions
 TARGET_EXAMPLE = '"http://127.0.0.1:8080"'
 FOREIGN_KEYS = ("target", "endpoint", "model", "api_key_env")  # [serving] keys of the openai runner only
+# keys that stay out of the JSON while unset, so the spec ids of earlier plans stay as they were
+OPTIONAL_KEYS = (*FOREIGN_KEYS, "max_error_rate")
 # the matrix axes that still mean something against a foreign server (power_mode: the device it runs on)
 FOREIGN_AXES = ("models", "power_mode", *SERVING_AXES)
 
@@ -59,6 +63,8 @@ class Serving:
     endpoint: str | None = None
     model: str | None = None
     api_key_env: str | None = None  # the environment variable holding its API key (never the key itself)
+    # the share of a level's requests that may fail with the level still ``ok`` (None: 0, none may)
+    max_error_rate: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -70,10 +76,17 @@ class Serving:
             "cache_prompt": self.cache_prompt,
             "slo": dict(self.slo),
         }
-        for key in FOREIGN_KEYS:
+        for key in OPTIONAL_KEYS:
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
+
+
+def server_slots(runner: str, concurrency: int | None) -> int:
+    """The slots of a server edgeprof starts: one per client, so a closed loop at c never queues in the
+    server (each slot with the plan's ctx); 1 in process. The memory prediction and the server's command
+    line both count them."""
+    return int(concurrency or 1) if runner == "llama-server" else 1
 
 
 def target_problem(raw: Any) -> str | None:
@@ -239,7 +252,8 @@ def _serving_table(chk: Checker, doc: dict[str, Any], foreign: bool) -> Serving:
     )
     req_t = chk.number(table.get("request_timeout_s", 60.0), "serving.request_timeout_s", minimum=0.001)
     ready_t = chk.number(table.get("ready_timeout_s", 120.0), "serving.ready_timeout_s", minimum=0.1)
-    cache = chk.boolean(table.get("cache_prompt", False), "serving.cache_prompt")
+    cache = _cache_prompt(chk, table)
+    max_rate = _max_error_rate(chk, table)
     return Serving(
         requests=requests,
         duration_s=duration,
@@ -247,9 +261,29 @@ def _serving_table(chk: Checker, doc: dict[str, Any], foreign: bool) -> Serving:
         request_timeout_s=req_t or 60.0,
         ready_timeout_s=ready_t or 120.0,
         cache_prompt=bool(cache),
+        max_error_rate=max_rate,
         slo=_slo(chk, table),
         **_foreign_keys(chk, table, foreign),
     )
+
+
+def _max_error_rate(chk: Checker, table: dict[str, Any]) -> float | None:
+    """The share of a level's requests allowed to fail, 0 to 1; None where the plan does not say (0)."""
+    if "max_error_rate" not in table:
+        return None
+    value = chk.number(table["max_error_rate"], "serving.max_error_rate", minimum=0.0)
+    if value is not None and value > 1.0:
+        chk.add("serving.max_error_rate", f"a share of the level's requests: must be <= 1, got {value:g}")
+        return None
+    return value
+
+
+def _cache_prompt(chk: Checker, table: dict[str, Any]) -> bool | None:
+    """``cache_prompt`` (llama-server's own name for it), or ``prompt_cache``: one of the two."""
+    if "cache_prompt" in table and "prompt_cache" in table:
+        chk.add("serving.prompt_cache", "the same setting as serving.cache_prompt: give one of the two")
+    key = "prompt_cache" if "prompt_cache" in table else "cache_prompt"
+    return chk.boolean(table.get(key, False), f"serving.{key}")
 
 
 def _foreign_keys(chk: Checker, table: dict[str, Any], foreign: bool) -> dict[str, str | None]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from edgeprof.plan.bounds import MAX_NGL as NGL_ALL
 from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
@@ -53,9 +54,23 @@ def fmt_ttft(row: Row) -> str:
     return f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
 
 
+NOT_APPLICABLE = "–"  # a setting that is not the plan's to give (a server edgeprof did not start keeps its own)
+
+
+def fmt_ngl(ngl: Any) -> str:
+    """-ngl as a cell: 'all (999)' for edgeprof's "every layer" (the default), '–' where the plan set none
+    (a server edgeprof did not start), else the number of layers."""
+    if ngl is None:
+        return NOT_APPLICABLE
+    return f"all ({ngl})" if ngl >= NGL_ALL else str(ngl)
+
+
+RUNNING = "running"  # a config still being measured: not finished, so neither ok nor failed
+
+
 def fmt_status(row: Row) -> str:
-    """'ok', or the failure in capitals so that it stands out in a column of 'ok'."""
-    return str(row["status"]) if row["status"] == "ok" else str(row["status"]).upper()
+    """'ok', 'running', or the failure in capitals so that it stands out in a column of 'ok'."""
+    return str(row["status"]) if row["status"] in ("ok", RUNNING) else str(row["status"]).upper()
 
 
 def fmt_watts(row: Row) -> str:
@@ -159,6 +174,18 @@ def fmt_served(row: Row) -> str:
     if row["serving_requests"] is None:
         return EMPTY
     return f"{row['serving_ok']}/{row['serving_requests']}"
+
+
+def fmt_prompt_cache(row: Row) -> str:
+    """'0/1024': the prompt tokens the server's cache served over a level, of those sent; 'UNASKED' after
+    it where the cache served some although the plan did not turn it on, 'cache on' where it did; '—' where
+    the server gave no count."""
+    cached = row.get("serving_cached_prompt_tokens")
+    if cached is None:
+        return EMPTY
+    text = f"{cached}/{fmt_value(row.get('serving_cached_prompt_tokens_of'))}"
+    mark = {"unasked": " UNASKED", "on": " (cache on)"}.get(str(row.get("serving_prompt_cache")), "")
+    return text + mark
 
 
 # -- generated text: the first characters of a config's output, never able to reach a terminal as control --

@@ -27,10 +27,12 @@ from edgeprof.report.cells import (
     fmt_bandwidth,
     fmt_both,
     fmt_memory,
+    fmt_ngl,
     fmt_output,
     fmt_output_html,
     fmt_pair,
     fmt_ppl,
+    fmt_prompt_cache,
     fmt_quality,
     fmt_served,
     fmt_spread,
@@ -56,7 +58,8 @@ Style = Literal["text", "num", "badge", "status"]
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
 # recommendation's evidence.
-REPORT_SCHEMA_VERSION = 11
+# v11 a soak's figures; v12 a serving level's failures by reason and its prompt cache.
+REPORT_SCHEMA_VERSION = 12
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,11 @@ class Column:
     # telling first), each one named; None: never, without it a row does not say what it is or how fast it
     # ran (it is kept in HTML too when all its cells are empty).
     width_rank: int | None = 0
+    # A parameter of the config (threads, ngl, batch …): where it differs between the rows shown, it is
+    # what tells them apart, so it is never left out to fit a width (measures are).
+    param: bool = False
+    # Shown only where it differs between the rows (a setting that is almost always the plan's default).
+    vary_only: bool = False
 
     @property
     def essential(self) -> bool:
@@ -267,8 +275,8 @@ COLUMNS: tuple[Column, ...] = (
     field("poll", "integer|null", "%"),
     field("n_seq_max", "integer|null"),
     # v6: memory predicted before the run, bandwidth, the recommendation (agent/report/fit.py)
-    field("mem_predicted_mb", "number|null", "MiB", LOCAL),
-    field("mem_available_mb", "number|null", "MiB", LOCAL),
+    field("mem_predicted_mb", "number|null", "MiB", LOCAL | SERVING),
+    field("mem_available_mb", "number|null", "MiB", LOCAL | SERVING),
     field("bw_gbps", "number|null", "GB/s", SPEED),
     field("bw_pct", "number|null", "%", SPEED),
     field("bw_probe_gbps", "number|null", "GB/s", LOCAL),
@@ -343,17 +351,37 @@ COLUMNS: tuple[Column, ...] = (
     field("soak_end_slope_c_per_min", "number|null", "°C/min", LOCAL),
     field("soak_burst_j_per_token", "number|null", "J/token", LOCAL),
     field("soak_sustained_j_per_token", "number|null", "J/token", LOCAL),
+    # v12: a serving level's failed requests counted by reason ("7 × stream ended without a finish_reason"),
+    # a level's failed requests by reason (the terminal and Markdown list them below the table)
+    column("s_errors", "failed requests", value_of("serving_errors_by_reason"), rows=SERVING, formats=HTML),
+    # the prompt tokens the server's cache served over the level (its own count) of those sent, and whether
+    # the plan asked for that cache ("on"), or not ("off"), or the cache served prompt tokens unasked
+    # ("unasked": TTFT measured the cache, not the model)
+    field("serving_errors_by_reason", "string|null", rows=SERVING),
+    field("serving_cached_prompt_tokens", "integer|null", "tokens", SERVING),
+    field("serving_cached_prompt_tokens_of", "integer|null", "tokens", SERVING),
+    field("serving_prompt_cache", "string|null", rows=SERVING),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
     column("ctx", "ctx", lambda r: str(r["ctx"]), unit="tokens", rows=ALL | VERSUS, style="num",
            width_rank=None),
-    column("depth", "depth", value_of("depth"), unit="tokens", style="num", width_rank=7),
-    column("ngl", "ngl", lambda r: str(r["ngl"]), rows=ALL | VERSUS, style="num", width_rank=8),
-    column("thr", "thr", lambda r: str(r["threads"]), style="num", width_rank=9),
-    column("workload", "workload", lambda r: str(r["workload"]), rows=ALL | VERSUS, width_rank=15),
-    column("c", "c", value_of("concurrency"), unit="clients", rows=SERVING, style="num"),
-    column("rate", "rate", value_of("request_rate", 2), unit="req/s", rows=SERVING, style="num"),
+    column("depth", "depth", value_of("depth"), unit="tokens", style="num", width_rank=7, param=True),
+    column("ngl", "ngl", lambda r: fmt_ngl(r["ngl"]), rows=ALL | VERSUS, style="num", width_rank=8,
+           param=True),
+    column("thr", "thr", lambda r: str(r["threads"]), style="num", width_rank=9, param=True),
+    # llama.cpp's other settings and the device's power mode: columns only where they differ between rows
+    column("batch", "batch/ubatch", lambda r: fmt_both(r, "n_batch", "n_ubatch", 0), rows=ALL, style="num",
+           param=True, vary_only=True),
+    column("fa", "fa", value_of("flash_attn"), rows=ALL, param=True, vary_only=True),
+    column("kv", "KV k/v", lambda r: f"{fmt_value(r.get('type_k'))}/{fmt_value(r.get('type_v'))}", rows=ALL,
+           param=True, vary_only=True),
+    column("pmode", "power mode", value_of("power_mode"), rows=ALL, param=True, vary_only=True),
+    column("runner", "runner", value_of("runner"), rows=SERVING, param=True, vary_only=True),
+    column("workload", "workload", lambda r: str(r["workload"]), rows=ALL | VERSUS, width_rank=15,
+           param=True),
+    column("c", "c", value_of("concurrency"), unit="clients", rows=SERVING, style="num", param=True),
+    column("rate", "rate", value_of("request_rate", 2), unit="req/s", rows=SERVING, style="num", param=True),
     column("tokens", "tok out/n_pred", fmt_tokens_out, unit="tokens", style="num", width_rank=5),
     column("status", "status", fmt_status, rows=ALL, style="status", field="status", width_rank=None),
     column("ok_n", "ok/n", fmt_served, unit="requests", rows=SERVING, style="num"),
@@ -368,7 +396,7 @@ COLUMNS: tuple[Column, ...] = (
            width_rank=None),
     column("ttft", "TTFT p50/p95 ms", fmt_ttft, unit="ms", style="num", width_rank=16),
     column("rss", "RSS MiB", value_of("peak_rss_mb"), unit="MiB", style="num", width_rank=6),
-    column("mem", "mem pred/peak MiB", fmt_memory, unit="MiB", style="num", width_rank=12),
+    column("mem", "mem pred/peak MiB", fmt_memory, unit="MiB", rows=LOCAL | SERVING, style="num", width_rank=12),
     column("bw", "BW GB/s (%)", fmt_bandwidth, unit="GB/s", style="num", width_rank=3),
     column("shared", "shared/GPU MiB", lambda r: fmt_both(r, "peak_shared_mb", "peak_gpu_mem_mb"), unit="MiB",
            formats=HTML, style="num"),
@@ -416,6 +444,10 @@ COLUMNS: tuple[Column, ...] = (
     column("s_deferred", "deferred", value_of("serving_max_deferred", 0), unit="requests", rows=SERVING,
            style="num"),
     column("s_slot", "slot ctx", value_of("serving_slot_n_ctx"), unit="tokens", rows=SERVING, style="num"),
+    # a level's failed requests by reason (the terminal and Markdown list them below the table)
+    column("s_errors", "failed requests", value_of("serving_errors_by_reason"), rows=SERVING, formats=HTML),
+    # the prompt tokens the server's cache served, of those sent, marked where the plan did not ask for it
+    column("s_cache", "cached prompt tok", fmt_prompt_cache, unit="tokens", rows=SERVING, style="num"),
     # per level: its requests' TPOT spread, other CPU work in its window (agent/verdicts/serving.py)
     column("s_stability", "stability", value_of("stability_verdict"), rows=SERVING, style="badge",
            field="stability_verdict"),
@@ -440,10 +472,25 @@ def fields() -> tuple[Column, ...]:
     return tuple(c for c in COLUMNS if "json" in c.formats)
 
 
-def shown(fmt: Format, table: str = "configs") -> tuple[Column, ...]:
-    """The columns ``fmt`` shows in ``table`` (``configs``, ``serving`` or ``versus``), in table order."""
+def shown(fmt: Format, table: str = "configs", rows: Sequence[Row] | None = None) -> tuple[Column, ...]:
+    """The columns ``fmt`` shows in ``table`` (``configs``, ``serving`` or ``versus``), in table order; with
+    ``rows``, the columns shown only where they vary (``vary_only``) left out where they do not."""
     kinds = TABLES[table]
-    return tuple(c for c in COLUMNS if fmt in c.formats and c.fmt is not None and c.rows & kinds)
+    out = tuple(c for c in COLUMNS if fmt in c.formats and c.fmt is not None and c.rows & kinds)
+    if rows is None:
+        return out
+    return tuple(c for c in out if not c.vary_only or varies(c, rows))
+
+
+def varies(column: Column, rows: Sequence[Row]) -> bool:
+    """Whether ``column``'s cell differs between ``rows``."""
+    return len({column.text(r) for r in rows}) > 1
+
+
+def telling_params(columns: Sequence[Column], rows: Sequence[Row]) -> set[str]:
+    """The keys of the parameter columns that differ between ``rows``: what tells them apart, never left
+    out to fit a width."""
+    return {c.name for c in columns if c.param and varies(c, rows)}
 
 
 def cells(columns: Sequence[Column], row: Row) -> list[str]:

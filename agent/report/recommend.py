@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.plan import QualityBudget
+from edgeprof.report.cells import RUNNING
 from edgeprof.report.reference import PARAM_KEYS
 from edgeprof.report.speed_ratio import SpeedRatio, speed_ratio
 from edgeprof.runners.registry import DEFAULT_RUNNER
@@ -244,6 +245,8 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
     detail = f": {r['reason']}" if r.get("reason") else ""
     if r["status"] == "skipped_memory":
         return f"does not fit in memory (skipped_memory{detail})"
+    if r["status"] == RUNNING:
+        return "still running"
     if r["status"] != "ok":
         return f"failed ({r['status']}{detail})"
     if r.get("tg_tps_median") is None:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from edgeprof.plan import FOREIGN_RUNNER
 from edgeprof.report.columns import COLUMNS, SERVING, is_serving_runner
 from edgeprof.report.run_row import base_row
+from edgeprof.runners.loadgen import reasons_text
 from edgeprof.stats import Summary, nearest_rank
 from edgeprof.storage.models import Run, ServingLevel, ServingRequest, Verdict
 from edgeprof.verdicts import verdicts_by_run
@@ -96,8 +97,31 @@ def serving_fields(run: Run, level: ServingLevel | None) -> dict[str, Any]:
         serving_server_ms_per_token_p50=_p(stats, "server_ms_per_token", "p50"),
         serving_client_minus_server_ttft_ms_p50=_p(stats, "ttft_minus_server_prompt_ms", "p50"),
         serving_output_j_per_token=level.output_j_per_token,
+        serving_errors_by_reason=reasons_text(stats.get("errors_by_reason") or {}) or None,
+        serving_cached_prompt_tokens=stats.get("cached_prompt_tokens"),
+        serving_cached_prompt_tokens_of=stats.get("cache_prompt_tokens_of"),
+        serving_prompt_cache=prompt_cache_state(stats),
+        mem_predicted_mb=run.mem_predicted_mb if run.mem_predicted_mb is not None else _budget_mb(level),
+        mem_available_mb=run.mem_available_mb,
     )
     return out
+
+
+def prompt_cache_state(stats: Mapping[str, Any]) -> str | None:
+    """"on" (the plan asked for the server's prompt cache), "unasked" (it served prompt tokens although the
+    plan did not), "off"; None for a level stored before edgeprof read the cache's count."""
+    if "prompt_cache_asked" not in stats:
+        return None
+    if stats["prompt_cache_asked"]:
+        return "on"
+    return "unasked" if stats.get("prompt_cache_unasked") else "off"
+
+
+def _budget_mb(level: ServingLevel) -> float | None:
+    """The server's predicted memory from the executor's budget (slots x ctx), where the run has none."""
+    budget = json.loads(level.kv_budget_json) if level.kv_budget_json else {}
+    value = budget.get("predicted_mb")
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def token_fields(session: Session, run: Run) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from edgeprof.gguf import (
     weights_read_per_token,
 )
 from edgeprof.plan import RunSpec, estimate_prompt_tokens
+from edgeprof.plan.serving import server_slots
 from edgeprof.storage.models import Run, Sweep
 
 _OFFLOAD_FLAGS = re.compile(r"GGML_(CUDA|VULKAN|METAL|HIP|SYCL|MUSA|OPENCL)=(ON|1|TRUE)", re.IGNORECASE)
@@ -132,10 +133,11 @@ class FitChecker:
             return None
         p = spec.params
         request = _request_terms(spec, shape.n_vocab)
+        slots = server_slots(p.runner, p.concurrency)  # a server: slots x ctx of KV
         try:
             pred = predict_memory(
                 shape,
-                n_ctx=p.n_ctx,
+                n_ctx=p.n_ctx * slots,
                 n_gpu_layers=p.n_gpu_layers,
                 n_batch=p.n_batch,
                 n_ubatch=p.n_ubatch,
@@ -146,7 +148,7 @@ class FitChecker:
                 gpu_offload=self.gpu_offload,
                 unified=self.unified,
                 swa_full=bool(getattr(p, "swa_full", False)),
-                n_seq_max=int(getattr(p, "n_seq_max", 1) or 1),
+                n_seq_max=max(slots, int(getattr(p, "n_seq_max", 1) or 1)),
                 runtime_mb=self.runtime_mb if self.runtime_mb is not None else RUNTIME_BASE_MIB,
                 **request,
             )

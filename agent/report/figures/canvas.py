@@ -34,6 +34,30 @@ def plain_text() -> Iterator[None]:
         yield
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_label(value: float, _pos: Any = None) -> str:
+    """A log axis's tick as text that needs no math parsing (``plain_text`` turns it off, and matplotlib's
+    own log labels are mathtext: they would print as ``$\\mathdefault{10^{-1}}$``): '10⁻¹', '−10²', '0';
+    '' between the powers of ten."""
+    if value == 0:
+        return "0"
+    exponent = math.log10(abs(value))
+    if not math.isclose(exponent, round(exponent), abs_tol=1e-9):
+        return ""
+    sign = "−" if value < 0 else ""
+    return f"{sign}10{str(int(round(exponent))).translate(_SUPERSCRIPT)}"
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Label a log or symlog ``axis`` (``ax.xaxis``) with ``power_label``: its ticks read as numbers."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(power_label))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=100, constrained_layout=True)
     FigureCanvasAgg(fig)

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from edgeprof.plan import QualityBudget
-from edgeprof.report.figures.canvas import message_png, new_figure, save, series_name
+from edgeprof.report.figures.canvas import message_png, new_figure, plain_log_ticks, save, series_name
 
 BUDGET_COLOR = "C3"
 OUTSIDE_COLOR = "#d32f2f"
@@ -180,3 +180,4 @@ def _kld_line(ax: Axes, budget: QualityBudget) -> None:
         transform=ax.get_xaxis_transform(),
     )
     ax.set_xscale("symlog", linthresh=1e-4)
+    plain_log_ticks(ax.xaxis)

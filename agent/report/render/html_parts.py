@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from edgeprof.report.cells import fmt_value
-from edgeprof.report.columns import Column, cells, drop_order, shown
+from edgeprof.report.cells import RUNNING, fmt_value
+from edgeprof.report.columns import Column, cells, drop_order, shown, telling_params
 from edgeprof.report.tables import drop_empty_columns, fit_columns
 from edgeprof.safetext import esc
 
@@ -70,14 +70,14 @@ def cell(column: Column, row: Row) -> str:
     if column.style == "badge":
         return f"<td>{badge(row.get(column.field))}</td>"
     if column.style == "status":
-        ok = row[column.field] == "ok"
+        ok = row[column.field] in ("ok", RUNNING)  # running: not finished, not failed
         reason = "" if ok else f" {esc(row.get('reason'))}"
         return f"<td>{badge(row[column.field], None if ok else 'failed')}{reason}</td>"
     return td(column.html_text(row), num=column.style == "num")
 
 
 def failed_classes(rows: Sequence[Row]) -> list[str]:
-    return ["failed" if r["status"] != "ok" else "" for r in rows]
+    return ["failed" if r["status"] not in ("ok", RUNNING) else "" for r in rows]
 
 
 def non_empty(columns: Sequence[Column], rows: Sequence[Row]) -> list[Column]:
@@ -117,7 +117,8 @@ def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tupl
     # a header wraps at its spaces: its longest word is what it needs
     heads = [max(len(w) for w in (c.html_header or c.header).split()) for c in columns]
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
-    order = [k for k in drop_order("html") if k in by_key]
+    keep = telling_params(columns, rows)  # what tells the rows apart stays; measures go first
+    order = [k for k in drop_order("html") if k in by_key and k not in keep]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out
 
@@ -127,7 +128,7 @@ def table_columns(
 ) -> tuple[list[Column], list[str]]:
     """The registry's HTML columns for ``table_name``; ``drop_empty``: those without data left out;
     ``fit_chars``: the least telling left out to fit that width. Returns them and the keys left out to fit."""
-    columns = list(shown("html", table_name))
+    columns = list(shown("html", table_name, rows=rows))
     if drop_empty:
         columns = non_empty(columns, rows)
     if fit_chars is None:

@@ -19,7 +19,7 @@ from edgeprof.safetext import safe_lines
 
 def render_markdown(rows: list[dict[str, Any]]) -> str:
     everything, rows = rows, [r for r in rows if not is_serving_row(r)]
-    columns = shown("md")
+    columns = shown("md", rows=rows)
     headers, grid, _ = drop_empty_columns([c.header for c in columns], [cells(columns, r) for r in rows])
     lines = md_table(headers, grid)
     recs = recommendation_lines(rows)  # the report opens with the answer

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from edgeprof.report.cells import ECHO_MARK, EMPTY, OUTPUT_CHARS, output_head
+from edgeprof.report.cells import ECHO_MARK, EMPTY, OUTPUT_CHARS, fmt_ngl, output_head
 from edgeprof.report.columns import row_kind
 
 
@@ -21,7 +21,7 @@ def failure_notes(rows: list[dict[str, Any]]) -> list[str]:
     # and on a CPU-only build every one of them measured the CPU.
     cpu_only = [r for r in rows if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False]
     if cpu_only:
-        ngls = ", ".join(str(n) for n in sorted({r["ngl"] for r in cpu_only}))
+        ngls = ", ".join(fmt_ngl(n) for n in sorted({r["ngl"] for r in cpu_only}))
         out.append(
             f"{len(cpu_only)} config(s) asked for -ngl {ngls}, but this llama.cpp build cannot offload to "
             "a GPU: those runs measured the CPU"

@@ -22,7 +22,7 @@ def serving_lines(rows: list[dict[str, Any]], markdown: bool = False) -> list[st
         return []
     table = md_table if markdown else render_grid
     fmt: Format = "md" if markdown else "table"
-    columns = shown(fmt, "serving")
+    columns = shown(fmt, "serving", rows=serving)
     title = serving_title(serving) + ":"
     lines = ["", f"**{title}**" if markdown else title, ""]
     lines += table([c.header for c in columns], [cells(columns, r) for r in serving])
@@ -33,6 +33,13 @@ def serving_lines(rows: list[dict[str, Any]], markdown: bool = False) -> list[st
     ]
     if fails:
         lines += ["", f"{len(fails)} failed serving level(s):", *(f"  {f}" for f in fails)]
+    tolerated = [
+        f"{r['model_label']} ctx={r['ctx']} c={r['concurrency']}: {r['serving_errors_by_reason']}"
+        for r in serving
+        if r["status"] == "ok" and r.get("serving_errors_by_reason")
+    ]
+    if tolerated:
+        lines += ["", "failed requests within the plan's max_error_rate:", *(f"  {t}" for t in tolerated)]
     lines += ["", SERVING_NOTE.format(tokens=token_count_note(serving))]
     versus = versus_rows(rows)
     if versus:

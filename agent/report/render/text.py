@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from edgeprof.report.columns import COLUMN_KEYS, ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown
+from edgeprof.report.columns import ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown, telling_params
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.notes import ECHO_TITLE, OUTPUT_TITLE, echo_notes, failure_notes, output_lines
 from edgeprof.report.render.serving import serving_lines
@@ -32,13 +32,13 @@ def table_lines(
     wide: bool = False,
 ) -> list[str]:
     """The per-config table (see the module docstring). ``columns`` picks exact columns by key."""
-    shown_columns = shown("table")
+    if columns is not None:
+        picked = [c for k in columns for c in shown("table") if c.name == k]
+        return render_grid([c.header for c in picked], [cells(picked, r) for r in rows])
+    shown_columns = shown("table", rows=rows)
     key_of_header = {c.header: c.name for c in shown_columns}
     headers = [c.header for c in shown_columns]
     grid = [cells(shown_columns, r) for r in rows]
-    if columns is not None:
-        idx = [COLUMN_KEYS.index(k) for k in columns]
-        return render_grid([headers[i] for i in idx], [[c[i] for i in idx] for c in grid])
     essential = [c.header for c in shown_columns if c.name in ESSENTIAL_KEYS]
     common: list[tuple[str, str]] = []
     if wide:
@@ -47,7 +47,8 @@ def table_lines(
         headers, grid, common = drop_constant_columns(headers, grid, keep=essential)
     dropped: list[str] = []
     if width is not None and not wide:
-        order = [c.header for k in FIT_DROP_ORDER for c in shown_columns if c.name == k]
+        keep = telling_params(shown_columns, rows)  # what tells the rows apart stays; measures go first
+        order = [c.header for k in FIT_DROP_ORDER for c in shown_columns if c.name == k and k not in keep]
         headers, grid, dropped = fit_columns(headers, grid, width, order)
     lines = []
     if common:
