@@ -115,6 +115,7 @@ def test_both_endpoints_at_concurrency_1_and_2_store_what_the_server_reported(
         )
     # every stored count is what the server says for that request (the same body, asked again)
     job = {"workload": plan.workloads[0].to_json(), "serving": plan.serving.to_json() if plan.serving else {}}
+    job["serving"]["nonce"] = json.loads(rows[1][0].effective_json or "{}")["prompt_nonce"]  # the run's own
     model = json.loads(rows[0][1].props_json or "{}")["model"]  # type: ignore[union-attr]
     for q in [q for q in rows[1][2] if q.kind == "measured"]:
         usage = replay_usage(server_url, payload_for(job, model, q.idx), endpoint)

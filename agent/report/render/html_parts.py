@@ -117,8 +117,10 @@ def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tupl
     # a header wraps at its spaces: its longest word is what it needs
     heads = [max(len(w) for w in (c.html_header or c.header).split()) for c in columns]
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
-    keep = telling_params(columns, rows)  # what tells the rows apart stays; measures go first
+    # what tells the rows apart stays; measures go first, then the parameters every row shares
+    keep = telling_params(columns, rows)
     order = [k for k in drop_order("html") if k in by_key and k not in keep]
+    order = [k for k in order if not by_key[k].param] + [k for k in order if by_key[k].param]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out
 

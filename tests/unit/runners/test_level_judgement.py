@@ -1,0 +1,82 @@
+"""A serving level's outcome, one judgement for both serving runners (``loadgen.judge_level``): ``ok`` only
+while the share of failed requests is within the plan's ``max_error_rate`` (default 0), every failure
+counted by reason; and the prompts that keep each request's prompt its own (a per-run nonce first)."""
+
+from __future__ import annotations
+
+import pytest
+from support.serving import synthetic_request
+
+from edgeprof.runners import loadgen
+from edgeprof.runners.llama_server import payload_for, prompt_key, token_prompt
+
+pytestmark = pytest.mark.timeout(30)
+
+DROPPED = "stream ended without a finish_reason"
+
+
+def level(n_ok: int, n_failed: int, error: str = DROPPED) -> list[loadgen.RequestRecord]:
+    recs = [synthetic_request(i, 0.1) for i in range(n_ok)]
+    for i in range(n_failed):
+        rec = synthetic_request(n_ok + i, 0.1, status="error")
+        rec.error = error
+        recs.append(rec)
+    return recs
+
+
+def test_one_failed_request_of_eight_fails_the_level_by_default() -> None:
+    status, reason = loadgen.judge_level(level(7, 1), 60.0)
+    assert status == "error"
+    assert reason == (
+        f"1 of 8 measured requests failed (error rate 0.125 > max_error_rate 0): 1 × {DROPPED}"
+    )
+
+
+def test_seven_of_eight_dropped_mid_stream_is_failed_with_the_reasons_counted() -> None:
+    recs = level(1, 6)
+    recs.append(synthetic_request(7, 0.1, status="timeout"))
+    recs[-1].error = "no complete response within 60 s"
+    status, reason = loadgen.judge_level(recs, 60.0)
+    assert status == "error" and reason is not None
+    assert reason.endswith(f"6 × {DROPPED}; 1 × no complete response within 60 s")
+    assert loadgen.errors_by_reason(recs) == {DROPPED: 6, "no complete response within 60 s": 1}
+
+
+def test_max_error_rate_just_inside_and_just_outside() -> None:
+    # 1 of 4 failed: an error rate of exactly 0.25
+    assert loadgen.judge_level(level(3, 1), 60.0, max_error_rate=0.25) == ("ok", None)
+    status, _reason = loadgen.judge_level(level(3, 1), 60.0, max_error_rate=0.2499)
+    assert status == "error"
+    assert loadgen.judge_level(level(4, 0), 60.0) == ("ok", None)
+
+
+def test_every_request_failed_or_timed_out() -> None:
+    assert loadgen.judge_level(level(0, 2), 60.0) == ("error", f"every measured request failed: 2 × {DROPPED}")
+    recs = [synthetic_request(i, 0.1, status="timeout") for i in range(2)]
+    status, reason = loadgen.judge_level(recs, 5.0, max_error_rate=1.0)
+    assert status == "timeout" and reason == "every measured request timed out (request_timeout_s = 5)"
+
+
+def test_a_reply_body_is_cut_so_that_like_failures_count_together() -> None:
+    a = level(0, 1, "HTTP 500: " + "x" * 200)[0]
+    assert len(loadgen.error_reason(a)) == loadgen.REASON_CHARS
+
+
+def test_every_prompt_starts_with_the_runs_nonce_and_its_index() -> None:
+    job = {"workload": {"prompt": "hello", "n_predict": 4}, "serving": {"nonce": "a1b2"}}
+    assert payload_for(job, 7)["prompt"] == "[a1b2:7] hello"
+    assert payload_for(job, 7)["cache_prompt"] is False
+    other_sweep = {**job, "serving": {"nonce": "c3d4"}}
+    assert payload_for(other_sweep, 7)["prompt"] != payload_for(job, 7)["prompt"]
+    cached = {**job, "serving": {"nonce": "a1b2", "cache_prompt": True}}
+    assert payload_for(cached, 7)["prompt"] == payload_for(cached, 8)["prompt"] == "hello"  # the scenario
+    assert payload_for(cached, 7)["cache_prompt"] is True
+
+
+def test_token_prompts_share_no_prefix_across_runs_or_requests() -> None:
+    keys = [prompt_key({"nonce": n}, i) for n in ("a1", "b2") for i in range(50)]
+    prompts = [token_prompt(16, 49152, k) for k in keys]
+    assert all(len(p) == 16 and all(300 <= t < 49152 for t in p) for p in prompts)
+    assert len({tuple(p[:2]) for p in prompts}) == len(prompts)  # no two share even two leading tokens
+    assert token_prompt(16, 49152, keys[0]) == prompts[0]  # a request's prompt can be rebuilt from its key
+    assert token_prompt(8, 49152, None) == token_prompt(8, 49152, None)  # cache on: one prompt
