@@ -60,3 +60,37 @@ def test_the_level_says_where_its_token_counts_came_from() -> None:
     s = summarize_level(recs, duration_s=2.0, slo={})
     # successful measured requests only: the failed one and the warm-up are not counted
     assert s["token_sources"] == {"chunks": 2, "none": 1, "usage": 7}
+
+
+def test_the_prompt_cache_count_and_whether_the_plan_asked_for_it() -> None:
+    from edgeprof.report.cells import fmt_prompt_cache
+    from edgeprof.report.serving import prompt_cache_state
+
+    recs = level()
+    for r in recs:
+        r.server_cache_n = 0
+    s = summarize_level(recs, duration_s=2.0, slo={})
+    assert (s["cached_prompt_tokens"], s["cache_prompt_tokens_of"], s["n_cache_reported"]) == (0, 160, 11)
+    assert s["prompt_cache_unasked"] is False and prompt_cache_state(s) == "off"
+    recs[3].server_cache_n = 12  # one request's prompt served in part by the cache, unasked
+    s = summarize_level(recs, duration_s=2.0, slo={})
+    assert s["cached_prompt_tokens"] == 12 and s["prompt_cache_unasked"] is True
+    row = {
+        "serving_cached_prompt_tokens": 12,
+        "serving_cached_prompt_tokens_of": 160,
+        "serving_prompt_cache": prompt_cache_state(s),
+    }
+    assert fmt_prompt_cache(row) == "12/160 UNASKED"
+    asked = summarize_level(recs, duration_s=2.0, slo={}, cache_asked=True)
+    assert asked["prompt_cache_unasked"] is False and prompt_cache_state(asked) == "on"
+    assert fmt_prompt_cache({**row, "serving_prompt_cache": "on"}) == "12/160 (cache on)"
+    for r in recs:
+        r.server_cache_n = None  # a server that gives no count: not measured, never 0
+    s = summarize_level(recs, duration_s=2.0, slo={})
+    assert s["cached_prompt_tokens"] is None and s["prompt_cache_unasked"] is None
+    assert fmt_prompt_cache({**row, "serving_cached_prompt_tokens": None}) == "—"
+
+
+def test_failed_requests_are_counted_by_reason() -> None:
+    s = summarize_level(level(), duration_s=2.0, slo={})
+    assert s["errors_by_reason"] == {"synthetic failure": 1}

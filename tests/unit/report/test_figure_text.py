@@ -32,3 +32,26 @@ def test_a_label_with_dollars_is_drawn_as_written(tmp_path: Path) -> None:
 def test_the_html_report_draws_every_figure_with_plain_text(tmp_path: Path) -> None:
     html = _figures_html([("Configs compared", lambda p: comparison_png(rows(), p))])
     assert "<img" in html and "figure not drawn" not in html, html[:300]
+
+
+def test_the_pareto_log_axis_ticks_read_as_numbers_while_labels_stay_literal() -> None:
+    """Math parsing is off for labels, and matplotlib's log tick labels are mathtext: they printed as
+    ``$\\mathdefault{10^{-1}}$``. The symlog axis's ticks are drawn as plain numbers ('10⁻¹')."""
+    pytest.importorskip("matplotlib")
+    from edgeprof.report.figures import speed_vs_kld_figure
+
+    base = {"ctx": 512, "status": "ok", "quant": "Q4_K_M", "same_top_pct": 97.0, "workload": "w"}
+    rows = [
+        {**base, "model_label": "cost $5 or $6", "kld_mean": 0.0, "tg_tps_median": 10.0},
+        {**base, "model_label": "b", "kld_mean": 0.004, "tg_tps_median": 14.0},
+        {**base, "model_label": "c", "kld_mean": 0.2, "tg_tps_median": 20.0},
+    ]
+    with plain_text():
+        fig = speed_vs_kld_figure(rows)
+        assert fig is not None
+        fig.canvas.draw()
+    texts = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() if t.get_text()]
+    assert texts and not [t for t in texts if "$" in t or "mathdefault" in t], texts
+    assert {"10⁻⁴", "10⁻²", "10⁻¹"} <= set(texts), texts
+    names = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert any(n.startswith("cost $5 or $6") for n in names)  # the user's label as written
