@@ -54,7 +54,8 @@ def fmt_ttft(row: Row) -> str:
     return f"{row['ttft_ms_p50']:.1f}/{row['ttft_ms_p95']:.1f}"
 
 
-NOT_APPLICABLE = "–"  # a setting that is not the plan's to give (a server edgeprof did not start keeps its own)
+# a setting that is not the plan's to give (a server edgeprof did not start keeps its own)
+NOT_APPLICABLE = "–"
 
 
 def fmt_ngl(ngl: Any) -> str:

@@ -47,7 +47,7 @@ def power_label(value: float, _pos: Any = None) -> str:
     if not math.isclose(exponent, round(exponent), abs_tol=1e-9):
         return ""
     sign = "−" if value < 0 else ""
-    return f"{sign}10{str(int(round(exponent))).translate(_SUPERSCRIPT)}"
+    return f"{sign}10{str(round(exponent)).translate(_SUPERSCRIPT)}"
 
 
 def plain_log_ticks(axis: Any) -> None:

@@ -51,7 +51,8 @@ def test_max_error_rate_just_inside_and_just_outside() -> None:
 
 
 def test_every_request_failed_or_timed_out() -> None:
-    assert loadgen.judge_level(level(0, 2), 60.0) == ("error", f"every measured request failed: 2 × {DROPPED}")
+    failed = loadgen.judge_level(level(0, 2), 60.0)
+    assert failed == ("error", f"every measured request failed: 2 × {DROPPED}")
     recs = [synthetic_request(i, 0.1, status="timeout") for i in range(2)]
     status, reason = loadgen.judge_level(recs, 5.0, max_error_rate=1.0)
     assert status == "timeout" and reason == "every measured request timed out (request_timeout_s = 5)"
