@@ -352,8 +352,6 @@ COLUMNS: tuple[Column, ...] = (
     field("soak_burst_j_per_token", "number|null", "J/token", LOCAL),
     field("soak_sustained_j_per_token", "number|null", "J/token", LOCAL),
     # v12: a serving level's failed requests counted by reason ("7 × stream ended without a finish_reason"),
-    # a level's failed requests by reason (the terminal and Markdown list them below the table)
-    column("s_errors", "failed requests", value_of("serving_errors_by_reason"), rows=SERVING, formats=HTML),
     # the prompt tokens the server's cache served over the level (its own count) of those sent, and whether
     # the plan asked for that cache ("on"), or not ("off"), or the cache served prompt tokens unasked
     # ("unasked": TTFT measured the cache, not the model)

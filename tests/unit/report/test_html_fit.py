@@ -12,7 +12,7 @@ import pytest
 from support import golden
 
 from edgeprof.report import build_rows, row_kind
-from edgeprof.report.columns import FIT_DROP_ORDER, drop_order, shown
+from edgeprof.report.columns import FIT_DROP_ORDER, drop_order, shown, telling_params
 from edgeprof.report.render.html import configs_section
 from edgeprof.report.render.html_parts import FIT_CHARS, cell_chars, non_empty, table_columns
 from edgeprof.report.tables import grid_width
@@ -29,12 +29,16 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 def test_the_page_leaves_out_the_least_telling_columns_until_the_table_fits(
     rows: list[dict[str, Any]],
 ) -> None:
-    everything = non_empty(list(shown("html")), rows)
+    everything = non_empty(list(shown("html", rows=rows)), rows)
     kept, left_out = table_columns("configs", rows, drop_empty=True, fit_chars=FIT_CHARS)
     assert left_out, "the golden sweep has more columns than a laptop screen holds"
     assert [c.name for c in kept] == [c.name for c in everything if c.name not in left_out]  # order kept
-    # left out in the registry's order, least telling first, and never an essential column
-    order = drop_order("html")
+    # left out in the registry's order, least telling first (measures before the settings every row shares,
+    # never a setting that differs between rows), and never an essential column
+    telling = telling_params(everything, rows)
+    params = {c.name for c in everything if c.param}
+    ranked = [k for k in drop_order("html") if k not in telling]
+    order = [k for k in ranked if k not in params] + [k for k in ranked if k in params]
     assert left_out == [k for k in order if k in left_out][: len(left_out)]
     assert left_out == [k for k in order if k in {c.name for c in everything}][: len(left_out)]
     assert all(c.essential is False for c in everything if c.name in left_out)
@@ -65,4 +69,5 @@ def test_the_left_out_columns_are_named_and_wide_shows_them_all(rows: list[dict[
     assert note and note.group(1).split(", ") == left_out
     assert "--wide" in fitted and "Left out" not in wide
     headers = re.findall(r"<th>(.*?)</th>", wide)
-    assert len(headers) == 1 + len(non_empty(list(shown("html")), rows))  # '#' and every column with data
+    with_data = non_empty(list(shown("html", rows=rows)), rows)
+    assert len(headers) == 1 + len(with_data)  # '#' and every column with data
