@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -227,12 +228,14 @@ def _last_error_line(text: str) -> str | None:  # the server also names exceptio
 
 
 def prompt_key(serving: dict[str, Any], idx: int) -> str | None:
-    """What makes request ``idx``'s prompt its own: the config's nonce (fresh per config run, so per sweep
-    and level: a server that outlives a sweep holds no earlier prompt to serve) and the request's index. None
-    when the plan turns the prompt cache on: repeated prompts are then the scenario measured."""
+    """What makes request ``idx``'s prompt its own: a hash of the config's nonce (fresh per config run, so
+    per sweep and level: a server that outlives a sweep holds no earlier prompt to serve) and the request's
+    index, so two requests differ from the key's first character on (a shared ``[nonce:`` would be a prefix
+    the cache could serve). None when the plan turns the prompt cache on: repeated prompts are then the
+    scenario measured."""
     if serving.get("cache_prompt"):
         return None
-    return f"{serving.get('nonce') or '0'}:{idx}"
+    return hashlib.sha256(f"{serving.get('nonce') or '0'}:{idx}".encode()).hexdigest()[:12]
 
 
 def token_prompt(n_tokens: int, vocab_size: int | None, key: str | None) -> list[int]:

@@ -43,8 +43,8 @@ needs_server = pytest.mark.skipif(
     SERVER is None and not os.environ.get("CI"),
     reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
 )
-# A prompt of ~60 tokens, the same for every request but for the nonce in front of it.
-STORY = "Once upon a time there was a small robot who lived by the sea and counted the waves " * 4
+# A prompt of ~40 tokens, the same for every request but for the nonce in front of it.
+STORY = "Once upon a time there was a small robot who lived by the sea and counted the waves " * 2
 TTFT_BAND = 3.0  # the second run's median TTFT within [min / 3, max × 3] of the first's: no cache (×7 faster)
 
 
@@ -89,7 +89,7 @@ def test_the_same_plan_twice_is_served_from_no_cache_unless_the_plan_asks(
         s = stats_of(level)
         assert s["n_cache_reported"] == 8, s  # the server's own count, from every measured response
         assert s["cached_prompt_tokens"] == 0 and s["prompt_cache_unasked"] is False, s
-        assert s["cache_prompt_tokens_of"] >= 8 * 40  # the prompts were sent whole, not from the cache
+        assert s["cache_prompt_tokens_of"] >= 8 * 20  # the prompts were sent whole, not from the cache
         nonces.add(json.loads(run.effective_json or "{}")["prompt_nonce"])
     assert len(nonces) == 4  # one per level and sweep
     for (r1, l1), (r2, l2) in zip(first, second, strict=True):

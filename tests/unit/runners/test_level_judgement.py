@@ -4,6 +4,8 @@ counted by reason; and the prompts that keep each request's prompt its own (a pe
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from support.serving import synthetic_request
 
@@ -65,7 +67,10 @@ def test_a_reply_body_is_cut_so_that_like_failures_count_together() -> None:
 
 def test_every_prompt_starts_with_the_runs_nonce_and_its_index() -> None:
     job = {"workload": {"prompt": "hello", "n_predict": 4}, "serving": {"nonce": "a1b2"}}
-    assert payload_for(job, 7)["prompt"] == "[a1b2:7] hello"
+    key = hashlib.sha256(b"a1b2:7").hexdigest()[:12]  # rebuilt from the stored nonce and the index
+    assert payload_for(job, 7)["prompt"] == f"[{key}] hello"
+    firsts = {payload_for(job, i)["prompt"][1] for i in range(64)}
+    assert len(firsts) > 8  # the requests of a level differ from the key's first character on
     assert payload_for(job, 7)["cache_prompt"] is False
     other_sweep = {**job, "serving": {"nonce": "c3d4"}}
     assert payload_for(other_sweep, 7)["prompt"] != payload_for(job, 7)["prompt"]

@@ -9,6 +9,7 @@ import json
 from support.captures import CAPTURES, read_capture
 
 from edgeprof.runners import loadgen
+from edgeprof.runners.llama_server import prompt_key
 from edgeprof.runners.openai_api import (
     CHAT,
     COMPLETIONS,
@@ -96,7 +97,8 @@ def test_a_stream_without_a_finish_reason_is_an_error() -> None:
 def test_the_request_bodies_ask_for_usage_and_keep_prompts_apart() -> None:
     wl = {"prompt": "Once upon a time", "n_predict": 4}
     chat = payload_for({"workload": wl, "serving": {"endpoint": "chat", "nonce": "ab12"}}, "m", 3)
-    assert chat["messages"] == [{"role": "user", "content": "[ab12:3] Once upon a time"}]
+    key3 = prompt_key({"nonce": "ab12"}, 3)
+    assert chat["messages"] == [{"role": "user", "content": f"[{key3}] Once upon a time"}]
     assert chat["cache_prompt"] is False  # llama.cpp's servers reuse a prompt's prefix unless told not to
     assert chat["stream"] is True and chat["stream_options"] == {"include_usage": True}
     assert (chat["model"], chat["max_tokens"], chat["ignore_eos"]) == ("m", 4, True)
@@ -108,7 +110,7 @@ def test_the_request_bodies_ask_for_usage_and_keep_prompts_apart() -> None:
     msgs = {"messages": [["system", "be brief"], ["user", "hi"]], "n_predict": 2}
     body = payload_for({"workload": msgs, "serving": {"endpoint": "chat", "nonce": "ab12"}}, "m", 1)
     assert body["messages"] == [  # the key at the prompt's very start: no two prompts share a prefix
-        {"role": "system", "content": "[ab12:1] be brief"},
+        {"role": "system", "content": f"[{prompt_key({'nonce': 'ab12'}, 1)}] be brief"},
         {"role": "user", "content": "hi"},
     ]
     job = {
