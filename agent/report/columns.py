@@ -362,7 +362,7 @@ COLUMNS: tuple[Column, ...] = (
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
-    column("ctx", "ctx", lambda r: str(r["ctx"]), unit="tokens", rows=ALL | VERSUS, style="num",
+    column("ctx", "ctx", value_of("ctx"), unit="tokens", rows=ALL | VERSUS, style="num",
            width_rank=None),
     column("depth", "depth", value_of("depth"), unit="tokens", style="num", width_rank=7, param=True),
     column("ngl", "ngl", lambda r: fmt_ngl(r["ngl"]), rows=ALL | VERSUS, style="num", width_rank=8,

@@ -161,6 +161,7 @@ def test_a_server_that_drops_requests_mid_stream_fails_the_level(
     assert run.reason and f"{dropped} × stream ended without a finish_reason" in run.reason
     table = edgeprof("report", "--db", str(db), env={**clean_env(), "COLUMNS": "200"})
     assert "failed serving level" in table.stdout and "× stream ended without a finish_reason" in table.stdout
+    assert " None " not in table.stdout  # no ctx or ngl of a server that does not say: "—", "–"
     (row,) = json.loads(edgeprof("report", "--db", str(db), "--format", "json").stdout)
     assert row["status"] == "error"
     assert "stream ended without a finish_reason" in row["serving_errors_by_reason"]

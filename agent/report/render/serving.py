@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeprof.report.cells import fmt_value
 from edgeprof.report.columns import Format, cells, shown
 from edgeprof.report.serving import is_serving_row, serving_title, token_count_note, versus_rows
 from edgeprof.report.tables import md_table, render_grid
@@ -27,14 +28,14 @@ def serving_lines(rows: list[dict[str, Any]], markdown: bool = False) -> list[st
     lines = ["", f"**{title}**" if markdown else title, ""]
     lines += table([c.header for c in columns], [cells(columns, r) for r in serving])
     fails = [
-        f"{r['model_label']} ctx={r['ctx']} c={r['concurrency']}: {r['status']}: {r['reason']}"
+        f"{r['model_label']} ctx={fmt_value(r['ctx'])} c={r['concurrency']}: {r['status']}: {r['reason']}"
         for r in serving
         if r["status"] != "ok"
     ]
     if fails:
         lines += ["", f"{len(fails)} failed serving level(s):", *(f"  {f}" for f in fails)]
     tolerated = [
-        f"{r['model_label']} ctx={r['ctx']} c={r['concurrency']}: {r['serving_errors_by_reason']}"
+        f"{r['model_label']} ctx={fmt_value(r['ctx'])} c={r['concurrency']}: {r['serving_errors_by_reason']}"
         for r in serving
         if r["status"] == "ok" and r.get("serving_errors_by_reason")
     ]
