@@ -218,7 +218,7 @@ def render_html(
         f"{recommendation_section(rows)}"
         f"<h2>Summary</h2>{_summary(sweep, rows)}"
         f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
-        f"{serving_section(serving, rows)}"
+        f"{serving_section(serving, rows, wide)}"
         f"<h2>Figures</h2>{figures}"
         f"<h2>Verdicts</h2>{verdict_section(session, runs)}"
         f"<h2>Failed runs</h2>{failures_section(runs, latest_ids)}"

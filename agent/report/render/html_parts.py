@@ -110,7 +110,9 @@ def cell_chars(column: Column, row: Row) -> int:
     return len(text) if column.style == "num" else min(len(text), TEXT_CHARS)
 
 
-def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tuple[list[Column], list[str]]:
+def fit_html(
+    columns: Sequence[Column], rows: Sequence[Row], chars: int, table_name: str = "configs"
+) -> tuple[list[Column], list[str]]:
     """``columns`` less the least telling ones (the registry's order, as the terminal leaves them out) until
     the table fits ``chars``; returns the columns kept and the keys of those left out."""
     by_key = {c.name: c for c in columns}
@@ -119,7 +121,7 @@ def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tupl
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
     # what tells the rows apart stays; measures go first, then the parameters every row shares
     keep = telling_params(columns, rows)
-    order = [k for k in drop_order("html") if k in by_key and k not in keep]
+    order = [k for k in drop_order("html", table_name) if k in by_key and k not in keep]
     order = [k for k in order if not by_key[k].param] + [k for k in order if by_key[k].param]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out
@@ -135,7 +137,7 @@ def table_columns(
         columns = non_empty(columns, rows)
     if fit_chars is None:
         return columns, []
-    return fit_html(columns, rows, fit_chars)
+    return fit_html(columns, rows, fit_chars, table_name)
 
 
 def registry_table(
