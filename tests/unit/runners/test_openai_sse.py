@@ -144,3 +144,21 @@ def test_the_api_key_is_read_from_the_named_variable_at_run_time() -> None:
     headers, problem = auth_headers(serving, {})
     assert headers == {} and problem is not None and problem.startswith("$K is not set")
     assert auth_headers({}, {}) == ({}, None)
+
+
+def test_the_cached_prompt_tokens_come_from_usage_or_llama_servers_timings() -> None:
+    """An OpenAI-compatible server's ``usage.prompt_tokens_details.cached_tokens``, or llama-server's own
+    ``timings.cache_n``; never ``tokens_cached`` (llama-server's whole slot after the request, generated
+    tokens included: 17 for a 14-token prompt with nothing cached)."""
+    rec = loadgen.RequestRecord(idx=0, kind="measured")
+    usage = {"completion_tokens": 4, "prompt_tokens": 52, "prompt_tokens_details": {"cached_tokens": 48}}
+    CHAT.fold(rec, {"choices": [{"delta": {}, "finish_reason": "length"}], "usage": usage}, 1.0)
+    assert rec.server_cache_n == 48 and rec.prompt_tokens == 52
+    plain = loadgen.RequestRecord(idx=1, kind="measured")
+    CHAT.fold(plain, {"choices": [], "usage": {"completion_tokens": 4, "prompt_tokens": 52}}, 1.0)
+    assert plain.server_cache_n is None  # not said: not measured, never 0
+    native = loadgen.RequestRecord(idx=2, kind="measured")
+    timings = {"cache_n": 0, "prompt_n": 14}
+    final = {"stop": True, "tokens_cached": 17, "tokens_predicted": 4, "timings": timings}
+    loadgen.apply_chunk(native, final, 1.0)
+    assert native.server_cache_n == 0
