@@ -177,6 +177,16 @@ def fmt_served(row: Row) -> str:
     return f"{row['serving_ok']}/{row['serving_requests']}"
 
 
+def fmt_goodput(row: Row) -> str:
+    """'5.91 (1/8)': goodput per second of the level, with the requests that met every SLO of all it sent
+    (a level that dropped seven of eight requests must not read like one that served them)."""
+    rps = row.get("serving_goodput_rps")
+    if rps is None:
+        return EMPTY
+    good, sent = row.get("serving_good"), row.get("serving_requests")
+    return f"{rps:.2f} ({fmt_value(good)}/{fmt_value(sent)})"
+
+
 def fmt_prompt_cache(row: Row) -> str:
     """'0/1024': the prompt tokens the server's cache served over a level, of those sent; 'UNASKED' after
     it where the cache served some although the plan did not turn it on, 'cache on' where it did; '—' where

@@ -27,6 +27,7 @@ from edgeprof.report.cells import (
     fmt_bandwidth,
     fmt_both,
     fmt_memory,
+    fmt_goodput,
     fmt_ngl,
     fmt_output,
     fmt_output_html,
@@ -359,6 +360,7 @@ COLUMNS: tuple[Column, ...] = (
     field("serving_cached_prompt_tokens", "integer|null", "tokens", SERVING),
     field("serving_cached_prompt_tokens_of", "integer|null", "tokens", SERVING),
     field("serving_prompt_cache", "string|null", rows=SERVING),
+    field("serving_good", "integer|null", "requests", SERVING),  # the requests meeting every SLO, of all sent
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
@@ -440,7 +442,7 @@ COLUMNS: tuple[Column, ...] = (
            style="num", width_rank=10),
     column("s_out", "out tok/s", value_of("serving_output_tps"), unit="t/s", rows=SERVING, style="num",
            width_rank=None),
-    column("s_goodput", "goodput/s", value_of("serving_goodput_rps", 2), unit="req/s", rows=SERVING,
+    column("s_goodput", "goodput/s (good/sent)", fmt_goodput, unit="req/s", rows=SERVING,
            style="num", width_rank=15),
     column("s_deferred", "deferred", value_of("serving_max_deferred", 0), unit="requests", rows=SERVING,
            style="num", width_rank=2),

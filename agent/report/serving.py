@@ -101,6 +101,7 @@ def serving_fields(run: Run, level: ServingLevel | None) -> dict[str, Any]:
         serving_cached_prompt_tokens=stats.get("cached_prompt_tokens"),
         serving_cached_prompt_tokens_of=stats.get("cache_prompt_tokens_of"),
         serving_prompt_cache=prompt_cache_state(stats),
+        serving_good=stats.get("n_good"),
         mem_predicted_mb=run.mem_predicted_mb if run.mem_predicted_mb is not None else _budget_mb(level),
         mem_available_mb=run.mem_available_mb,
     )

@@ -91,6 +91,12 @@ def test_the_prompt_cache_count_and_whether_the_plan_asked_for_it() -> None:
     assert fmt_prompt_cache({**row, "serving_cached_prompt_tokens": None}) == "—"
 
 
-def test_failed_requests_are_counted_by_reason() -> None:
+def test_failed_requests_are_counted_by_reason_and_goodput_names_all_sent() -> None:
+    from edgeprof.report.cells import fmt_goodput
+
     s = summarize_level(level(), duration_s=2.0, slo={})
     assert s["errors_by_reason"] == {"synthetic failure": 1}
+    s = summarize_level(level(), duration_s=2.0, slo={"ttft_ms": 550.0})
+    row = {"serving_goodput_rps": s["goodput_rps"], "serving_good": s["n_good"], "serving_requests": 11}
+    assert fmt_goodput(row) == "2.50 (5/11)"  # 5 of the 11 sent met the SLO, over the level's 2 s
+    assert fmt_goodput({**row, "serving_goodput_rps": None}) == "—"
