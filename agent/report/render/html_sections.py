@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.report.cells import fmt_value
+from edgeprof.report.cells import RUNNING, fmt_value
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.html_parts import (
     FIT_CHARS,
@@ -111,7 +111,7 @@ def verdict_section(session: Session, runs: Sequence[Run]) -> str:
 
 
 def failures_section(runs: Sequence[Run], latest_ids: set[int]) -> str:
-    failed = [r for r in runs if r.status != "ok"]
+    failed = [r for r in runs if r.status not in ("ok", RUNNING)]  # one still running has not failed
     if not failed:
         return '<p class="muted">No failed runs.</p>'
     body = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from edgeprof.report.cells import ECHO_MARK, EMPTY, OUTPUT_CHARS, fmt_ngl, output_head
+from edgeprof.report.cells import ECHO_MARK, EMPTY, OUTPUT_CHARS, RUNNING, fmt_ngl, output_head
 from edgeprof.report.columns import row_kind
 
 
@@ -15,7 +15,7 @@ def failure_notes(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         f"{r['model_label']} ctx={r['ctx']} ngl={r['ngl']} wl={r['workload']}: {r['status']}: {r['reason']}"
         for r in rows
-        if r["status"] != "ok"
+        if r["status"] not in ("ok", RUNNING)  # one still running has not failed
     ]
     # One line, not one per row: the default (-ngl all, as llama-bench) asks for offload on every config,
     # and on a CPU-only build every one of them measured the CPU.

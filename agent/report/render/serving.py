@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeprof.report.cells import fmt_value
+from edgeprof.report.cells import RUNNING, fmt_value
 from edgeprof.report.columns import Format, cells, shown
 from edgeprof.report.serving import is_serving_row, serving_title, token_count_note, versus_rows
 from edgeprof.report.tables import md_table, render_grid
@@ -30,7 +30,7 @@ def serving_lines(rows: list[dict[str, Any]], markdown: bool = False) -> list[st
     fails = [
         f"{r['model_label']} ctx={fmt_value(r['ctx'])} c={r['concurrency']}: {r['status']}: {r['reason']}"
         for r in serving
-        if r["status"] != "ok"
+        if r["status"] not in ("ok", RUNNING)  # one still running has not failed
     ]
     if fails:
         lines += ["", f"{len(fails)} failed serving level(s):", *(f"  {f}" for f in fails)]

@@ -83,6 +83,10 @@ def test_a_running_config_reads_running_not_failed(golden_rows: list[dict[str, A
     status = next(c for c in shown("html") if c.name == "status")
     assert "failed" not in cell(status, row)
     assert "failed" in cell(status, {**row, "status": "crashed"})
+    from edgeprof.report.render.notes import failure_notes
+
+    assert not [n for n in failure_notes([row]) if "running" in n]  # not listed among the failed
+    assert failure_notes([{**row, "status": "crashed"}])
 
     class Candidate:  # the recommendation's view of a row
         def __init__(self, row: dict[str, Any]) -> None:
