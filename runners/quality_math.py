@@ -100,7 +100,8 @@ def encode_rows(logits: np.ndarray, next_tokens: np.ndarray) -> tuple[np.ndarray
         block = logits[start : start + ROWS_PER_BLOCK].astype(np.float64)
         toks = next_tokens[start : start + ROWS_PER_BLOCK]
         mx = block.max(axis=1)
-        mn = np.maximum(block.min(axis=1), mx - 16.0)
+        # the 16-bit range: what lies below it is the floor score_rows leaves out, one figure for both
+        mn = np.maximum(block.min(axis=1), mx + LOGP_FLOOR)
         logp, lse = _log_softmax(block)
         scale = (mx - mn) / 65535.0
         rows = np.arange(block.shape[0])
