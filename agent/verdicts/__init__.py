@@ -51,7 +51,13 @@ if TYPE_CHECKING:
         summary_line,
         verdicts_by_run,
     )
-    from edgeprof.verdicts.throttle import RepSample, ThrottleInputs, ThrottleThresholds, throttle_verdict
+    from edgeprof.verdicts.throttle import (
+        RepSample,
+        ThrottleInputs,
+        ThrottleThresholds,
+        is_temperature,
+        throttle_verdict,
+    )
 
 # module of this package -> the public names it defines, imported on first use
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -79,7 +85,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "summary_line",
         "verdicts_by_run",
     ),
-    "throttle": ("RepSample", "ThrottleInputs", "ThrottleThresholds", "throttle_verdict"),
+    "throttle": ("RepSample", "ThrottleInputs", "ThrottleThresholds", "is_temperature", "throttle_verdict"),
 }
 
 __all__ = [
@@ -101,6 +107,7 @@ __all__ = [
     "gpu_in_use",
     "inputs_for_run",
     "interference_verdict",
+    "is_temperature",
     "judge_rep",
     "judge_soak",
     "level_interference",

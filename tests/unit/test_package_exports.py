@@ -114,3 +114,44 @@ def test_importing_a_package_loads_only_what_it_imports_eagerly(package: str) ->
     parent = package.rpartition(".")[0]  # its own __init__ runs first, and pays for itself
     allowed, _ = loaded_after("\n".join([f"import {parent}", *(f"import {m}" for m in eager)]))
     assert ours - {package} <= allowed, f"{package} loads {sorted(ours - allowed - {package})}"
+
+
+def _callers_names() -> set[tuple[str, str, str]]:
+    """(file, package, name) for every name a module of the repository takes from a package: ``from
+    edgeprof.x import name`` and ``x.name`` where ``x`` is bound to the package."""
+    out: set[tuple[str, str, str]] = set()
+    for top in ("agent", "collectors", "runners", "storage", "tests", "benchmarks", "scripts"):
+        for path in (REPO_ROOT / top).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            where = str(path.relative_to(REPO_ROOT))
+            bound: dict[str, str] = {}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    bound.update({a.asname: a.name for a in node.names if a.name in PACKAGES and a.asname})
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in PACKAGES:
+                    for a in node.names:
+                        if f"{node.module}.{a.name}" in PACKAGES:
+                            bound[a.asname or a.name] = f"{node.module}.{a.name}"
+                        else:
+                            out.add((where, node.module, a.name))
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                        and node.value.id in bound):  # fmt: skip
+                    out.add((where, bound[node.value.id], node.attr))
+    return out
+
+
+def test_every_name_a_caller_takes_from_a_package_is_one_it_exports() -> None:
+    """The packages re-export only what callers use: a caller taking a name the package does not export
+    (and that is not one of its modules) would fail on first use, perhaps inside a broad ``except``."""
+    missing = []
+    for where, package, name in sorted(_callers_names()):
+        module = importlib.import_module(package)
+        folder = PACKAGES[package].parent
+        is_module = (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file()
+        if name.startswith("__") or is_module or name in getattr(module, "__all__", ()):
+            continue
+        if name in vars(module) and not name.startswith("_"):
+            continue  # defined by the __init__ itself
+        missing.append(f"{where}: {package}.{name}")
+    assert not missing, "names callers take that their package does not export:\n" + "\n".join(missing)
