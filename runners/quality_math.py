@@ -191,7 +191,11 @@ def mean_se(x: np.ndarray) -> tuple[float | None, float | None]:
     return mean, math.sqrt(max(var, 0.0) / (n - 1))
 
 
-def _nearest_rank(sorted_x: np.ndarray, q: float) -> float:
+def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
+    """The agent's nearest-rank percentile (``edgeprof.stats.nearest_rank``) on an already sorted array.
+    Restated, not imported: this worker process may not import the agent (the layer map), and the agent's
+    statistics must not import numpy; tests/unit/runners/test_quality_thresholds.py holds the two to the
+    same answer for every n and quantile."""
     rank = max(1, math.ceil(q * sorted_x.size - 1e-9))
     return float(sorted_x[rank - 1])
 
@@ -228,13 +232,13 @@ def summarize(s: TokenScores) -> dict[str, Any]:
         "kld_mean": kld_mean,
         "kld_se": kld_se,
         "kld_median": float(np.median(s.kld)),
-        "kld_p90": _nearest_rank(kld_sorted, 0.90),
-        "kld_p95": _nearest_rank(kld_sorted, 0.95),
-        "kld_p99": _nearest_rank(kld_sorted, 0.99),
+        "kld_p90": nearest_rank(kld_sorted, 0.90),
+        "kld_p95": nearest_rank(kld_sorted, 0.95),
+        "kld_p99": nearest_rank(kld_sorted, 0.99),
         "kld_max": float(kld_sorted[-1]),
         "same_top_pct": 100.0 * float(s.same_top.mean()),
         "dp_top_mean": float(abs_dp.mean()),
-        "dp_top_p99": _nearest_rank(abs_dp, 0.99),
+        "dp_top_p99": nearest_rank(abs_dp, 0.99),
         "ppl": ppl,
         "ppl_se": ppl_se,
         "ppl_ref": ppl_ref,

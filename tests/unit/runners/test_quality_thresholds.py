@@ -1,6 +1,7 @@
 """The quality scoring's log-prob floor pinned: a reference entry with log-prob just above -16 counts in
 the KL divergence, one just below does not (llama-perplexity's range for its 16-bit log-probs, which
-runners/quality_math.py follows figure for figure). Values and reasons: docs/thresholds.md."""
+runners/quality_math.py follows figure for figure); and its nearest-rank percentiles the agent's rule.
+Values and reasons: docs/thresholds.md."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from edgeprof.runners.quality_math import encode_rows, score_rows
+from edgeprof import stats
+from edgeprof.runners.quality_math import encode_rows, nearest_rank, score_rows
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,3 +56,10 @@ def test_logp_floor_counts_an_entry_just_above_minus_16() -> None:
 def test_logp_floor_leaves_out_an_entry_just_below_minus_16() -> None:
     assert _definition(3) < 1e-5
     assert abs(_kld_dropping(3)) < 1e-5  # the same loss of probability, below the floor: nothing counted
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 9, 10, 11, 20, 99, 100, 101, 1000])
+def test_nearest_rank_is_the_agents_rule_at_every_n(n: int) -> None:
+    values = [float((7919 * i) % 1009) for i in range(n)]  # distinct-ish, in no order
+    for q in (0.01, 0.1, 0.5, 0.9, 0.95, 0.99, 1.0):
+        assert nearest_rank(np.sort(np.array(values)), q) == stats.nearest_rank(values, q), (n, q)
