@@ -18,6 +18,9 @@ The rules, each for a reason:
   tie and the tie goes to quality (lower KLD; without KLD, more bits per weight);
 - rows marked ``contended`` or ``unstable``, or with fewer than ``min_reps`` steady reps, never decide: their
   medians may say more about the machine than about the file, so the line says "no decision" and names them.
+  Except where the rivals ran interleaved (at least ``MIN_PAIRED_BLOCKS`` blocks each, alternating): then
+  the other work fell on every rival alike, block by block, the paired-block interval carries its noise, and
+  the decision stands, with a note that it was made under that load. Too few reps never decide.
 """
 
 from __future__ import annotations
@@ -97,8 +100,9 @@ class Candidate:
     @property
     def blocks(self) -> dict[int, list[float]]:
         """The steady reps by the block they ran in (all in block 0 where no blocks were attached)."""
-        blocks = self.row.get("_tg_tps_blocks")
-        return {int(k): [float(v) for v in vs] for k, vs in blocks.items()} if blocks else {0: self.reps}
+        blocks = self.row.get("_tg_tps_blocks") or {}
+        found = {int(k): [float(v) for v in vs if v is not None and v > 0] for k, vs in blocks.items()}
+        return {k: vs for k, vs in found.items() if vs} or {0: self.reps}
 
     @property
     def median(self) -> float:
@@ -286,13 +290,32 @@ CONTENDED = "contended"
 UNSTABLE = "unstable"
 
 
-def noise_flags(c: Candidate, budget: QualityBudget) -> list[str]:
-    """Why ``c``'s speed cannot decide anything (empty: it can)."""
+def machine_flags(c: Candidate) -> list[str]:
+    """What the row's verdicts say of the machine while it ran: contended, unstable."""
     flags = []
     if c.row.get("interference_verdict") == "contended":
         flags.append(CONTENDED)
     if c.row.get("stability_verdict") == "unstable":
         flags.append(UNSTABLE)
+    return flags
+
+
+# Blocks two rivals must share before their ratio stands on pairs rather than on their whole runs.
+MIN_PAIRED_BLOCKS = 2
+
+
+def interleaved(eligible: Sequence[Candidate]) -> bool:
+    """Whether every rival's steady reps ran in blocks alternating with every other's (agent/sweep/
+    interleave.py): then what the machine did fell on all of them alike, and the paired-block interval
+    (agent/report/speed_ratio.py ``blocked_ratio``) already carries its noise."""
+    shared = set.intersection(*(set(c.blocks) for c in eligible)) if eligible else set()
+    return len(shared) >= MIN_PAIRED_BLOCKS
+
+
+def noise_flags(c: Candidate, budget: QualityBudget, paired: bool = False) -> list[str]:
+    """Why ``c``'s speed cannot decide anything (empty: it can). ``paired``: the rivals ran interleaved, so
+    a contended or unstable machine no longer stops a decision (the rivals shared it, block by block)."""
+    flags = [] if paired else machine_flags(c)
     n = len(c.reps)
     if n < budget.min_reps:
         flags.append(f"{n} steady reps < {budget.min_reps}")
@@ -309,8 +332,17 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
         rec.decision, rec.best = "only", eligible[0]
         rec.caveat = ", ".join(noise_flags(eligible[0], budget)) or None
         return
+    paired = interleaved(eligible)
+    if paired:
+        loaded = [f"{c.label} ({', '.join(f)})" for c in eligible if (f := machine_flags(c))]
+        if loaded:
+            rec.notes.append(
+                f"measured under other work: {'; '.join(loaded)}; the variants ran interleaved, so it fell "
+                "on each of them alike, and the interval is over their paired blocks: the ratio holds for this "
+                "load"
+            )
     for c in eligible:
-        flags = noise_flags(c, budget)
+        flags = noise_flags(c, budget, paired)
         if flags:
             rec.reasons[int(c.row["run_id"])] = ", ".join(flags)
             rec.undecided.append(f"{c.label} ({', '.join(flags)})")

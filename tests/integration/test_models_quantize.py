@@ -3,8 +3,7 @@ llama.cpp's quantizer; an already-quantized source refused in one line; with ``-
 marked in their own metadata, and every report format marks them; the tensor-type mix in ``report --wide``,
 JSON and HTML, with its warning where most matrices are not the named type.
 
-Mutants seen failing: the quantized-source check dropped (``quantized_matrices`` ignored), the mark not
-written (``copy_with_metadata`` skipped), the mark not read back (``REQUANT_KEY`` misspelt in ``tensor_mix``)."""
+Mutant seen failing: the mark not read back (``REQUANT_KEY`` misspelt in ``tensor_mix``)."""
 
 from __future__ import annotations
 

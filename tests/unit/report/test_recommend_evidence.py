@@ -450,3 +450,29 @@ def test_a_speed_parameter_competes_within_the_file() -> None:
     ratio = "ratio 1.200, 95 % CI 1.195–1.205"
     advice = f"  advice: flash_attn off: 1.2× faster than flash_attn on here ({ratio})"
     assert advice in lines
+
+
+def test_contended_rivals_decide_only_when_they_ran_interleaved() -> None:
+    from edgeprof.report import recommend, render_recommendations
+
+    loaded = {"interference_verdict": "contended"}
+    alone = [
+        _speed_row(1, "q4", 4.9, scaled(30.0), **loaded),
+        _speed_row(2, "q8", 8.5, scaled(20.0), **loaded),
+    ]
+    (rec,) = recommend(alone)
+    assert rec.decision == "no_decision"  # one after the other: the load may have moved between them
+    blocks = {0: scaled(30.0)[:2], 1: scaled(30.0)[2:4], 2: scaled(30.0)[4:]}
+    slower = {k: [x * 2 / 3 for x in v] for k, v in blocks.items()}
+    paired = [
+        _speed_row(1, "q4", 4.9, scaled(30.0), _tg_tps_blocks=blocks, **loaded),
+        _speed_row(2, "q8", 8.5, scaled(20.0), _tg_tps_blocks=slower, **loaded),
+    ]
+    (rec,) = recommend(paired)
+    assert rec.decision == "faster" and rec.best is not None and rec.best.label == "q4"
+    lines = render_recommendations([rec])
+    assert any(x.startswith("  note: measured under other work: q4 (contended); q8 (contended); the variants "
+                            "ran interleaved") for x in lines)  # fmt: skip
+    one_block = [dict(r, _tg_tps_blocks={0: r["_tg_tps_reps"], 1: []}) for r in paired]
+    (rec,) = recommend(one_block)
+    assert rec.decision == "no_decision"  # a single shared block is no pairing
