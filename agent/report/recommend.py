@@ -338,8 +338,8 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
         if loaded:
             rec.notes.append(
                 f"measured under other work: {'; '.join(loaded)}; the variants ran interleaved, so it fell "
-                "on each of them alike, and the interval is over their paired blocks: the ratio holds for this "
-                "load"
+                "on each of them alike, and the interval is over their paired blocks: the ratio holds "
+                "for this load"
             )
     for c in eligible:
         flags = noise_flags(c, budget, paired)
