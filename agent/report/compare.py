@@ -116,7 +116,8 @@ def _with_ttft_range(session: Session, rows: list[dict[str, Any]]) -> list[dict[
         summary = Summary.of(r[2] for r in reps)
         row["ttft_ms_min"], row["ttft_ms_max"] = summary.min, summary.max
         for i, metric in enumerate(METRICS):
-            row[f"_reps_{metric}"] = [float(r[i]) for r in reps if r[i] is not None and r[i] > 0]
+            values = (r[i] for r in reps)
+            row[f"_reps_{metric}"] = [float(v) for v in values if v is not None and v > 0]
     return rows
 
 
