@@ -70,3 +70,54 @@ def test_rivals_run_interleaved_in_blocks_and_the_report_advises_on_threads(
         advice = [x for x in report.splitlines() if x.startswith("  advice: threads ")]
         assert len(advice) == 1
         assert ("faster than threads" in advice[0]) != ("within noise" in advice[0])
+
+
+class StopAtTheSecondRound:
+    """Telemetry hooks that stop the sweep (as Ctrl-C) when the first later block is about to run."""
+
+    def __init__(self, _sweep_id: int) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def before_run(self, *_a: object) -> None:
+        pass
+
+    def on_child_event(self, *_a: object) -> None:
+        pass
+
+    def after_run(self, *_a: object) -> None:
+        pass
+
+    def resume_run(self, *_a: object) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_stop_between_rounds_leaves_no_run_finished_with_a_block_missing(
+    tmp_path: Path, tiny_models: dict[str, Path]
+) -> None:
+    """Mutant seen failing: the first round's runs left ``ok`` (``_hold`` not called): the resume skipped
+    them, keeping runs of 2 steady reps as finished."""
+    text = plan_toml(
+        {"q8": tiny_models["Q8_0"], "q4": tiny_models["Q4_K_M"]},
+        name="stopped",
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+        repeat={"cold": 1, "warmup": 0, "steady": 3},
+        run={"timeout_s": 60, "cold_cache": "keep"},
+    )
+    plan = parse_plan(text, source=str(tmp_path / "p.toml"), base=tmp_path)
+    engine = open_engine(f"sqlite:///{tmp_path / 'e.db'}")
+    stopped = run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=StopAtTheSecondRound)
+    assert stopped.interrupted
+    with new_session(engine) as s:
+        assert {r.status for r in s.scalars(select(Run))} == {"interrupted"}
+    resumed = run_plan(engine, plan, out=io.StringIO(), env=clean_env())
+    assert resumed.n_skipped == 0 and resumed.counts == {"ok": 2}
+    with new_session(engine) as s:
+        done = [r for r in s.scalars(select(Run)) if r.status == "ok"]
+        assert len(done) == 2
+        assert all(sum(m.kind == "steady" for m in r.measurements) == 3 for r in done)
