@@ -132,6 +132,9 @@ def _hold(session: Session, run: Run) -> None:
 
 def _run_block(loop: RivalLoop, config: OpenConfig, sizes: Sequence[int], round_index: int) -> None:
     spec = config.spec
+    progress = getattr(loop, "progress", None)
+    if progress is not None:  # the live line (or a log's line) names the block now running
+        progress.start(config.index, f"{config.label} (block {round_index + 1}/{len(sizes)})")
     resume = getattr(loop.hooks, "resume_run", None)
     if resume is not None:
         resume(loop.session, config.run)  # telemetry's samples belong to this run again
