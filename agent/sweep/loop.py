@@ -44,7 +44,7 @@ from edgeprof.sweep.fit import FitChecker, record_sweep_bandwidth
 from edgeprof.sweep.interleave import OpenConfig, measure_rivals, rival_units
 from edgeprof.sweep.lease import Lease, lease_key, mark_interrupted, reconcile_plan
 from edgeprof.sweep.lease import acquire as acquire_lease
-from edgeprof.sweep.models import ModelRows, hash_models, model_group
+from edgeprof.sweep.models import ModelRows, hash_models, model_group, same_file_lines
 from edgeprof.sweep.progress import Progress
 from edgeprof.sweep.runs import interrupted_before, new_run, store_interrupted
 
@@ -229,6 +229,8 @@ def _run_plan_held(engine: Engine, plan: Plan, *, held: _Held, opts: SweepOption
         todo = _still_to_measure(session, sweep, specs, opts.retry_failed)
         outcome = SweepOutcome(sweep_id=sweep.id, n_specs=len(specs), n_skipped=len(specs) - len(todo))
         progress = Progress(len(specs), opts.out or sys.stdout)
+        for line in same_file_lines(plan, models) if todo else ():
+            progress.line(line)
         fitter = _preflight(session, plan, sweep, device, start_state, bool(todo), outcome, progress, opts)
         tele, hooks = _start_telemetry(opts, sweep.id, bool(todo), progress, held)
         configs = ConfigLoop(

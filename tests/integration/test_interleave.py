@@ -121,3 +121,25 @@ def test_a_stop_between_rounds_leaves_no_run_finished_with_a_block_missing(
         done = [r for r in s.scalars(select(Run)) if r.status == "ok"]
         assert len(done) == 2
         assert all(sum(m.kind == "steady" for m in r.measurements) == 3 for r in done)
+
+
+def test_two_labels_of_one_file_are_said_to_be_one_file(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
+    """Mutant seen failing: the note keyed on the path instead of the sha256 (a copy is the same file)."""
+    copy = tmp_path / "copy.gguf"
+    copy.write_bytes(tiny_models["Q8_0"].read_bytes())
+    text = plan_toml(
+        {"a": tiny_models["Q8_0"], "b": copy},
+        name="twins",
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 4}],
+        repeat={"cold": 1, "warmup": 0, "steady": 2},
+        run={"timeout_s": 60, "cold_cache": "keep"},
+    )
+    plan = parse_plan(text, source=str(tmp_path / "p.toml"), base=tmp_path)
+    engine = open_engine(f"sqlite:///{tmp_path / 'e.db'}")
+    out = io.StringIO()
+    run_plan(engine, plan, out=out, env=clean_env(), system_check=False)
+    assert "note: a and b are one file (sha256 " in out.getvalue()
+    with new_session(engine) as s:
+        rows = build_rows(s, 1)
+    report = render_table(rows).split("\n\n", 1)[0]
+    assert "  note: a and b are one file (sha256 " in report
