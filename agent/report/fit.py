@@ -69,6 +69,8 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         row["_workload_kind"] = (
             json.loads(run.workload_json).get("kind", "generation") if run is not None else None
         )
+        # the share of the probe's slowest and fastest pass: the bandwidth share with the probe's own spread
+        row["_bw_pct_range"] = None if on_dgpu else share_range(bw, sweep)
         row.update(
             {
                 "mem_predicted_mb": run.mem_predicted_mb if run is not None else None,
@@ -113,6 +115,17 @@ def mix_fields(mix: Any) -> dict[str, Any]:
 
 def recommendation_lines(rows: list[dict[str, Any]]) -> list[str]:
     return list(rows[0].get("_recommendation_lines") or []) if rows else []
+
+
+def share_range(bw: float | None, sweep: Sweep | None) -> tuple[float, float] | None:
+    """``bw`` as a share (%) of the probe's fastest and of its slowest pass; None without either."""
+    if bw is None or sweep is None or not sweep.bw_probe_json:
+        return None
+    stored = json.loads(sweep.bw_probe_json)
+    fastest, slowest = stored.get("pass_max_gbps"), stored.get("pass_min_gbps")
+    if not fastest or not slowest:
+        return None
+    return round(100.0 * bw / fastest, 1), round(100.0 * bw / slowest, 1)
 
 
 def probe_spread(stored: dict[str, Any]) -> str:

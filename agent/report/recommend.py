@@ -233,7 +233,10 @@ def evidence(c: Candidate) -> str:
     if mem:
         parts.append(", ".join(mem))
     if r.get("bw_pct") is not None:
-        parts.append(f"{r['bw_pct']:.0f} % of measured bandwidth")
+        spread = r.get("_bw_pct_range")
+        # the probe's own spread: the share of its fastest and of its slowest pass
+        within = f" ({spread[0]:.0f}–{spread[1]:.0f} % over the probe's passes)" if spread else ""
+        parts.append(f"{r['bw_pct']:.0f} % of measured bandwidth{within}")
     return " · ".join(parts)
 
 

@@ -476,3 +476,37 @@ def test_contended_rivals_decide_only_when_they_ran_interleaved() -> None:
     one_block = [dict(r, _tg_tps_blocks={0: r["_tg_tps_reps"], 1: []}) for r in paired]
     (rec,) = recommend(one_block)
     assert rec.decision == "no_decision"  # a single shared block is no pairing
+
+
+def test_the_bandwidth_share_is_shown_with_the_probes_spread() -> None:
+    from edgeprof.report.recommend import Candidate, evidence
+
+    row = _speed_row(1, "q4", 4.9, scaled(20.0), bw_pct=11.2, _bw_pct_range=(11.2, 39.6))
+    shown = evidence(Candidate(row, None, None, True))
+    assert "11 % of measured bandwidth (11–40 % over the probe's passes)" in shown
+    row["_bw_pct_range"] = None  # a probe stored before its passes were kept
+    assert evidence(Candidate(row, None, None, True)).endswith("11 % of measured bandwidth")
+
+
+def test_a_files_tensor_mix_and_requantization_are_said_in_the_report() -> None:
+    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report.columns import fmt_mix
+    from edgeprof.report.fit import mix_fields
+
+    warning = "only 2 of 10 weight matrices are Q5_K: the rest fell back to other types"
+    stored = {"shares": {"Q8_0": 0.3, "Q5_0": 0.68, "F32": 0.02}, "named": "Q5_K", "named_share": 0.2,
+              "n_matrices": 10, "requantized_from": "Q8_0 (sha256 abc)", "warning": warning}  # fmt: skip
+    fields = mix_fields(stored)
+    assert fields == {
+        "tensor_mix": "Q5_0 68 %, Q8_0 30 %, F32 2 %",
+        "tensor_mix_warning": stored["warning"],
+        "requantized_from": "Q8_0 (sha256 abc)",
+    }
+    assert mix_fields(None) == {"tensor_mix": None, "tensor_mix_warning": None, "requantized_from": None}
+    row = _speed_row(1, "q5", 5.5, scaled(20.0), quant="Q5_K_M", **fields)
+    cell = fmt_mix(row)
+    assert cell.startswith("Q5_0 68 %, Q8_0 30 %, F32 2 %; ! only 2 of 10")
+    assert "! requantized from Q8_0" in cell
+    lines = render_recommendations(recommend([row]))
+    assert "  note: q5 was requantized from Q8_0 (sha256 abc): precision lost twice" in lines
+    assert any(x.startswith("  note: q5 (Q5_K_M): only 2 of 10 weight matrices are Q5_K") for x in lines)
