@@ -115,10 +115,10 @@ def measure_rivals(loop: RivalLoop, unit: Sequence[RunSpec]) -> None:
             if config.run.status == "running":
                 _run_block(loop, config, sizes, round_index)
     for config in opened:
-        if config.run.status == "running":
-            config.run.status = "ok"
-        config.run.ended_at, config.run.t_end_mono = utcnow(), time.monotonic()
-        loop.session.commit()
+        if config.run.ended_at is None:  # held through its blocks: it ends now, ok unless a block failed
+            config.run.status = "ok" if config.run.status == "running" else config.run.status
+            config.run.ended_at, config.run.t_end_mono = utcnow(), time.monotonic()
+            loop.session.commit()
         loop.close_config(config)
 
 
