@@ -13,6 +13,8 @@ as the plan's ``[repeat] cold`` says; the later children are warm (their load is
 Children, not one warm process per rival kept alive through the condition: only one model is resident at a
 time, so the memory check of each config still holds, and a crash still costs one block of one config.
 A run stays ``running`` until its last block: a sweep stopped in between redoes the whole set on resume.
+The agent's reasons not to start (its time window, the disk guard) are asked before a set, not inside it:
+a set is one comparison.
 """
 
 from __future__ import annotations
