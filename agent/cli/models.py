@@ -75,7 +75,7 @@ def models_quantize(
 
     A source that is already quantized is refused: a quant made from it loses precision twice."""
     from edgeprof.gguf import GGUFError, read_gguf_info, sha256_file
-    from edgeprof.gguf.quantize import QuantizeError, quantize_model
+    from edgeprof.gguf.quantizer import QuantizeError, quantize_model
 
     try:
         info = read_gguf_info(source)

@@ -354,7 +354,7 @@ COLUMNS: tuple[Column, ...] = (
     field("soak_end_slope_c_per_min", "number|null", "°C/min", LOCAL),
     field("soak_burst_j_per_token", "number|null", "J/token", LOCAL),
     field("soak_sustained_j_per_token", "number|null", "J/token", LOCAL),
-    # v12: what the model file's tensors are (agent/gguf/quantize.py): each type's share of the weights, a
+    # v12: what the model file's tensors are (agent/gguf/quantizer.py): each type's share of the weights, a
     # warning where most weight matrices are not of the named type, and what a requantized file was made from
     field("tensor_mix", "string|null", rows=LOCAL),
     field("tensor_mix_warning", "string|null", rows=LOCAL),

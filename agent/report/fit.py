@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from edgeprof.gguf.quantize import describe_shares
+from edgeprof.gguf.quantizer import describe_shares
 from edgeprof.plan import QualityBudget, budget_from_plan_text
 from edgeprof.report.recommend import (
     Recommendation,
@@ -102,7 +102,7 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
 
 
 def mix_fields(mix: Any) -> dict[str, Any]:
-    """The model file's tensor-type mix as stored with its memory prediction (agent/gguf/quantize.py)."""
+    """The model file's tensor-type mix as stored with its memory prediction (agent/gguf/quantizer.py)."""
     if not isinstance(mix, dict):
         return {"tensor_mix": None, "tensor_mix_warning": None, "requantized_from": None}
     shares = mix.get("shares") or {}

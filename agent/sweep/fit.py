@@ -34,7 +34,7 @@ from edgeprof.gguf import (
     read_model_shape,
     weights_read_per_token,
 )
-from edgeprof.gguf.quantize import QuantizeError, tensor_mix
+from edgeprof.gguf.quantizer import QuantizeError, tensor_mix
 from edgeprof.plan import RunSpec, estimate_prompt_tokens
 from edgeprof.storage.models import Run, Sweep
 
@@ -128,7 +128,7 @@ class FitChecker:
         return self._shapes[path]
 
     def mix(self, path: str) -> dict[str, Any] | None:
-        """The file's tensor-type mix (agent/gguf/quantize.py) as stored with the prediction."""
+        """The file's tensor-type mix (agent/gguf/quantizer.py) as stored with the prediction."""
         if path not in self._mixes:
             try:
                 self._mixes[path] = tensor_mix(path).to_json()

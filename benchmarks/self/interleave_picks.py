@@ -113,7 +113,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from edgeprof.gguf import build_demo_models, sha256_file
-    from edgeprof.gguf.quantize import copy_with_metadata
+    from edgeprof.gguf.quantizer import copy_with_metadata
 
     with tempfile.TemporaryDirectory(prefix="edgeprof-picks-") as tmp:
         work = Path(tmp)

@@ -1,4 +1,4 @@
-"""``edgeprof models quantize`` (agent/gguf/quantize.py) on a generated F16 model: the three quants made by
+"""``edgeprof models quantize`` (agent/gguf/quantizer.py) on a generated F16 model: the three quants made by
 llama.cpp's quantizer; an already-quantized source refused in one line; with ``--allow-requantize`` the files
 marked in their own metadata, and every report format marks them; the tensor-type mix in ``report --wide``,
 JSON and HTML, with its warning where most matrices are not the named type.
@@ -14,7 +14,7 @@ from support.plans import plan_toml
 from support.runs import edgeprof, one_line_error
 
 from edgeprof.gguf import read_gguf_info, write_f16_gguf
-from edgeprof.gguf.quantize import REQUANT_KEY, TensorMix, tensor_mix
+from edgeprof.gguf.quantizer import REQUANT_KEY, TensorMix, tensor_mix
 
 
 def test_quantize_makes_the_three_and_refuses_or_marks_a_requantization(tmp_path: Path) -> None:

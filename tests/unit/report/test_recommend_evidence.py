@@ -225,7 +225,7 @@ def test_depth_rows_never_compete_thread_counts_do(tmp_path: Path) -> None:
 
 
 def test_thread_counts_within_noise_are_said_so() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report.recommend import recommend, render_recommendations
 
     rows = [
         _speed_row(1, "q4", 4.9, scaled(20.0), threads=1),
@@ -434,7 +434,7 @@ def test_a_parameter_the_sweep_varies_is_a_condition_and_is_named() -> None:
 
 
 def test_a_speed_parameter_competes_within_the_file() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report.recommend import recommend, render_recommendations
 
     rows = [
         _speed_row(i, label, bpw, scaled(speed), flash_attn=fa)
@@ -456,7 +456,7 @@ def test_a_speed_parameter_competes_within_the_file() -> None:
 
 
 def test_contended_rivals_decide_only_when_they_ran_interleaved() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report.recommend import recommend, render_recommendations
 
     loaded = {"interference_verdict": "contended"}
     alone = [
@@ -492,9 +492,9 @@ def test_the_bandwidth_share_is_shown_with_the_probes_spread() -> None:
 
 
 def test_a_files_tensor_mix_and_requantization_are_said_in_the_report() -> None:
-    from edgeprof.report import recommend, render_recommendations
     from edgeprof.report.columns import fmt_mix
     from edgeprof.report.fit import mix_fields
+    from edgeprof.report.recommend import recommend, render_recommendations
 
     warning = "only 2 of 10 weight matrices are Q5_K: the rest fell back to other types"
     stored = {"shares": {"Q8_0": 0.3, "Q5_0": 0.68, "F32": 0.02}, "named": "Q5_K", "named_share": 0.2,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from edgeprof.plan import ModelEntry, Params, Repeat, RunSpec, Workload
+from edgeprof.plan.model import ModelEntry, Params, Repeat, RunSpec, Workload
 from edgeprof.sweep.interleave import block_sizes, interleaves, rival_units, round_order
 
 
