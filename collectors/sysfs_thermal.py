@@ -12,20 +12,12 @@ import re
 from pathlib import Path
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
-from edgeprof.collectors.roles import MetricRole, component_of_sensor, temperature
+from edgeprof.collectors.evidence import celsius_or_none, is_thermometer_name, thermometer_role
+from edgeprof.collectors.evidence import hottest_c as evidence_hottest_c
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.tegrastats_parse import SECOND_TEMP_SUFFIX
 
 THERMAL_CLASS = "/sys/class/thermal"
-
-# Tegra prints -256C for a power-gated sensor (GPU/CV zones on Orin with the GPU idle, see the tegrastats
-# captures) and its thermal driver returns the same sentinel through sysfs; anything at or below it is
-# "sensor off", never a temperature.
-OFFLINE_MILLI_C = -256_000
-
-# Types that are not thermometers: Tegra's PMIC-Die zone reports a fixed 100 C (tegrastats captures from
-# Nano, TX1, TX2 and Xavier show PMIC@100C next to CPU@36C on idle boards), which would keep a cooldown
-# waiting forever. Compared after sanitising.
-NOT_A_THERMOMETER = frozenset({"pmic_die"})
 
 _ZONE_RE = re.compile(r"^thermal_zone(\d+)$")
 _TRIP_RE = re.compile(r"^trip_point_(\d+)_temp$")
@@ -94,9 +86,7 @@ class ThermalZonesCollector(Collector):
         if read_text(zone.path / "mode") == "disabled":
             return None
         milli = read_int(zone.path / "temp")
-        if milli is None or milli <= OFFLINE_MILLI_C:
-            return None
-        return milli / 1000.0
+        return celsius_or_none(milli / 1000.0) if milli is not None else None
 
     def available(self) -> Availability:
         zones = self._discover()
@@ -154,28 +144,19 @@ class ThermalZonesCollector(Collector):
 
 
 def is_thermometer(metric: str) -> bool:
-    """False for ``temp.*`` metrics of zones listed in ``NOT_A_THERMOMETER`` (judged from the name alone)."""
-    match = _METRIC_RE.match(metric)
-    return not (match and match.group(1) in NOT_A_THERMOMETER)
+    """False for ``temp.*`` metrics of known pseudo-sensors (``edgeprof.collectors.evidence``)."""
+    return is_thermometer_name(metric)
 
 
 def hottest_c(sample: SampleValues) -> float | None:
-    """Highest ``temp.*`` value in ``sample`` that is a real thermometer reading; None if there is none.
-
-    Works on names only, so a cooldown loop can call it on any mix of collectors' samples.
-    """
-    values = [
-        value
-        for name, value in sample.items()
-        if value is not None and name.startswith("temp.") and is_thermometer(name)
-    ]
-    return max(values) if values else None
+    """Highest thermometer reading in ``sample``; None if there is none (``evidence.hottest_c``)."""
+    return evidence_hottest_c(sample)
 
 
 def thermal_role(metric: str) -> MetricRole | None:
-    """``temp.<zone>_c``: a temperature of the part the zone's type names (``thermometer`` False for the
-    fixed-value zones of ``NOT_A_THERMOMETER``)."""
+    """``temp.<zone>_c``: a temperature of the part the zone's type names (no thermometer for a known
+    pseudo-sensor, ``evidence.thermometer_role``)."""
     match = _METRIC_RE.match(metric)
     if match is None or match.group(1).endswith(SECOND_TEMP_SUFFIX):
         return None  # tegrastats' undocumented second value of a JetPack 7 zone (``jetson_role``)
-    return temperature(component_of_sensor(match.group(1)), thermometer=is_thermometer(metric))
+    return thermometer_role(match.group(1))

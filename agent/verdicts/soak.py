@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from edgeprof.collectors import MetricRole
+from edgeprof.collectors.evidence import Evidence
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
 from edgeprof.verdicts.interference import InterferenceThresholds
@@ -256,12 +257,21 @@ def _cause(slow: Sequence[SoakWindow], burst: Sequence[SoakWindow], th: SoakThre
     )
 
 
+def _coincides(slow: Sequence[SoakWindow]) -> str:
+    """What the slow windows coincide with, by the interference counters (no cause is claimed)."""
+    now = median(w.other_cores for w in slow if w.other_cores is not None)
+    if now is None:
+        return "other processes' CPU work not measured"
+    return f"the slowdown coincides with {now:.2f} cores of other work"
+
+
 def _slowdown(
     windows: Sequence[SoakWindow],
     figures: dict[str, Any],
     thermal: dict[str, Any],
     th: SoakThresholds,
     evidence: dict[str, Any],
+    found: Evidence,
 ) -> SoakValue:
     """Sustained fell below the hold mark with no throttle signal: heat or not, and what else?"""
     reasons: list[str] = evidence["reasons"]
@@ -275,9 +285,13 @@ def _slowdown(
     evidence.update({"slow_windows": [w.index for w in slow], "clocks": clocks, "cause": cause})
     heated = thermal["measured"] and thermal["rise_c"] >= th.heating_rise_c
     if not thermal["measured"]:
+        missing = found.missing()
+        if missing is not None:  # "not thermal" would rest on nothing: say what coincides instead
+            reasons.append(f"{missing}; {_coincides(slow)}")
+            return "inconclusive"
         reasons.append("temperature not measured")
-        if cause == "contention":
-            reasons.append(why)
+        if cause == "contention" and clocks == "held":
+            reasons.append("clocks held: " + why)
             return "slowdown_not_thermal"
         reasons.append("without a thermometer heat can be neither shown nor ruled out: " + why)
         return "inconclusive"
@@ -361,7 +375,8 @@ def judge_soak(
     drops = _speed_drops(windows, figures, thermal, th)
     first = _first_throttle(windows, drops)
     evidence: dict[str, Any] = {"thresholds": asdict(th), "reasons": [], "notes": []}
-    value = _decide(windows, figures, thermal, first, th, evidence)
+    evidence["evidence"] = tel.evidence.as_json()
+    value = _decide(windows, figures, thermal, first, th, evidence, tel.evidence)
     evidence.update(_rounded_figures(figures, thermal))
     t0 = windows[0].t_start if windows else 0.0
     evidence["first_throttle"] = (
@@ -391,6 +406,7 @@ def _decide(
     first: tuple[float, int, str] | None,
     th: SoakThresholds,
     evidence: dict[str, Any],
+    found: Evidence,
 ) -> SoakValue:
     reasons: list[str] = evidence["reasons"]
     n = figures["windows_with_speed"]
@@ -416,5 +432,5 @@ def _decide(
         return "throttled"
     if ratio is None or ratio < th.hold_fraction:
         reasons.append(how_much + f", below the {_pct(th.hold_fraction)} hold mark")
-        return _slowdown(windows, figures, thermal, th, evidence)
+        return _slowdown(windows, figures, thermal, th, evidence, found)
     return _held_verdict(figures, thermal, th, reasons)

@@ -118,7 +118,9 @@ def simulate(dev: Device) -> Soak:
             dev.t0 + t_s,
             {
                 "temp.zone0_c": round(temp, 3),  # sysfs thermal zones read in millidegrees
-                "cpufreq.policy0.cur_mhz": cap,  # the busy policy runs at its cap
+                # the busy policy runs at its cap, read with the 1-MHz jitter of a real clock (the Orin
+                # capture's 1189-1190): a clock that never moves would be no evidence at all
+                "cpufreq.policy0.cur_mhz": cap - (i % 2),
                 "cpufreq.policy0.max_mhz": cap,
                 "host.cpu_busy_s": busy,
                 "host.cpu_total_s": dev.cpus * t_s,
