@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
 from edgeprof.collectors import Collector, build_collectors, roles_for
+from edgeprof.collectors.evidence import judge_evidence
 from edgeprof.executors import EnergyOver, executor_of_run
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
@@ -305,7 +306,8 @@ class Telemetry:
         run.energy_sources = power.name if power else None
         run.energy_basis = power.basis if power else None
         run.energy_whole_board = power.whole_board if power else None
-        roles = roles_for(series, self._owners)
+        # the evidence rule over this run: a fixed zone is no thermometer in any aggregate, column or verdict
+        roles = judge_evidence(series, roles_for(series, self._owners)).apply(roles_for(series, self._owners))
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
         _memory_peaks(run, series, roles)
 

@@ -137,33 +137,48 @@ def _slopes(
 
 
 def _thermal(tel: SoakTelemetry, windows: Sequence[SoakWindow], th: SoakThresholds) -> dict[str, Any]:
-    """Heating over the soak and thermal steady state: the first window end from which on every span's
-    slope stayed under the threshold, and the hottest zone's median temperature from that span on."""
+    """Heating over the soak and thermal steady state (``thermal_state``) of the hottest zone."""
     if tel.hottest is None or not windows:
         return {"measured": False}
     t0, t1 = windows[0].t_start, windows[-1].t_end
-    readings = tel.hottest.inside(t0, t1)
-    if not readings:
+    if not tel.hottest.inside(t0, t1):
         return {"measured": False, "note": "thermometers present but no reading during the soak"}
     temps = [w.temp_max_c for w in windows if w.temp_max_c is not None]
-    slopes = _slopes(tel.hottest, t0, [w.t_end for w in windows], th)
+    state = thermal_state(tel.hottest, t0, t1, [w.t_end for w in windows], th, temps[0] if temps else None)
+    return {"measured": True, "zones": sorted(tel.zones)} | state  # (the key order the evidence always had)
+
+
+def thermal_state(
+    hottest: Readings,
+    t0: float,
+    t1: float,
+    ends: Sequence[float],
+    th: SoakThresholds,
+    start_c: float | None = None,
+) -> dict[str, Any]:
+    """The soak's thermal figures of the hottest thermometer's readings over [t0, t1]: start, max, rise,
+    the slope at the end, and thermal steady state: the first of ``ends`` from which on every span's slope
+    stayed under the threshold, with the median temperature from that span on. Shared with the verdict on
+    an imported log, so "steady" means one thing."""
+    readings = hottest.inside(t0, t1)
+    slopes = _slopes(hottest, t0, ends, th)
     steady_from: float | None = None
     for te, slope in reversed(slopes):
         if abs(slope) >= th.steady_c_per_min:
             break
         steady_from = te
-    steady = tel.hottest.values(steady_from - th.steady_span_s, t1) if steady_from is not None else []
+    steady = hottest.values(steady_from - th.steady_span_s, t1) if steady_from is not None else []
     end_slope = slopes[-1][1] if slopes and slopes[-1][0] == t1 else None
     end_span = th.steady_span_s
     if end_slope is None and t1 - t0 < th.steady_span_s and len(readings) >= th.min_span_readings:
         whole = slope_per_s(readings)  # a soak shorter than the span: its whole length says the trend
         end_slope, end_span = (whole * 60.0 if whole is not None else None), t1 - t0
+    first = start_c if start_c is not None else readings[0][1]
     return {
         "measured": True,
-        "zones": sorted(tel.zones),
-        "start_c": temps[0] if temps else readings[0][1],
+        "start_c": first,
         "max_c": max(v for _, v in readings),
-        "rise_c": (max(v for _, v in readings) - (temps[0] if temps else readings[0][1])),
+        "rise_c": max(v for _, v in readings) - first,
         "end_slope_c_per_min": end_slope,
         "end_slope_span_s": end_span,
         "steady_criterion": {"c_per_min": th.steady_c_per_min, "span_s": th.steady_span_s},

@@ -277,7 +277,7 @@ def _lowest_throttling_trip(trips: Sequence[tuple[str, float]]) -> tuple[str, fl
     return min(candidates, key=lambda kt: kt[1]) if candidates else None
 
 
-def _zone(
+def zone_figures(
     readings: list[tuple[float, float]], trips: Sequence[tuple[str, float]], th: ThrottleThresholds
 ) -> dict[str, Any]:
     """The figures of one thermometer's readings under load: peak, trend and margin to its trip point."""
@@ -318,7 +318,7 @@ def _temperatures(
         if len(readings) < th.min_load_samples:
             detail[metric] = {"n": len(readings), "status": "too_few_samples"}
         else:
-            detail[metric] = _zone(readings, inputs.trip_points.get(metric, ()), th)
+            detail[metric] = zone_figures(readings, inputs.trip_points.get(metric, ()), th)
     judged = [e for e in detail.values() if e["status"] != "too_few_samples"]
     if any(e["near_trip"] for e in judged):
         return "near_trip", detail

@@ -22,6 +22,7 @@ from matplotlib.patches import Patch
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.collectors.evidence import judge_evidence
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.report.figures.canvas import (
     COLORS,
@@ -61,6 +62,7 @@ def timeline_panels(
     """The timeline's series per panel (``temp``, ``cpu``, ``cap``, ``gpu``, ``power``), chosen by each
     metric's role as its collector declared it (``roles``: as stored with the sweep)."""
     panels: dict[str, dict[str, Points]] = {k: {} for k in ("temp", "cpu", "cpu_core", "cap", "gpu", "power")}
+    roles = judge_evidence(samples, roles).apply(roles)  # fixed zones drawn as no thermometer
     for metric, points in samples.items():
         role = roles.get(metric)
         if role is None:

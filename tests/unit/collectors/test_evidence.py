@@ -34,7 +34,9 @@ def test_the_pmic_zone_is_no_thermometer_in_every_spelling(name: str) -> None:
     assert pseudo_sensor_reason(name) is not None
 
 
-@pytest.mark.parametrize("name", ["temp.cpu_c", "temp.tj_c", "temp.gpu_c", "temp.ao_c", "CPU-therm", "gpu0.temp_c"])
+@pytest.mark.parametrize(
+    "name", ["temp.cpu_c", "temp.tj_c", "temp.gpu_c", "temp.ao_c", "CPU-therm", "gpu0.temp_c"]
+)
 def test_real_zones_are_thermometers(name: str) -> None:
     assert pseudo_sensor_reason(name) is None
 
@@ -93,7 +95,10 @@ def test_a_clock_that_never_moves_is_not_observable() -> None:
 
 def _vm_run() -> dict[str, list[tuple[float, float | None]]]:
     """A VM: no thermal zone, psutil's static cpuinfo figure as the only clock."""
-    return {"cpu0.freq_mhz": series(lambda _t: STATIC_CPUINFO_MHZ), "cpu0.util_pct": series(lambda t: 90.0 + t % 3)}
+    return {
+        "cpu0.freq_mhz": series(lambda _t: STATIC_CPUINFO_MHZ),
+        "cpu0.util_pct": series(lambda t: 90.0 + t % 3),
+    }
 
 
 def test_no_thermometer_and_a_static_clock_never_give_not_throttled() -> None:
