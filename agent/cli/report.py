@@ -198,12 +198,28 @@ def compare(
     typer.echo(render_compare(rows, fmt.value, sides=sides, width=width))
 
 
-def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
-    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
+AnalyseFormatOption = Annotated[
+    str, typer.Option("--format", "-f", help="table or json (json: an imported log's verdict per session).")
+]
+IntervalMsOption = Annotated[
+    float | None,
+    typer.Option("--interval-ms", min=1.0, help="An imported log without timestamps: its line spacing."),
+]
+
+
+def analyse(
+    db: DbOption = None,
+    sweep: SweepOption = None,
+    fmt: AnalyseFormatOption = "table",
+    interval_ms: IntervalMsOption = None,
+) -> None:
+    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry; for an imported
+    log, the verdict on it per session."""
     from edgeprof.report import latest_sweep_id
     from edgeprof.storage.db import new_session
     from edgeprof.storage.models import Sweep
     from edgeprof.verdicts import analyse_sweep, summary_line
+    from edgeprof.verdicts.log_store import is_imported
 
     path = sqlite_file(db)
     if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
@@ -214,6 +230,13 @@ def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
         sweep_id = sweep if sweep is not None else latest_sweep_id(session)
         if sweep_id is None or session.get(Sweep, sweep_id) is None:
             fail(f"no sweep {sweep_id if sweep_id is not None else ''} in this database".replace("  ", " "))
+        if fmt not in ("table", "json"):
+            fail(f"--format must be table or json, not {fmt!r}")
+        if is_imported(session.get(Sweep, sweep_id)):  # a log, not runs: judged per session
+            from edgeprof.cli.tegrastats import show_log_verdict
+
+            show_log_verdict(session, sweep_id, fmt, interval_ms)
+            return
         results = analyse_sweep(session, sweep_id)
         for run_id, verdicts in results.items():
             typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))

@@ -465,3 +465,54 @@ def _tell(
         )
     if counts.skipped:
         notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
+
+
+# -- a log as series, for the verdict on it ------------------------------------------------------------------
+@dataclass
+class LogSeries:
+    """A whole log as ``(t, value)`` series: ``t`` in seconds from the first timestamp, or the line index x
+    ``spacing_s`` where the log has none (``spacing_assumed``: nobody said what the spacing was)."""
+
+    series: dict[str, list[tuple[float, float | None]]]
+    wall_t0: float | None
+    spacing_s: float
+    spacing_assumed: bool
+    records: int
+
+
+# tegrastats' default --interval: the spacing of a log without timestamps unless the user states it
+DEFAULT_SPACING_S = 1.0
+
+
+def tegrastats_series(path: Path, interval_s: float | None = None) -> LogSeries:
+    """The records of a tegrastats log as series (bad input raises ``TegrastatsImportError``)."""
+    _check_path(Path(path))
+    counts = ImportCounts()
+    rows: list[tuple[float | None, dict[str, float | None]]] = []
+    for rec in _records(Path(path), counts):
+        ts = parse_timestamp(rec.timestamp)
+        rows.append((_local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
+    if not rows:
+        raise TegrastatsImportError(f"no tegrastats lines in {path}")
+    return series_of_rows(rows, interval_s, counts.records)
+
+
+def series_of_rows(
+    rows: list[tuple[float | None, dict[str, float | None]]], interval_s: float | None, records: int
+) -> LogSeries:
+    """Rows of (epoch or None, values) as series: timestamps where every row has one, else the index x the
+    stated ``interval_s`` (or ``DEFAULT_SPACING_S``, then marked assumed)."""
+    epochs = [e for e, _ in rows]
+    timed = all(e is not None for e in epochs) and interval_s is None
+    first = epochs[0] if timed else None
+    spacing = interval_s or DEFAULT_SPACING_S
+    series: dict[str, list[tuple[float, float | None]]] = {}
+    for i, (epoch, values) in enumerate(rows):
+        t = (epoch - first) if timed and epoch is not None and first is not None else i * spacing
+        for metric, value in values.items():
+            series.setdefault(metric, []).append((t, value))
+    if timed:
+        times = sorted({t for s in series.values() for t, _ in s})
+        steps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
+        spacing = steps[len(steps) // 2] if steps else DEFAULT_SPACING_S
+    return LogSeries(series, first, spacing, not timed and interval_s is None, records)
