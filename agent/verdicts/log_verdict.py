@@ -158,7 +158,9 @@ def _domain(
     if limit is not None:
         entry["limit_mhz"] = rounded(limit, 1)
     if len(loaded) < MIN_SESSION_LINES:
-        entry.update({"held_mhz": None, "capped": False, "status": "not_loaded"})
+        # never fully loaded: a clock that stayed within the drop fraction of its highest still held
+        low = min(seen) >= ThrottleThresholds.clock_drop_fraction * max(seen)
+        entry.update({"held_mhz": None, "capped": False, "status": "held_light_load" if low else "not_loaded"})
         return entry
     values = [v for _, v in loaded]
     entry["held_mhz"] = rounded(median(thirds(values)[1]), 1)  # the throttle verdict's "observed"
@@ -286,6 +288,12 @@ def _decide(s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None,
     if capped:
         return "capped", (
             f"clocks held under load ({', '.join(capped)}): a power mode, jetson_clocks or a limit, not heat{heating}"
+        )
+    judged = [n for n, d in clocks.items() if n in ("cpu", "gpu") and d["status"] != "not_loaded"]
+    if not judged:
+        return "inconclusive", (
+            "no CPU or GPU clock in this log that could show a throttle"
+            + (f" ({', '.join(found.unobservable_clocks)} never moved)" if found.unobservable_clocks else "")
         )
     if not thermal.get("measured"):
         return "inconclusive", "no thermometer in this log: whether the temperature settled cannot be shown"
