@@ -94,7 +94,9 @@ def hottest_c(sample: Mapping[str, float | None], excluded: Iterable[str] = ()) 
     values = [
         v
         for name, raw in sample.items()
-        if name.startswith("temp.") and name not in skip and is_thermometer_name(name)
+        if name.startswith("temp.")
+        and name not in skip
+        and is_thermometer_name(name)
         and (v := celsius_or_none(raw)) is not None
     ]
     return max(values) if values else None
@@ -199,8 +201,10 @@ def judge_evidence(
     ranges = {m: value_range(vs) or 0.0 for m, vs in candidates.items()}
     for metric, values in candidates.items():
         others = [r for m, r in ranges.items() if m != metric]
-        if len(values) >= MIN_READINGS and ranges[metric] <= FIXED_RANGE_C and any(
-            r >= MOVED_RANGE_C for r in others
+        if (
+            len(values) >= MIN_READINGS
+            and ranges[metric] <= FIXED_RANGE_C
+            and any(r >= MOVED_RANGE_C for r in others)
         ):
             moved = max(others)
             excluded[metric] = (

@@ -31,7 +31,7 @@ IntervalOption = Annotated[
     typer.Option(
         "--interval-ms",
         min=1.0,
-        help="The spacing of a log without timestamps (tegrastats --interval); default: assumed 1000, and said.",
+        help="The line spacing of a log without timestamps (tegrastats --interval); default 1000, said.",
     ),
 ]
 
@@ -45,7 +45,8 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
         hottest = f", hottest {s['hottest_zone']} {s['hottest_max_c']:g} °C" if s["hottest_zone"] else ""
         excluded = f", excluded {', '.join(s['excluded_zones'])}" if s["excluded_zones"] else ""
         out.append(
-            f"verdict (session {s['session']}: {s['start']} .. {s['end']}, {s['lines']} lines{hottest}{excluded}): "
+            f"verdict (session {s['session']}: {s['start']} .. {s['end']}, {s['lines']} lines"
+            f"{hottest}{excluded}): "
             f"{s['verdict']}: {s['reason']}"
         )
     if result["spacing_assumed"]:

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -513,6 +514,6 @@ def series_of_rows(
             series.setdefault(metric, []).append((t, value))
     if timed:
         times = sorted({t for s in series.values() for t, _ in s})
-        steps = sorted(b - a for a, b in zip(times, times[1:], strict=False) if b > a)
+        steps = sorted(b - a for a, b in pairwise(times) if b > a)
         spacing = steps[len(steps) // 2] if steps else DEFAULT_SPACING_S
     return LogSeries(series, first, spacing, not timed and interval_s is None, records)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +70,7 @@ def line_times(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> li
 
 def measured_spacing_s(times: Sequence[float]) -> float | None:
     """The median step between consecutive lines; None under 2 lines."""
-    steps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    steps = [b - a for a, b in pairwise(times) if b > a]
     return median(steps)
 
 
@@ -79,7 +80,7 @@ def split_sessions(times: Sequence[float], spacing_s: float) -> list[tuple[float
     if not times:
         return out
     start, count = times[0], 1
-    for before, after in zip(times, times[1:], strict=False):
+    for before, after in pairwise(times):
         if after - before > GAP_INTERVALS * spacing_s:
             out.append((start, before, count))
             start, count = after, 0
@@ -114,10 +115,15 @@ def _loaded(series: Mapping[str, list[Point]], metrics: Sequence[str]) -> list[P
     return sorted(by_t.items())
 
 
-def _limit_of(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], domain: str) -> float | None:
+def _limit_of(
+    series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], domain: str
+) -> float | None:
     """The hardware maximum of a domain's clock where the log states it (nvidia-smi's clocks.max.sm)."""
     values = [
-        v for m, r in roles.items() if r.role == "clock_limit" and r.domain == domain for _, v in series.get(m, [])
+        v
+        for m, r in roles.items()
+        if r.role == "clock_limit" and r.domain == domain
+        for _, v in series.get(m, [])
     ]
     return max(values) if values else None
 
@@ -129,7 +135,9 @@ def _drop(loaded: list[Point], hottest: Readings, heated_from_c: float | None) -
     ref = float("-inf")
     for i, (t, v) in enumerate(loaded):
         temps = hottest.values(t, t) if hottest.pts else []
-        hot = heated_from_c is not None and temps and temps[0] - heated_from_c >= SoakThresholds.heating_rise_c
+        hot = (
+            heated_from_c is not None and temps and temps[0] - heated_from_c >= SoakThresholds.heating_rise_c
+        )
         if ref > 0 and v < fraction * ref and hot:
             after = median([w for _, w in loaded[i:]]) or v
             return {
@@ -154,13 +162,19 @@ def _domain(
     (held flat under load below its maximum, or at a limit the log cannot name) or dropped."""
     seen = [v for m in metrics for _, v in series[m]]
     loaded = _loaded(series, metrics)
-    entry: dict[str, Any] = {"metrics": metrics, "max_mhz": rounded(max(seen), 1), "loaded_readings": len(loaded)}
+    entry: dict[str, Any] = {
+        "metrics": metrics,
+        "max_mhz": rounded(max(seen), 1),
+        "loaded_readings": len(loaded),
+    }
     if limit is not None:
         entry["limit_mhz"] = rounded(limit, 1)
     if len(loaded) < MIN_SESSION_LINES:
         # never fully loaded: a clock that stayed within the drop fraction of its highest still held
         low = min(seen) >= ThrottleThresholds.clock_drop_fraction * max(seen)
-        entry.update({"held_mhz": None, "capped": False, "status": "held_light_load" if low else "not_loaded"})
+        entry.update(
+            {"held_mhz": None, "capped": False, "status": "held_light_load" if low else "not_loaded"}
+        )
         return entry
     values = [v for _, v in loaded]
     entry["held_mhz"] = rounded(median(thirds(values)[1]), 1)  # the throttle verdict's "observed"
@@ -176,7 +190,10 @@ def _domain(
 
 
 def _clocks(
-    series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], hottest: Readings, start_c: float | None
+    series: Mapping[str, list[Point]],
+    roles: Mapping[str, MetricRole],
+    hottest: Readings,
+    start_c: float | None,
 ) -> dict[str, dict[str, Any]]:
     domains: dict[str, list[str]] = {}
     for metric in sorted(series):
@@ -215,7 +232,9 @@ def _when(inputs: LogInputs, t: float) -> str:
 
 
 def _power(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], budget: float | None) -> Any:
-    board = [m for m in sorted(series) if (r := roles.get(m)) is not None and r.role == "power" and r.whole_board]
+    board = [
+        m for m in sorted(series) if (r := roles.get(m)) is not None and r.role == "power" and r.whole_board
+    ]
     values = [v for m in board[:1] for _, v in series[m]]
     if not values:
         return None
@@ -235,7 +254,9 @@ def _trip_zone(thermometers: Sequence[str], roles: Mapping[str, MetricRole]) -> 
     return ", ".join(parts) or None
 
 
-def _zones(thermo: Mapping[str, list[Point]], trips: Mapping[str, Sequence[tuple[str, float]]]) -> dict[str, Any]:
+def _zones(
+    thermo: Mapping[str, list[Point]], trips: Mapping[str, Sequence[tuple[str, float]]]
+) -> dict[str, Any]:
     th = ThrottleThresholds()
     out = {}
     for metric, readings in thermo.items():
@@ -249,7 +270,9 @@ def _zones(thermo: Mapping[str, list[Point]], trips: Mapping[str, Sequence[tuple
     return out
 
 
-def _gpu_clock_note(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], clocks: Any) -> str | None:
+def _gpu_clock_note(
+    series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], clocks: Any
+) -> str | None:
     """Where the GPU worked but its clock cannot show a throttle, say so (JetPack 5/6 on Orin Nano prints
     no GPU clock; a GPU pinned by jetson_clocks reads one value)."""
     gpu_busy = any(
@@ -259,21 +282,29 @@ def _gpu_clock_note(series: Mapping[str, list[Point]], roles: Mapping[str, Metri
         return None
     flat = [m for m in series if (r := roles.get(m)) is not None and r.role == "clock" and r.domain == "gpu"]
     if flat:
-        return f"the GPU clock ({', '.join(flat)}) never moved in this log: not observable, a GPU throttle cannot be seen"
+        return (
+            f"the GPU clock ({', '.join(flat)}) never moved in this log: not observable, a GPU throttle "
+            "cannot be seen"
+        )
     return "the GPU clock is not in this log: GPU clock throttling cannot be seen in it"
 
 
-def _decide(s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None, inputs: LogInputs) -> tuple[str, str]:
+def _decide(
+    s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None, inputs: LogInputs
+) -> tuple[str, str]:
     clocks, thermal = s["clocks"], s["thermal"]
     if s["lines"] < MIN_SESSION_LINES:
         return "inconclusive", f"too short: {s['lines']} line(s); need {MIN_SESSION_LINES} for a trend"
     if flags is not None:
         return "throttled", f"the log's clock-event reasons say {flags[1]} from {_when(inputs, flags[0])}"
-    dropped = sorted((d["drop"]["t_s"], name, d["drop"]) for name, d in clocks.items() if d["status"] == "dropped")
+    dropped = sorted(
+        (d["drop"]["t_s"], name, d["drop"]) for name, d in clocks.items() if d["status"] == "dropped"
+    )
     if dropped:
         t, name, d = dropped[0]
         return "throttled", (
-            f"{name} clock {d['from_mhz']:g} -> {d['to_mhz']:g} MHz (-{d['depth_pct']:g} %) at {_when(inputs, t)}, "
+            f"{name} clock {d['from_mhz']:g} -> {d['to_mhz']:g} MHz (-{d['depth_pct']:g} %) "
+            f"at {_when(inputs, t)}, "
             f"hottest {d['temp_c']:g} °C"
         )
     missing = found.missing()
@@ -281,13 +312,16 @@ def _decide(s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None,
         return "inconclusive", missing.replace("on this machine", "in this log")
     heating = (
         f"; still {thermal['end_slope_c_per_min']:+.1f} °C/min at the end"
-        if thermal.get("measured") and thermal.get("steady_state_s") is None and thermal.get("end_slope_c_per_min")
+        if thermal.get("measured")
+        and thermal.get("steady_state_s") is None
+        and thermal.get("end_slope_c_per_min")
         else ""
     )
     capped = [f"{n} flat at {d['held_mhz']:g} MHz" for n, d in clocks.items() if d["status"] == "capped"]
     if capped:
         return "capped", (
-            f"clocks held under load ({', '.join(capped)}): a power mode, jetson_clocks or a limit, not heat{heating}"
+            f"clocks held under load ({', '.join(capped)}): a power mode, jetson_clocks or a limit, "
+            f"not heat{heating}"
         )
     judged = [n for n, d in clocks.items() if n in ("cpu", "gpu") and d["status"] != "not_loaded"]
     if not judged:
@@ -301,7 +335,8 @@ def _decide(s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None,
         slope = thermal.get("end_slope_c_per_min")
         return "not_steady", "run longer" + (f"; {slope:+.1f} °C/min at the end" if slope is not None else "")
     return "not_throttled", (
-        f"clocks held; temperature steady at {thermal['steady_temp_c']:.1f} °C after {thermal['steady_state_s']:.0f} s"
+        f"clocks held; temperature steady at {thermal['steady_temp_c']:.1f} °C after "
+        f"{thermal['steady_state_s']:.0f} s"
     )
 
 
@@ -317,7 +352,9 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
     hottest_zone = max(zones, key=lambda m: zones[m]["max_c"]) if zones else None
     start_c = hottest.pts[0][1] if hottest.pts else None
     thermal: dict[str, Any] = (
-        thermal_state(hottest, t0, t1, [t for t, _ in hottest.pts], SoakThresholds()) if hottest.pts else {"measured": False}
+        thermal_state(hottest, t0, t1, [t for t, _ in hottest.pts], SoakThresholds())
+        if hottest.pts
+        else {"measured": False}
     )
     slope = slope_per_s(hottest.pts) if len(hottest.pts) >= 2 else None
     clocks = _clocks(series, roles, hottest, start_c)

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-SYNTHETIC_HEADER = "# SYNTHETIC: edgeprof tests/support/synthetic_logs.py, first-order thermal model, not a capture"
+SYNTHETIC_HEADER = (
+    "# SYNTHETIC: edgeprof tests/support/synthetic_logs.py, first-order thermal model, not a capture"
+)
 START = datetime(2026, 3, 1, 22, 0, 0)
 
 
@@ -57,14 +59,17 @@ def tegrastats_log(path: Path, board: Board, *, gap_h: float = 0.0, timestamps: 
     runs = [0.0] if not gap_h else [0.0, gap_h * 3600.0]
     for offset in runs:
         for i, (t, temp, gpu, _) in enumerate(board.run()):
-            stamp = (START + timedelta(seconds=offset + t)).strftime("%m-%d-%Y %H:%M:%S ") if timestamps else ""
+            stamp = (
+                (START + timedelta(seconds=offset + t)).strftime("%m-%d-%Y %H:%M:%S ") if timestamps else ""
+            )
             cpu = board.cpu_at(i)
             cores = ",".join(f"{board.cpu_util:.0f}%@{cpu:.0f}" for _ in range(4))
+            power = int(5000 + 5000 * gpu / board.max_mhz)
             lines.append(
                 f"{stamp}RAM 3000/7620MB (lfb 10x4MB) SWAP 0/3810MB (cached 0MB) CPU [{cores},off,off] "
                 f"EMC_FREQ 20%@2133 GR3D_FREQ {board.gpu_util:.0f}%@{gpu:.0f} "
-                f"cpu@{temp - 2.0:.2f}C soc2@{temp - 3.0:.2f}C gpu@{temp - 1.0:.2f}C PMIC@50C tj@{temp:.2f}C "
-                f"VDD_IN {int(5000 + 5000 * gpu / board.max_mhz)}mW/{int(5000 + 5000 * gpu / board.max_mhz)}mW"
+                f"cpu@{temp - 2.0:.2f}C soc2@{temp - 3.0:.2f}C gpu@{temp - 1.0:.2f}C PMIC@50C "
+                f"tj@{temp:.2f}C VDD_IN {power}mW/{power}mW"
             )
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -79,18 +84,19 @@ def jtop_csv(path: Path, board: Board) -> Path:
     for t, temp, gpu, _ in board.run():
         stamp = (START + timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
         power = int(5000 + 5000 * gpu / board.max_mhz)
+        cpus = ",".join([f"{board.cpu_util:.0f}"] * 4)
         lines.append(
-            f"{stamp},{t + 3600:.0f} days 01:00:00,{board.cpu_util:.0f},{board.cpu_util:.0f},{board.cpu_util:.0f},"
-            f"{board.cpu_util:.0f},OFF,OFF,0.4,0.0,20,{board.gpu_util:.0f},OFF,60,{temp - 2.0:.2f},{temp - 1.0:.2f},"
-            f"50.0,{temp:.2f},{power},{power},OFF,15W"
+            f"{stamp},{timedelta(seconds=3600 + t)},{cpus},OFF,OFF,0.4,0.0,20,{board.gpu_util:.0f},OFF,60,"
+            f"{temp - 2.0:.2f},{temp - 1.0:.2f},50.0,{temp:.2f},{power},{power},OFF,15W"
         )
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def nvidia_smi_csv(path: Path, board: Board, *, old_names: bool = False) -> Path:
-    """``nvidia-smi --query-gpu=timestamp,index,temperature.gpu,clocks.sm,clocks.max.sm,power.draw,power.limit,
-    utilization.gpu,<reasons>.sw_thermal_slowdown,<reasons>.hw_slowdown,<reasons>.sw_power_cap --format=csv``"""
+    """``nvidia-smi --query-gpu=timestamp,index,temperature.gpu,clocks.sm,clocks.max.sm,power.draw,
+    power.limit,utilization.gpu,<reasons>.sw_thermal_slowdown,<reasons>.hw_slowdown,<reasons>.sw_power_cap
+    --format=csv`` (``<reasons>``: clocks_event_reasons, or the older clocks_throttle_reasons)"""
     reasons = "clocks_throttle_reasons" if old_names else "clocks_event_reasons"
     head = (
         "timestamp, index, temperature.gpu, clocks.current.sm [MHz], clocks.max.sm [MHz], power.draw [W], "
@@ -101,8 +107,9 @@ def nvidia_smi_csv(path: Path, board: Board, *, old_names: bool = False) -> Path
     for t, temp, sm, throttled in board.run():
         stamp = (START + timedelta(seconds=t)).strftime("%Y/%m/%d %H:%M:%S.000")
         flag = "Active" if throttled else "Not Active"
+        watts = 100 + 150 * sm / board.max_mhz
         lines.append(
-            f"{stamp}, 0, {temp:.0f}, {sm:.0f} MHz, {board.max_mhz:.0f} MHz, {100 + 150 * sm / board.max_mhz:.2f} W, "
+            f"{stamp}, 0, {temp:.0f}, {sm:.0f} MHz, {board.max_mhz:.0f} MHz, {watts:.2f} W, "
             f"300.00 W, {board.gpu_util:.0f} %, {flag}, Not Active, Not Active"
         )
     path.write_text("\n".join(lines) + "\n")

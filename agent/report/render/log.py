@@ -40,9 +40,12 @@ def _clock_text(name: str, d: dict[str, Any]) -> str:
 
 def session_lines(s: dict[str, Any]) -> list[str]:
     """One session in plain lines (the first one carries the verdict)."""
-    hottest = f"{_short(s['hottest_zone'])} {s['hottest_max_c']:g} °C" if s["hottest_zone"] else "no thermometer"
+    hottest = (
+        f"{_short(s['hottest_zone'])} {s['hottest_max_c']:g} °C" if s["hottest_zone"] else "no thermometer"
+    )
     out = [
-        f"session {s['session']}: {s['start']} .. {s['end']}, {s['lines']} lines — {s['verdict']}: {s['reason']}",
+        f"session {s['session']}: {s['start']} .. {s['end']}, {s['lines']} lines — "
+        f"{s['verdict']}: {s['reason']}",
         f"  hottest: {hottest}" + (f"; throttle trips on {s['trip_zone']}" if s.get("trip_zone") else ""),
     ]
     for metric, reason in s["excluded_zones"].items():
@@ -56,18 +59,25 @@ def session_lines(s: dict[str, Any]) -> list[str]:
         f"steady at {s['steady_temp_c']:g} °C after {s['steady_state_s']:g} s"
         if s["steady_state_s"] is not None
         else "no thermal steady state"
-        + (f" ({s['end_slope_c_per_min']:+g} °C/min at the end)" if s["end_slope_c_per_min"] is not None else "")
+        + (
+            f" ({s['end_slope_c_per_min']:+g} °C/min at the end)"
+            if s["end_slope_c_per_min"] is not None
+            else ""
+        )
     )
     if s["heating_c_per_min"] is not None:
         out.append(f"  heating {s['heating_c_per_min']:+g} °C/min over the session; {steady}")
     for name, d in s["clocks"].items():
         out.append("  clock: " + _clock_text(name, d))
-    for metric, reason in s["clocks_not_observable"].items():
+    for reason in s["clocks_not_observable"].values():
         out.append(f"  clock not observable: {reason}")
     power = s.get("power")
     if power:
         budget = f" of a {power['budget_mw']:g} mW budget" if power.get("budget_mw") else ""
-        out.append(f"  power {_short(power['metric'])}: mean {power['mean_mw']:g} / max {power['max_mw']:g} mW{budget}")
+        out.append(
+            f"  power {_short(power['metric'])}: mean {power['mean_mw']:g} / max {power['max_mw']:g} mW"
+            + budget
+        )
     out.extend(f"  note: {n}" for n in s["notes"])
     return out
 
@@ -82,7 +92,12 @@ def render_log_text(result: dict[str, Any]) -> str:
 
 
 def render_log_markdown(result: dict[str, Any]) -> str:
-    out = [f"## Log {result.get('file') or ''} (sweep {result.get('sweep_id')})", "", spacing_line(result), ""]
+    out = [
+        f"## Log {result.get('file') or ''} (sweep {result.get('sweep_id')})",
+        "",
+        spacing_line(result),
+        "",
+    ]
     out.append("| session | start | end | lines | verdict | reason | hottest | excluded zones |")
     out.append("|---|---|---|---|---|---|---|---|")
     for s in result["sessions"]:

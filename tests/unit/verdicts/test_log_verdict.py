@@ -49,7 +49,16 @@ def test_real_logs_are_not_throttled_or_capped_with_the_real_hottest(
     assert hottest_at_least <= session["hottest_max_c"] <= hottest_at_most
     assert session["hottest_zone"] != PMIC and PMIC not in session["thermometers"]
     assert "PMIC" in session["excluded_zones"][PMIC]
-    for key in ("start", "end", "lines", "verdict", "reason", "hottest_zone", "hottest_max_c", "excluded_zones"):
+    for key in (
+        "start",
+        "end",
+        "lines",
+        "verdict",
+        "reason",
+        "hottest_zone",
+        "hottest_max_c",
+        "excluded_zones",
+    ):
         assert key in session
     assert all({"max_mhz", "held_mhz", "capped"} <= set(d) for d in session["clocks"].values())
 
@@ -70,7 +79,9 @@ def test_a_log_without_timestamps_says_its_spacing_was_assumed_and_takes_a_state
     assert not stated["spacing_assumed"] and stated["sessions"][0]["duration_s"] == pytest.approx(56.5)
 
 
-def test_a_synthetic_throttled_log_is_throttled_at_the_trip_naming_the_clock_and_depth(tmp_path: Path) -> None:
+def test_a_synthetic_throttled_log_is_throttled_at_the_trip_naming_the_clock_and_depth(
+    tmp_path: Path,
+) -> None:
     board = Board()
     trip_t = board.trip_t()
     assert trip_t is not None
