@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from edgeprof.collectors import MetricRole, decode_clock_event_reasons
