@@ -396,6 +396,9 @@ _NVML_ROLES: dict[str, MetricRole] = {
     "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True),
     "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True),
     "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True),
+    # read from an nvidia-smi log (``--query-gpu=clocks.max.sm,power.limit``), not sampled live
+    "sm_clock_max_mhz": MetricRole("clock_limit", "MHz", "gpu", domain="gpu", discrete=True),
+    "power_limit_mw": MetricRole("other", "mW", "gpu", discrete=True),
 }
 
 

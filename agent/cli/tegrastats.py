@@ -54,14 +54,27 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def _judge_file(log: Path, interval_ms: float | None) -> dict[str, Any]:
+# the format of a log -> the live collector of the same source, whose roles its metrics have
+COLLECTOR_OF = {"tegrastats": "tegrastats", "jtop_csv": "jtop", "nvidia_smi_csv": "nvml"}
+
+
+def _judge_file(log: Path, interval_ms: float | None, fmt: str = "tegrastats") -> dict[str, Any]:
     from edgeprof.collectors import roles_for
-    from edgeprof.telemetry.tegrastats_import import tegrastats_series
+    from edgeprof.telemetry.log_formats import read_rows
+    from edgeprof.telemetry.tegrastats_import import series_of_rows, tegrastats_series
+    from edgeprof.verdicts.log_store import power_budget_mw
     from edgeprof.verdicts.log_verdict import LogInputs, judge_log
 
-    found = tegrastats_series(log, interval_ms / 1000.0 if interval_ms else None)
-    roles = roles_for(found.series, dict.fromkeys(found.series, "tegrastats"))
-    return judge_log(LogInputs(found.series, roles, found.spacing_s, found.spacing_assumed, found.wall_t0))
+    interval_s = interval_ms / 1000.0 if interval_ms else None
+    if fmt == "tegrastats":
+        found = tegrastats_series(log, interval_s)
+    else:
+        rows = read_rows(log, fmt)
+        found = series_of_rows(rows, interval_s, len(rows))
+    roles = roles_for(found.series, dict.fromkeys(found.series, COLLECTOR_OF[fmt]))
+    budget = power_budget_mw(found.series)
+    inputs = LogInputs(found.series, roles, found.spacing_s, found.spacing_assumed, found.wall_t0, budget)
+    return judge_log(inputs)
 
 
 def import_tegrastats(
@@ -78,6 +91,47 @@ def import_tegrastats(
         if not as_json:
             for line in verdict_lines(_judge_file(log, interval_ms)):
                 typer.echo(line)
+    except TegrastatsImportError as exc:
+        fail(str(exc))
+
+
+FileArgument = Annotated[
+    Path, typer.Argument(metavar="FILE", help="A tegrastats log, jtop's CSV log or an nvidia-smi CSV log.")
+]
+DeviceNameOption = Annotated[
+    str | None, typer.Option("--device-name", help="Name the board the log was recorded on (stored).")
+]
+
+
+def import_log_file(
+    file: FileArgument,
+    db: StoreOption = None,
+    interval_ms: IntervalOption = None,
+    device_name: DeviceNameOption = None,
+) -> None:
+    """Read a log users already have (format recognised from its content): a verdict per session, and with
+    --db its readings stored as an imported sweep (`edgeprof analyse --sweep N` judges it again)."""
+    from edgeprof.telemetry import TegrastatsImportError, import_log
+    from edgeprof.telemetry.log_formats import EXPECTED, detect_format, read_rows, store_rows
+
+    try:
+        fmt = detect_format(file)
+        if fmt is None:
+            fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}")
+        if fmt == "tegrastats":
+            import_log(file, False, db, sys.stdout, device_name=device_name)
+        else:
+            rows = read_rows(file, fmt)
+            typer.echo(f"{file.name}: {len(rows)} records ({fmt})")
+            if db is not None:
+                sweep_id, stored = store_rows(db, file, rows, fmt, device_name)
+                typer.echo(
+                    f"imported {len(rows)} records from {file.name} into sweep {sweep_id} (imported)"
+                    if stored
+                    else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
+                )
+        for line in verdict_lines(_judge_file(file, interval_ms, fmt)):
+            typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))
 
@@ -100,3 +154,10 @@ def register(app: typer.Typer) -> None:
             "edgeprof import-tegrastats tegrastats.log --db night.db"
         ),
     )(import_tegrastats)
+    app.command(
+        "import-log",
+        epilog=(
+            "Example: edgeprof import-log tegrastats.log  ·  edgeprof import-log jtop.csv --db night.db  ·  "
+            "edgeprof import-log smi.csv --db night.db --device-name rig1"
+        ),
+    )(import_log_file)

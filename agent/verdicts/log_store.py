@@ -5,6 +5,7 @@ recorded (or the one the user states)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -51,7 +52,13 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
             wall_t0 = s.t_wall
     roles: dict[str, MetricRole] = roles_for(series, sources)
     spacing = stated or (measured_spacing_s(line_times(series)) if timed else 1.0) or 1.0
-    return LogInputs(series, roles, spacing, not timed and stated is None, wall_t0)
+    return LogInputs(series, roles, spacing, not timed and stated is None, wall_t0, power_budget_mw(series))
+
+
+def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> float | None:
+    """The board's power budget where the log states it (nvidia-smi's power.limit)."""
+    limits = [v for m, s in series.items() if m.endswith(".power_limit_mw") for _, v in s if v is not None]
+    return max(limits) if limits else None
 
 
 def judge_imported(session: Session, sweep_id: int, interval_ms: float | None = None) -> dict[str, Any]:

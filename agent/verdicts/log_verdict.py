@@ -232,9 +232,10 @@ def _when(inputs: LogInputs, t: float) -> str:
 
 
 def _power(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], budget: float | None) -> Any:
-    board = [
-        m for m in sorted(series) if (r := roles.get(m)) is not None and r.role == "power" and r.whole_board
-    ]
+    power = {m: r for m in sorted(series) if (r := roles.get(m)) is not None and r.role == "power"}
+    # the board's input rail; without one (an nvidia-smi log) the device's own draw
+    board = [m for m, r in power.items() if r.whole_board]
+    board = board or [m for m, r in power.items() if r.scope == "device"]
     values = [v for m in board[:1] for _, v in series[m]]
     if not values:
         return None
@@ -295,18 +296,21 @@ def _decide(
     clocks, thermal = s["clocks"], s["thermal"]
     if s["lines"] < MIN_SESSION_LINES:
         return "inconclusive", f"too short: {s['lines']} line(s); need {MIN_SESSION_LINES} for a trend"
-    if flags is not None:
-        return "throttled", f"the log's clock-event reasons say {flags[1]} from {_when(inputs, flags[0])}"
     dropped = sorted(
         (d["drop"]["t_s"], name, d["drop"]) for name, d in clocks.items() if d["status"] == "dropped"
     )
+    drop_text = ""
     if dropped:
         t, name, d = dropped[0]
-        return "throttled", (
+        drop_text = (
             f"{name} clock {d['from_mhz']:g} -> {d['to_mhz']:g} MHz (-{d['depth_pct']:g} %) "
-            f"at {_when(inputs, t)}, "
-            f"hottest {d['temp_c']:g} °C"
+            f"at {_when(inputs, t)}, hottest {d['temp_c']:g} °C"
         )
+    if flags is not None:
+        said = f"the log's clock-event reasons say {flags[1]} from {_when(inputs, flags[0])}"
+        return "throttled", said + (f"; {drop_text}" if drop_text else "")
+    if dropped:
+        return "throttled", drop_text
     missing = found.missing()
     if missing is not None:
         return "inconclusive", missing.replace("on this machine", "in this log")
