@@ -204,25 +204,53 @@ def identity_of(rows: list[Row], fmt: str) -> dict[str, Any]:
     }
 
 
+def _ticks(rows: list[Row]) -> tuple[list[Any], bool]:
+    """The rows as sample ticks: seconds since the first timestamp (wall: the timestamp), or the row
+    index x 1 s for both clocks where any row has no timestamp (as the tegrastats import does)."""
+    from edgeprof.storage.samples import Tick
+
+    epochs = [e for e, _ in rows]
+    timed = all(e is not None for e in epochs)
+    first = min(e for e in epochs if e is not None) if timed else 0.0
+    ticks = []
+    for i, (epoch, values) in enumerate(rows):
+        t_mono, t_wall = (epoch - first, epoch) if timed and epoch is not None else (float(i), float(i))
+        ticks.append(Tick(t_mono, t_wall, values))
+    return ticks, timed
+
+
+def _sweep(path: Path, fmt: str, device_id: int, ticks: list[Any], timed: bool) -> Any:
+    import json
+
+    from edgeprof import __version__
+    from edgeprof.storage.models import Sweep
+    from edgeprof.telemetry.tegrastats_import import SWEEP_STATUS, file_sha256, utc_naive
+
+    meta = {"source": SOURCES[fmt], "format": fmt, "file": path.name, "records": len(ticks)}
+    meta["clock"] = "timestamps" if timed else "record_index"
+    return Sweep(
+        name=f"import:{path.name}",
+        plan_path=str(path.resolve()),
+        plan_text="",  # no plan: nothing was run, a log was read
+        plan_hash=file_sha256(path),  # the same log imported twice is recognisable
+        device_id=device_id,
+        edgeprof_version=__version__,
+        started_at=utc_naive(min(t.t_wall for t in ticks)),
+        ended_at=utc_naive(max(t.t_wall for t in ticks)),
+        status=SWEEP_STATUS,
+        n_specs=0,
+        sampler_json=json.dumps(meta, sort_keys=True),
+    )
+
+
 def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str | None) -> tuple[int, bool]:
     """Store a CSV log's rows as samples of a new imported sweep: (sweep id, True), or (the sweep the same
     file went into, False) without storing anything."""
-    import json
-
     from sqlalchemy.exc import SQLAlchemyError
 
-    from edgeprof import __version__
     from edgeprof.device import get_or_create_device
-    from edgeprof.storage.models import Sweep
-    from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
-    from edgeprof.telemetry.tegrastats_import import (
-        SWEEP_STATUS,
-        already_imported,
-        file_sha256,
-        imported_facts,
-        open_import_session,
-        utc_naive,
-    )
+    from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, write_ticks
+    from edgeprof.telemetry.tegrastats_import import already_imported, imported_facts, open_import_session
 
     session = open_import_session(db)
     try:
@@ -230,39 +258,8 @@ def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str 
         if existing is not None:
             return existing, False
         device = get_or_create_device(session, imported_facts(identity_of(rows, fmt), device_name, fmt))
-        epochs = [e for e, _ in rows]
-        timed = all(e is not None for e in epochs)
-        first = min(e for e in epochs if e is not None) if timed else 0.0
-        ticks = [
-            Tick(
-                (e - first) if timed and e is not None else float(i),
-                e if timed and e is not None else float(i),
-                v,
-            )
-            for i, (e, v) in enumerate(rows)
-        ]
-        sweep = Sweep(
-            name=f"import:{path.name}",
-            plan_path=str(path.resolve()),
-            plan_text="",
-            plan_hash=file_sha256(path),
-            device_id=device.id,
-            edgeprof_version=__version__,
-            started_at=utc_naive(min(t.t_wall for t in ticks)),
-            ended_at=utc_naive(max(t.t_wall for t in ticks)),
-            status=SWEEP_STATUS,
-            n_specs=0,
-            sampler_json=json.dumps(
-                {
-                    "source": SOURCES[fmt],
-                    "format": fmt,
-                    "file": path.name,
-                    "records": len(rows),
-                    "clock": "timestamps" if timed else "record_index",
-                },
-                sort_keys=True,
-            ),
-        )
+        ticks, timed = _ticks(rows)
+        sweep = _sweep(path, fmt, device.id, ticks, timed)
         session.add(sweep)
         session.flush()
         for start in range(0, len(ticks), MAX_TICKS_PER_BLOCK):

@@ -311,6 +311,16 @@ def already_imported(session: Session, path: Path) -> int | None:
     )
 
 
+def _imported_before(session: Session, path: Path, notes: TextIO) -> bool:
+    """True (the session closed, the user told) where the same file was imported already."""
+    existing = already_imported(session, path)
+    if existing is None:
+        return False
+    session.close()
+    notes.write(f"{path.name} already imported as sweep {existing} (same sha256): nothing stored\n")
+    return True
+
+
 class _DbWriter:
     """Streams records into sample blocks of one new sweep; nothing is visible before ``commit``."""
 
@@ -442,12 +452,10 @@ def import_log(
     err: TextIO | None = None,
     device_name: str | None = None,
 ) -> int:
-    """Import or show the tegrastats log ``path``; returns the number of records read.
+    """Import or show the tegrastats log ``path``; returns the number of records read (0: already there).
 
     ``as_json``: JSON lines on ``out``. ``db``: store in that database (path or URL). Neither: a summary on
-    ``out``. Notes (lines with unknown fields, skipped lines, where the samples went) go to ``err``, by
-    default ``sys.stderr`` with ``as_json`` (so ``out`` stays pure JSON lines) and ``out`` otherwise.
-    """
+    ``out``. Notes go to ``err``, by default ``sys.stderr`` with ``as_json`` and ``out`` otherwise."""
     path = Path(path)
     notes = err if err is not None else (sys.stderr if as_json else out)
     check_path(path)
@@ -457,9 +465,7 @@ def import_log(
         pass
 
     session = open_import_session(db) if db is not None else None
-    if session is not None and (existing := already_imported(session, path)) is not None:
-        session.close()
-        notes.write(f"{path.name} already imported as sweep {existing} (same sha256): nothing stored\n")
+    if session is not None and _imported_before(session, path, notes):
         return 0
     writer = _DbWriter(session, path, device_name) if session is not None else None
     summary = Summary() if not as_json and db is None else None
