@@ -101,6 +101,7 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
+            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its verdict per session
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db, wide)
@@ -113,7 +114,9 @@ def report(
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
-    if llama_bench is not None:
+    if log_text is not None:
+        typer.echo(log_text)
+    elif llama_bench is not None:
         typer.echo(llama_bench, nl=False)
     elif fmt is ReportFormat.table:
         typer.echo(
@@ -121,6 +124,24 @@ def report(
         )
     else:
         typer.echo(RENDERERS[fmt.value](rows))
+
+
+def _log_report(session: Any, sweep: int | None, fmt: str) -> str | None:
+    """The report of an imported log (its verdict, sessions and excluded zones) in ``fmt``; None for a
+    sweep of runs."""
+    from edgeprof.report import latest_sweep_id
+    from edgeprof.storage.models import Sweep
+    from edgeprof.verdicts.log_store import is_imported
+
+    sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+    if sweep_id is None or not is_imported(session.get(Sweep, sweep_id)):
+        return None
+    from edgeprof.report.render.log import render_log_json, render_log_markdown, render_log_text
+    from edgeprof.verdicts.log_store import judge_imported
+
+    result = judge_imported(session, sweep_id)
+    render = {"json": render_log_json, "md": render_log_markdown}.get(fmt, render_log_text)
+    return render(result)
 
 
 def _write_html(session: Any, sweep: int | None, html: Path, db: str | None, wide: bool = False) -> None:

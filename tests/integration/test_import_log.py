@@ -129,3 +129,17 @@ def test_two_boards_are_never_merged_and_a_device_can_be_named(tmp_path: Path) -
         rows = conn.execute("select hostname, ram_total_mb, board_model from device order by id").fetchall()
     assert [r[0] for r in rows] == ["imported", "rig1"] and [r[1] for r in rows] == [7620, 7607]
     assert "RAM 7607 MB" in rows[1][2] and "6 cores (2 off)" in rows[1][2]
+
+
+def test_report_of_an_imported_log_in_every_format(tmp_path: Path) -> None:
+    assert edgeprof(tmp_path, "import-log", str(ORIN), "--db", "t.db").returncode == 0
+    text = edgeprof(tmp_path, "report", "--db", "t.db")
+    assert "capped" in text.stdout and "excluded: pmic" in text.stdout and "hottest: gpu 53 °C" in text.stdout
+    md = edgeprof(tmp_path, "report", "--db", "t.db", "--format", "md").stdout
+    assert "| 1 | 2025-10-01 20:05:55 | 2025-10-01 20:07:40 | 103 | capped |" in md
+    as_json = json.loads(edgeprof(tmp_path, "report", "--db", "t.db", "--format", "json").stdout)
+    assert as_json["sessions"][0]["hottest_zone"] == "temp.gpu_c"
+    html = edgeprof(tmp_path, "report", "--db", "t.db", "--html", "r.html")
+    assert html.returncode == 0, html.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "Log verdict" in page and "No verdicts stored" not in page and "PMIC zone" in page

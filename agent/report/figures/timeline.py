@@ -61,7 +61,8 @@ def timeline_panels(
 ) -> dict[str, dict[str, Points]]:
     """The timeline's series per panel (``temp``, ``cpu``, ``cap``, ``gpu``, ``power``), chosen by each
     metric's role as its collector declared it (``roles``: as stored with the sweep)."""
-    panels: dict[str, dict[str, Points]] = {k: {} for k in ("temp", "cpu", "cpu_core", "cap", "gpu", "power")}
+    kinds = ("temp", "cpu", "cpu_core", "cap", "gpu", "gpu_load", "power")
+    panels: dict[str, dict[str, Points]] = {k: {} for k in kinds}
     roles = judge_evidence(samples, roles).apply(roles)  # fixed zones drawn as no thermometer
     for metric, points in samples.items():
         role = roles.get(metric)
@@ -77,14 +78,36 @@ def timeline_panels(
             panels["cap"][metric] = points
         elif role.role == "power":
             panels["power"][metric] = points
+        elif _is_gpu_load(role):
+            panels["gpu_load"][metric] = points
     # Per-cluster clocks where sysfs has them; single cores' clocks otherwise.
     panels["cpu"] = panels["cpu"] or panels.pop("cpu_core")
     panels.pop("cpu_core", None)
     return panels
 
 
+def _is_gpu_load(role: MetricRole) -> bool:
+    return role.role == "utilization" and role.component == "gpu"
+
+
 def _on_a_panel(role: MetricRole | None) -> bool:
-    return role is not None and role.role in PANEL_ROLES
+    return role is not None and (role.role in PANEL_ROLES or _is_gpu_load(role))
+
+
+# A panel's value axis spans at least 10 % of its values: a clock flat at 1189-1190 MHz (0.08 % jitter)
+# drawn on a 1188-1190 axis looks like deep throttling dips. With this floor a change under 2 % of the
+# value fills at most a fifth of the panel, and a real throttle step (15 % and more) still fills it.
+MIN_AXIS_SPAN_FRACTION = 0.10
+
+
+def keep_in_proportion(ax: Axes) -> None:
+    """Widen ``ax``'s value axis around its data to ``MIN_AXIS_SPAN_FRACTION`` of the values' size."""
+    lo, hi = ax.get_ylim()
+    size = max(abs(lo), abs(hi))
+    floor = MIN_AXIS_SPAN_FRACTION * size
+    if size > 0 and hi - lo < floor:
+        mid = (lo + hi) / 2.0
+        ax.set_ylim(mid - floor / 2.0, mid + floor / 2.0)
 
 
 def load_samples(
@@ -322,6 +345,13 @@ def _draw_clocks(ax: Axes, panels: Mapping[str, Mapping[str, Points]], axis: Tim
     ax.set_ylabel("clock (MHz)")
 
 
+def _draw_gpu_load(ax: Axes, load: Mapping[str, Points], axis: TimeAxis) -> None:
+    plot_lines(ax, load, axis.t0, axis.scale, group_label="gpu load")
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("GPU load (%)")
+
+
 def _draw_power(ax: Axes, power: Mapping[str, Points], axis: TimeAxis) -> None:
     plot_lines(ax, power, axis.t0, axis.scale, scale_v=1e-3, group_label="power")
     ax.legend(loc="upper left", fontsize=7, ncol=2)
@@ -434,6 +464,7 @@ def measured_panels(
          lambda ax: _draw_temperatures(ax, panels["temp"], axis, trip_points)),
         ("CPU/GPU clocks", bool(panels["cpu"] or panels["cap"] or panels["gpu"]),
          lambda ax: _draw_clocks(ax, panels, axis)),
+        ("GPU load", bool(panels["gpu_load"]), lambda ax: _draw_gpu_load(ax, panels["gpu_load"], axis)),
         ("power", bool(panels["power"]), lambda ax: _draw_power(ax, panels["power"], axis)),
         ("steady decode tokens/s", bool(tokens), lambda ax: _draw_tokens(ax, data, tokens)),
     ]  # fmt: skip
@@ -461,6 +492,7 @@ def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | N
     fig.suptitle(title + (f"\nnot measured: {', '.join(missing)}" if missing else ""), fontsize=12)
     for ax, (_name, draw) in zip(axes, drawn, strict=True):
         draw(ax)
+        keep_in_proportion(ax)
     axes[-1].set_xlabel(f"time since sweep start ({axis.unit})")
     _mark_throttled(axes, axes[0], data, axis)
     _mark_run_starts(axes, axes[-1], data, axis)

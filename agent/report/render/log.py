@@ -26,6 +26,8 @@ def spacing_line(result: dict[str, Any]) -> str:
 
 def _clock_text(name: str, d: dict[str, Any]) -> str:
     status = d["status"]
+    if status == "held_light_load":
+        return f"{name} max {d['max_mhz']:g} MHz, held within 15 % of it (never at 90 %+ load)"
     if status == "not_loaded":
         return f"{name} max {d['max_mhz']:g} MHz (never at {90:g} %+ load: not judged)"
     held = f"held {d['held_mhz']:g} MHz under load" if d.get("held_mhz") is not None else ""
