@@ -67,7 +67,8 @@ def test_a_pmic_at_100_c_is_never_the_boards_temperature(
         assert temps and all(t is not None and t < 100.0 for t in temps), temps
         aggregated = {p.metric for p in s.scalars(select(PhaseStat).where(PhaseStat.run_id == run.id))}
         assert "temp.pmic_c" not in aggregated and "temp.gpu_c" in aggregated
-        throttle = s.scalars(select(Verdict).where(Verdict.run_id == run.id, Verdict.kind == "throttle")).one()
+        is_throttle = Verdict.kind == "throttle"
+        throttle = s.scalars(select(Verdict).where(Verdict.run_id == run.id, is_throttle)).one()
         evidence = json.loads(throttle.evidence_json)
         assert "temp.pmic_c" not in evidence["temperature"]["zones"]
         assert "temp.pmic_c" in evidence["evidence"]["excluded_zones"]
