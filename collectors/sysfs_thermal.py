@@ -11,7 +11,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    count_of,
+    listed_names,
+    nothing_found,
+    numbered_entries,
+    read_int,
+    read_text,
+)
 from edgeprof.collectors.evidence import celsius_or_none, is_thermometer_name, thermometer_role
 from edgeprof.collectors.evidence import hottest_c as evidence_hottest_c
 from edgeprof.collectors.roles import MetricRole
@@ -19,7 +30,6 @@ from edgeprof.collectors.tegrastats_parse import SECOND_TEMP_SUFFIX
 
 THERMAL_CLASS = "/sys/class/thermal"
 
-_ZONE_RE = re.compile(r"^thermal_zone(\d+)$")
 _TRIP_RE = re.compile(r"^trip_point_(\d+)_temp$")
 _SUFFIX_RE = re.compile(r"_(therm|thermal)$")
 _METRIC_RE = re.compile(r"^temp\.(.+?)(?:_zone\d+)?_c$")
@@ -30,11 +40,6 @@ def sanitize_type(zone_type: str) -> str:
     name = re.sub(r"[^a-z0-9]+", "_", zone_type.lower()).strip("_")
     stripped = _SUFFIX_RE.sub("", name)
     return stripped or name
-
-
-def _zone_index(path: Path) -> int:
-    match = _ZONE_RE.match(path.name)
-    return int(match.group(1)) if match else -1
 
 
 class _Zone:
@@ -60,15 +65,10 @@ class ThermalZonesCollector(Collector):
         self._zones: list[_Zone] | None = None
 
     def _discover(self) -> list[_Zone]:
-        base = self.path(THERMAL_CLASS)
-        try:
-            entries = [p for p in base.iterdir() if _ZONE_RE.match(p.name)]
-        except OSError:
-            entries = []
-        zones: list[_Zone] = []
-        for path in sorted(entries, key=_zone_index):
-            index = _zone_index(path)
-            zones.append(_Zone(path, index, read_text(path / "type") or f"zone{index}"))
+        zones = [
+            _Zone(path, index, read_text(path / "type") or f"zone{index}")
+            for index, path in numbered_entries(self.path(THERMAL_CLASS), "thermal_zone")
+        ]
         counts: dict[str, int] = {}
         for zone in zones:
             counts[zone.base_name] = counts.get(zone.base_name, 0) + 1
@@ -91,14 +91,12 @@ class ThermalZonesCollector(Collector):
     def available(self) -> Availability:
         zones = self._discover()
         if not zones:
-            return Availability(
-                False, f"no thermal zones under {THERMAL_CLASS} (common in VMs and containers)"
-            )
+            return nothing_found("thermal zones", THERMAL_CLASS, "common in VMs and containers")
         readings = {zone.metric: self._read_temp_c(zone) for zone in zones}
         labels = [
             zone.type if readings[zone.metric] is not None else f"{zone.type} (offline)" for zone in zones
         ]
-        summary = f"{len(zones)} zone{'s' if len(zones) != 1 else ''}: {', '.join(labels)}"
+        summary = f"{count_of(len(zones), 'zone')}: {', '.join(labels)}"
         if all(value is None for value in readings.values()):
             return Availability(False, f"{summary}; none readable now (disabled or read errors)")
         return Availability(True, summary)
@@ -121,11 +119,7 @@ class ThermalZonesCollector(Collector):
         result: dict[str, list[tuple[str, float]]] = {}
         for zone in self._get_zones():
             trips: list[tuple[int, str, float]] = []
-            try:
-                names = [p.name for p in zone.path.iterdir()]
-            except OSError:
-                names = []
-            for file_name in names:
+            for file_name in listed_names(zone.path):
                 match = _TRIP_RE.match(file_name)
                 if not match:
                     continue
