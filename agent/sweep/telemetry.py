@@ -218,10 +218,15 @@ class Telemetry:
             session.commit()
 
     def current_temp_c(self) -> float | None:
-        for state in self.sampler.states:
-            if state.ok and state.collector.name == "sysfs_thermal":
-                values, _err = state.collector.safe_sample()
-                return hottest_c(values)
+        """The hottest thermometer now (the evidence rule: no pseudo-sensor), from the thermal zones, else
+        from tegrastats or jtop where a board has only those."""
+        for name in ("sysfs_thermal", "tegrastats", "jtop"):
+            for state in self.sampler.states:
+                if state.ok and state.collector.name == name:
+                    values, _err = state.collector.safe_sample()
+                    temp = hottest_c(values)
+                    if temp is not None:
+                        return temp
         return None
 
     # -- hooks ------------------------------------------------------------------------------------------
