@@ -26,3 +26,17 @@ def test_a_real_throttle_step_keeps_its_own_axis() -> None:
     assert _span_after([1020.0] * 10 + [612.0] * 10) < 1020.0  # matplotlib's own margins, not widened
     lo_change = _span_after([1000.0, 1000.0 * (1 - MIN_AXIS_SPAN_FRACTION)])
     assert lo_change > 1000.0 * MIN_AXIS_SPAN_FRACTION  # just at the floor: left as drawn
+
+
+def test_a_pause_longer_than_the_gap_threshold_is_cut_out_of_the_time_axis() -> None:
+    from edgeprof.report.figures.timeline import AXIS_GAP_MIN_S, TimeAxis
+
+    first = [float(t) for t in range(200)]
+    just_over = [*first, 199.0 + AXIS_GAP_MIN_S + 1.0]
+    axis = TimeAxis.over([*just_over, just_over[-1] + 1.0])
+    assert len(axis.cuts) == 1
+    assert axis.x(just_over[-1]) - axis.x(199.0) < 0.05 * 200  # drawn as a narrow break
+    under = TimeAxis.over([*first, 199.0 + AXIS_GAP_MIN_S - 1.0])
+    assert under.cuts == ()
+    day = TimeAxis.over([*first, *(t + 20 * 3600.0 for t in first)])
+    assert day.unit == "s" and day.x(20 * 3600.0 + 199.0) < 500  # two 200-s sessions side by side
