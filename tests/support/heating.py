@@ -201,6 +201,7 @@ class LiveDevice:
         self.soak_t0: float | None = None
         self.trip_t: float | None = None  # CLOCK_MONOTONIC when the cap dropped
         self.hottest_c = ambient_c
+        self._steps = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="simulated-device", daemon=True)
         trips = [("passive", round(trip_c * 1000))] if trip_c is not None else []
@@ -247,6 +248,11 @@ class LiveDevice:
         self.temp_c = target + (self.temp_c - target) * math.exp(-dt / self.tau_s)
         self.hottest_c = max(self.hottest_c, self.temp_c)
         self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
+        # the current clock at its cap with the 1-MHz jitter of a real one (a clock that never moves is no
+        # evidence that it held: edgeprof.collectors.evidence)
+        self._steps += 1
+        cur_khz = self.cap_khz - 1000 * (self._steps % 2)
+        self.root.replace(CPU / "cpufreq" / "policy0" / "scaling_cur_freq", cur_khz)
         if self.trip_c is not None and self.trip_t is None and self.temp_c >= self.trip_c:
             self.trip_t, self.cap_khz = now, self.capped_khz
             policy = CPU / "cpufreq" / "policy0"
