@@ -40,7 +40,7 @@ from edgeprof.verdicts.soak_telemetry import (
     soak_telemetry,
     windows_of,
 )
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds
+from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds, excluded_notes
 
 SoakValue = Literal["throttled", "not_throttled", "not_steady", "slowdown_not_thermal", "inconclusive"]
 
@@ -391,6 +391,7 @@ def judge_soak(
     first = _first_throttle(windows, drops)
     evidence: dict[str, Any] = {"thresholds": asdict(th), "reasons": [], "notes": []}
     evidence["evidence"] = tel.evidence.as_json()
+    evidence["notes"].extend(excluded_notes(tel.evidence))
     value = _decide(windows, figures, thermal, first, th, evidence, tel.evidence)
     evidence.update(_rounded_figures(figures, thermal))
     t0 = windows[0].t_start if windows else 0.0

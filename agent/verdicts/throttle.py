@@ -495,6 +495,11 @@ def _too_little_data(sig: _Signals, th: ThrottleThresholds, reasons: list[str]) 
     return few_reps or few_samples
 
 
+def excluded_notes(found: Evidence) -> list[str]:
+    """One note per zone left out as no thermometer, with the reason (shown wherever the verdict is)."""
+    return [f"{m} is no thermometer: {r}" for m, r in found.excluded_zones.items()]
+
+
 def _no_evidence(found: Evidence, reasons: list[str]) -> bool:
     """Neither a thermometer nor an observable clock: no claim about heat or clocks can be made."""
     missing = found.missing()
@@ -547,6 +552,7 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
     sig = _gather(inputs, *window, th)
     evidence.update(_evidence_of(sig, *window))
     evidence["evidence"] = found.as_json()
+    evidence["notes"].extend(excluded_notes(found))
     if sig.flags:
         signals.append("hardware")
         reasons.extend(sig.flags)

@@ -123,6 +123,7 @@ def test_a_pmic_zone_at_100_c_is_never_the_hottest_in_a_verdict() -> None:
     assert result.value == "not_throttled", result.evidence["reasons"]
     assert set(result.evidence["temperature"]["zones"]) == {"temp.cpu_c"}
     assert "temp.pmic_c" in result.evidence["evidence"]["excluded_zones"]
+    assert any(n.startswith("temp.pmic_c is no thermometer: Tegra's PMIC") for n in result.evidence["notes"])
 
 
 def test_a_soak_without_thermometer_and_clock_is_inconclusive_naming_the_contention() -> None:
