@@ -36,6 +36,11 @@ IntervalOption = Annotated[
 ]
 
 
+DeviceNameOption = Annotated[
+    str | None, typer.Option("--device-name", help="Name the board the log was recorded on (stored).")
+]
+
+
 def verdict_lines(result: dict[str, Any]) -> list[str]:
     """One line per session: its span and verdict with the reason."""
     from edgeprof.report.render.log import spacing_line
@@ -82,12 +87,13 @@ def import_tegrastats(
     as_json: JsonLinesOption = False,
     db: StoreOption = None,
     interval_ms: IntervalOption = None,
+    device_name: DeviceNameOption = None,
 ) -> None:
     """Read a tegrastats log: summarise it with a verdict per session, print it as JSON lines, or store it."""
     from edgeprof.telemetry import TegrastatsImportError, import_log
 
     try:
-        import_log(log, as_json, db, sys.stdout)
+        import_log(log, as_json, db, sys.stdout, device_name=device_name)
         if not as_json:
             for line in verdict_lines(_judge_file(log, interval_ms)):
                 typer.echo(line)
@@ -97,9 +103,6 @@ def import_tegrastats(
 
 FileArgument = Annotated[
     Path, typer.Argument(metavar="FILE", help="A tegrastats log, jtop's CSV log or an nvidia-smi CSV log.")
-]
-DeviceNameOption = Annotated[
-    str | None, typer.Option("--device-name", help="Name the board the log was recorded on (stored).")
 ]
 
 

@@ -393,6 +393,11 @@ class _DbWriter:
         if self.min_epoch is not None and self.max_epoch is not None:
             self.sweep.started_at = utc_naive(self.min_epoch)
             self.sweep.ended_at = utc_naive(self.max_epoch)
+        else:
+            # no timestamp: the file's last write is the one date the log has (its end, at the latest), so
+            # an old log does not sort as the newest sweep
+            written = utc_naive(self.path.stat().st_mtime)
+            self.sweep.started_at = self.sweep.ended_at = written
         clock = "timestamps" if counts.timestamped == counts.records else "record_index"
         if 0 < counts.timestamped < counts.records:
             clock = "mixed"

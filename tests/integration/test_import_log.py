@@ -143,3 +143,13 @@ def test_report_of_an_imported_log_in_every_format(tmp_path: Path) -> None:
     assert html.returncode == 0, html.stderr
     page = (tmp_path / "r.html").read_text()
     assert "Log verdict" in page and "No verdicts stored" not in page and "PMIC zone" in page
+
+
+def test_a_log_without_timestamps_is_dated_by_its_last_write_not_the_import(tmp_path: Path) -> None:
+    log = tmp_path / "old.log"
+    log.write_bytes(TX2.read_bytes())
+    os.utime(log, (1_600_000_000, 1_600_000_000))  # 2020-09-13
+    assert edgeprof(tmp_path, "import-tegrastats", str(log), "--db", "t.db").returncode == 0
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        started = conn.execute("select started_at from sweep").fetchone()[0]
+    assert str(started).startswith("2020-09-13")
