@@ -167,6 +167,8 @@ def _jtop_values(record: dict[str, str]) -> dict[str, float | None]:
         elif field.startswith("Power "):
             rail = "total" if field == "Power TOT" else _jtop_key(field[6:])
             values[f"power.{rail}_mw"] = number
+        elif field == "nvp model" and re.fullmatch(r"\d+(\.\d+)?W", (raw or "").strip()):
+            values["nvp.budget_mw"] = float(raw.strip()[:-1]) * 1000.0  # a power mode named by its budget
     return values
 
 

@@ -56,8 +56,10 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
 
 
 def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> float | None:
-    """The board's power budget where the log states it (nvidia-smi's power.limit)."""
-    limits = [v for m, s in series.items() if m.endswith(".power_limit_mw") for _, v in s if v is not None]
+    """The board's power budget where the log states it (nvidia-smi's power.limit; jtop's power mode where
+    its name is a wattage, ``15W``)."""
+    stated = [m for m in series if m.endswith(".power_limit_mw") or m == "nvp.budget_mw"]
+    limits = [v for m in stated for _, v in series[m] if v is not None]
     return max(limits) if limits else None
 
 

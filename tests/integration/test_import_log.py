@@ -106,6 +106,7 @@ def test_a_jtop_csv_says_it_holds_no_clock(tmp_path: Path) -> None:
     [session] = analysed(tmp_path, 1)["sessions"]
     assert session["verdict"] == "inconclusive" and "no CPU or GPU clock" in session["reason"]
     assert session["hottest_zone"] == "temp.tj_c" and "temp.pmic_c" in session["excluded_zones"]
+    assert session["power"]["budget_mw"] == 15000.0  # its power mode "15W"
 
 
 def test_a_file_of_no_known_format_is_one_line_exit_2_and_nothing_stored(tmp_path: Path) -> None:
