@@ -39,6 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof.collectors import TegrastatsRecord, has_data, parse_line, record_to_json, record_to_metrics
+from edgeprof.collectors.evidence import is_thermometer_name
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
@@ -219,6 +220,7 @@ class Summary:
         if self.temps:
             parts = [
                 f"{_short(name, 'temp.', '_c')} {stat.peak:g}"
+                + (" (no thermometer: a fixed value)" if not is_thermometer_name(name) else "")
                 if stat.n
                 else f"{_short(name, 'temp.', '_c')} off"
                 for name, stat in self.temps.items()

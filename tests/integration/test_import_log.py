@@ -50,6 +50,8 @@ def test_an_imported_real_log_is_analysed_per_session_with_every_field(tmp_path:
     imported = edgeprof(tmp_path, "import-tegrastats", str(ORIN), "--db", "t.db")
     assert imported.returncode == 0, imported.stderr
     assert "verdict (session 1: 2025-10-01 20:05:55 .. 2025-10-01 20:07:40, 103 lines" in imported.stdout
+    summary = edgeprof(tmp_path, "import-tegrastats", str(ORIN)).stdout
+    assert "pmic 50 (no thermometer: a fixed value)" in summary and "hottest temp.gpu_c 53 °C" in summary
     result = analysed(tmp_path, 1)
     [session] = result["sessions"]
     assert set(session) >= SESSION_FIELDS
