@@ -312,7 +312,8 @@ class Telemetry:
         run.energy_basis = power.basis if power else None
         run.energy_whole_board = power.whole_board if power else None
         # the evidence rule over this run: a fixed zone is no thermometer in any aggregate, column or verdict
-        roles = judge_evidence(series, roles_for(series, self._owners)).apply(roles_for(series, self._owners))
+        declared = roles_for(series, self._owners)
+        roles = judge_evidence(series, declared).apply(declared)
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
         _memory_peaks(run, series, roles)
 
