@@ -328,7 +328,7 @@ def _decide(
             f"not heat{heating}"
         )
     judged = [n for n, d in clocks.items() if n in ("cpu", "gpu") and d["status"] != "not_loaded"]
-    if not judged:
+    if not judged and not s["reasons_logged"]:
         return "inconclusive", (
             "no CPU or GPU clock in this log that could show a throttle"
             + (f" ({', '.join(found.unobservable_clocks)} never moved)" if found.unobservable_clocks else "")
@@ -348,7 +348,9 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
     """One session of a log, judged: its figures, evidence and verdict (see the module docstring)."""
     series = {m: [p for p in points(s) if t0 <= p[0] <= t1] for m, s in inputs.series.items()}
     series = {m: s for m, s in series.items() if s}
-    found = judge_evidence(series, inputs.roles)
+    # a clock flat below the maximum the log itself states (nvidia-smi's clocks.max.sm) is a real clock
+    limits = {d: v for d in ("cpu", "gpu") if (v := _limit_of(series, inputs.roles, d)) is not None}
+    found = judge_evidence(series, inputs.roles, limits)
     roles = found.apply(inputs.roles)
     thermo = {m: series[m] for m in found.thermometers if m in series}
     hottest = Readings(per_time_max(thermo.values()))
@@ -383,6 +385,8 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
         "notes": [n for n in (_gpu_clock_note(series, roles, clocks),) if n],
         "thermal": thermal,
     }
+    # the driver's own clock-event reasons, logged and never naming heat or power, are evidence too
+    session["reasons_logged"] = any(r.role == "throttle_flags" for m in series if (r := roles.get(m)))
     session["verdict"], session["reason"] = _decide(session, found, _flags(series, roles), inputs)
     del session["thermal"]
     return session

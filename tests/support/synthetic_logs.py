@@ -93,7 +93,9 @@ def jtop_csv(path: Path, board: Board) -> Path:
     return path
 
 
-def nvidia_smi_csv(path: Path, board: Board, *, old_names: bool = False) -> Path:
+def nvidia_smi_csv(
+    path: Path, board: Board, *, old_names: bool = False, limit_mhz: float | None = None
+) -> Path:
     """``nvidia-smi --query-gpu=timestamp,index,temperature.gpu,clocks.sm,clocks.max.sm,power.draw,
     power.limit,utilization.gpu,<reasons>.sw_thermal_slowdown,<reasons>.hw_slowdown,<reasons>.sw_power_cap
     --format=csv`` (``<reasons>``: clocks_event_reasons, or the older clocks_throttle_reasons)"""
@@ -109,7 +111,7 @@ def nvidia_smi_csv(path: Path, board: Board, *, old_names: bool = False) -> Path
         flag = "Active" if throttled else "Not Active"
         watts = 100 + 150 * sm / board.max_mhz
         lines.append(
-            f"{stamp}, 0, {temp:.0f}, {sm:.0f} MHz, {board.max_mhz:.0f} MHz, {watts:.2f} W, "
+            f"{stamp}, 0, {temp:.0f}, {sm:.0f} MHz, {limit_mhz or board.max_mhz:.0f} MHz, {watts:.2f} W, "
             f"300.00 W, {board.gpu_util:.0f} %, {flag}, Not Active, Not Active"
         )
     path.write_text("\n".join(lines) + "\n")

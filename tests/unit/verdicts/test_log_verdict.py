@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from support.paths import CAPTURES
-from support.synthetic_logs import Board, tegrastats_log
+from support.synthetic_logs import Board, nvidia_smi_csv, tegrastats_log
 
 from edgeprof.collectors import roles_for
 from edgeprof.telemetry.tegrastats_import import tegrastats_series
@@ -136,3 +136,26 @@ def test_capped_means_flat_within_the_flat_fraction() -> None:
     outside = [1000.0, 1000.0 * (1 - FLAT_FRACTION) - 1.0] * 5
     assert _one_domain(inside, 99.0)["verdict"] == "capped"
     assert _one_domain(outside, 99.0)["clocks"]["gpu"]["status"] == "held"
+
+
+def _smi(tmp_path: Path, board: Board, limit_mhz: float | None = None) -> dict[str, Any]:
+    from edgeprof.telemetry.log_formats import NVIDIA_SMI_CSV, read_rows
+    from edgeprof.telemetry.tegrastats_import import series_of_rows
+
+    rows = read_rows(nvidia_smi_csv(tmp_path / "smi.csv", board, limit_mhz=limit_mhz), NVIDIA_SMI_CSV)
+    found = series_of_rows(rows, None, len(rows))
+    roles = roles_for(found.series, dict.fromkeys(found.series, "nvml"))
+    [session] = judge_log(LogInputs(found.series, roles, found.spacing_s, False, found.wall_t0))["sessions"]
+    return session
+
+
+def test_an_sm_clock_held_flat_below_its_stated_maximum_is_capped(tmp_path: Path) -> None:
+    session = _smi(tmp_path, Board(trip_c=None, max_mhz=1400.0), limit_mhz=1980.0)
+    assert session["verdict"] == "capped", session["reason"]
+    assert session["clocks"]["gpu"]["limit_mhz"] == 1980.0 and session["clocks"]["gpu"]["held_mhz"] == 1400.0
+
+
+def test_an_sm_clock_pinned_at_its_maximum_is_judged_by_the_drivers_reasons(tmp_path: Path) -> None:
+    session = _smi(tmp_path, Board(trip_c=None))
+    assert session["verdict"] in ("not_throttled", "not_steady"), session["reason"]
+    assert "gpu0.sm_clock_mhz" in session["clocks_not_observable"]
