@@ -222,6 +222,22 @@ def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -
     return first
 
 
+# Steady state is judged at most every 10 s of the log (the soak judges it at its 10-s window ends): a
+# day-long log at 1 s would otherwise fit 86 400 slopes.
+STEADY_EVERY_S = 10.0
+
+
+def judged_ends(times: Sequence[float]) -> list[float]:
+    """The times at which the steady-state slope is judged: one per ``STEADY_EVERY_S``, and the last."""
+    out: list[float] = []
+    for t in times:
+        if not out or t - out[-1] >= STEADY_EVERY_S:
+            out.append(t)
+    if times and out[-1] != times[-1]:
+        out.append(times[-1])
+    return out
+
+
 # -- one session ---------------------------------------------------------------------------------------------
 def _when(inputs: LogInputs, t: float) -> str:
     """A time of the log as the user reads it: the wall clock where it has timestamps, else seconds."""
@@ -358,7 +374,7 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
     hottest_zone = max(zones, key=lambda m: zones[m]["max_c"]) if zones else None
     start_c = hottest.pts[0][1] if hottest.pts else None
     thermal: dict[str, Any] = (
-        thermal_state(hottest, t0, t1, [t for t, _ in hottest.pts], SoakThresholds())
+        thermal_state(hottest, t0, t1, judged_ends(hottest.ts), SoakThresholds())
         if hottest.pts
         else {"measured": False}
     )
