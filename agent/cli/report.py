@@ -259,6 +259,17 @@ def analyse(
             show_log_verdict(session, sweep_id, fmt, interval_ms)
             return
         results = analyse_sweep(session, sweep_id)
+        if fmt == "json":
+            import json
+
+            judged = {
+                str(run_id): {
+                    v.kind: {"value": v.value, "evidence": json.loads(v.evidence_json)} for v in verdicts
+                }
+                for run_id, verdicts in results.items()
+            }
+            typer.echo(json.dumps(judged, indent=2, allow_nan=False))
+            return
         for run_id, verdicts in results.items():
             typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
 

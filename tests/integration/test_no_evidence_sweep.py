@@ -51,3 +51,17 @@ def test_no_thermometer_and_a_static_clock_never_read_not_throttled(tmp_path: Pa
     assert throttle.value == "inconclusive", evidence["reasons"]
     assert "no thermometer and no observable clock on this machine" in evidence["reasons"]
     assert not any("not thermal" in r for r in evidence["reasons"])
+    # the same judgement from the command line, as JSON
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "edgeprof", "analyse", "--db", str(tmp_path / "t.db"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "x")},
+    )
+    assert out.returncode == 0, out.stderr
+    [judged] = json.loads(out.stdout).values()
+    assert judged["throttle"]["value"] == "inconclusive"
