@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,9 +54,6 @@ def test_no_thermometer_and_a_static_clock_never_read_not_throttled(tmp_path: Pa
     assert "no thermometer and no observable clock on this machine" in evidence["reasons"]
     assert not any("not thermal" in r for r in evidence["reasons"])
     # the same judgement from the command line, as JSON
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-m", "edgeprof", "analyse", "--db", str(tmp_path / "t.db"), "--format", "json"],
         capture_output=True,
