@@ -63,7 +63,9 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
 COLLECTOR_OF = {"tegrastats": "tegrastats", "jtop_csv": "jtop", "nvidia_smi_csv": "nvml"}
 
 
-def _judge_file(log: Path, interval_ms: float | None, fmt: str = "tegrastats") -> dict[str, Any]:
+def _judge_file(
+    log: Path, interval_ms: float | None, fmt: str = "tegrastats", rows: list[Any] | None = None
+) -> dict[str, Any]:
     from edgeprof.collectors import roles_for
     from edgeprof.telemetry.log_formats import read_rows
     from edgeprof.telemetry.tegrastats_import import series_of_rows, tegrastats_series
@@ -71,11 +73,13 @@ def _judge_file(log: Path, interval_ms: float | None, fmt: str = "tegrastats") -
     from edgeprof.verdicts.log_verdict import LogInputs, judge_log
 
     interval_s = interval_ms / 1000.0 if interval_ms else None
-    if fmt == "tegrastats":
+    if rows:  # the records the import has just read
+        found = series_of_rows(rows, interval_s, len(rows))
+    elif fmt == "tegrastats":
         found = tegrastats_series(log, interval_s)
     else:
-        rows = read_rows(log, fmt)
-        found = series_of_rows(rows, interval_s, len(rows))
+        read = read_rows(log, fmt)
+        found = series_of_rows(read, interval_s, len(read))
     roles = roles_for(found.series, dict.fromkeys(found.series, COLLECTOR_OF[fmt]))
     budget = power_budget_mw(found.series)
     inputs = LogInputs(found.series, roles, found.spacing_s, found.spacing_assumed, found.wall_t0, budget)
@@ -93,9 +97,10 @@ def import_tegrastats(
     from edgeprof.telemetry import TegrastatsImportError, import_log
 
     try:
-        import_log(log, as_json, db, sys.stdout, device_name=device_name)
+        rows: list[Any] = []
+        import_log(log, as_json, db, sys.stdout, device_name=device_name, rows=None if as_json else rows)
         if not as_json:
-            for line in verdict_lines(_judge_file(log, interval_ms)):
+            for line in verdict_lines(_judge_file(log, interval_ms, rows=rows)):
                 typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))
@@ -121,8 +126,9 @@ def import_log_file(
         fmt = detect_format(file)
         if fmt is None:
             fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}")
+        rows: list[Any] = []
         if fmt == "tegrastats":
-            import_log(file, False, db, sys.stdout, device_name=device_name)
+            import_log(file, False, db, sys.stdout, device_name=device_name, rows=rows)
         else:
             rows = read_rows(file, fmt)
             typer.echo(f"{file.name}: {len(rows)} records ({fmt})")
@@ -133,7 +139,7 @@ def import_log_file(
                     if stored
                     else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
                 )
-        for line in verdict_lines(_judge_file(file, interval_ms, fmt)):
+        for line in verdict_lines(_judge_file(file, interval_ms, fmt, rows)):
             typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))

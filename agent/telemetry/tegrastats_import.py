@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -313,6 +314,13 @@ def already_imported(session: Session, path: Path) -> int | None:
     )
 
 
+def _store_error(exc: SQLAlchemyError, db: str | None) -> TegrastatsImportError:
+    from edgeprof.storage.db import mask_url, scrub
+
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}")
+
+
 def _imported_before(session: Session, path: Path, notes: TextIO) -> bool:
     """True (the session closed, the user told) where the same file was imported already."""
     existing = already_imported(session, path)
@@ -458,18 +466,18 @@ def import_log(
     *,
     err: TextIO | None = None,
     device_name: str | None = None,
+    rows: list[tuple[float | None, dict[str, float | None]]] | None = None,
 ) -> int:
     """Import or show the tegrastats log ``path``; returns the number of records read (0: already there).
 
     ``as_json``: JSON lines on ``out``. ``db``: store in that database (path or URL). Neither: a summary on
-    ``out``. Notes go to ``err``, by default ``sys.stderr`` with ``as_json`` and ``out`` otherwise."""
+    ``out``. Notes go to ``err``, by default ``sys.stderr`` with ``as_json`` and ``out`` otherwise.
+    ``rows``: filled with each record's (epoch or None, metrics), for the verdict on the log."""
     path = Path(path)
     notes = err if err is not None else (sys.stderr if as_json else out)
     check_path(path)
     counts = ImportCounts()
-    # A first pass rejects binary input before any output is written or anything is stored.
-    for _ in text_lines(path):
-        pass
+    deque(text_lines(path), maxlen=0)  # a first pass rejects binary input before anything is written
 
     session = open_import_session(db) if db is not None else None
     if session is not None and _imported_before(session, path, notes):
@@ -487,6 +495,8 @@ def import_log(
                 summary.add(rec, ts)
             if writer is not None:
                 writer.add(rec, index, ts)
+            if rows is not None:
+                rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
         if counts.records == 0:
             raise TegrastatsImportError(f"no tegrastats lines in {path}")
         if writer is not None and session is not None:
@@ -495,10 +505,7 @@ def import_log(
     except SQLAlchemyError as exc:
         if session is not None:
             session.rollback()
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        from edgeprof.storage.db import mask_url, scrub
-
-        raise TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}") from None
+        raise _store_error(exc, db) from None
     except BaseException:
         if session is not None:
             session.rollback()
