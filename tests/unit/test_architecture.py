@@ -37,7 +37,7 @@ LAYERS: list[tuple[float, tuple[str, ...]]] = [
     (4, ("edgeprof.telemetry", "edgeprof.fleet")),
     (3, ("edgeprof.plan",)),
     (2, ("edgeprof.gguf", "edgeprof.device")),
-    (1, ("edgeprof.stats", "edgeprof.safefs", "edgeprof.safetext", "edgeprof.run_states",
+    (1, ("edgeprof.stats", "edgeprof.safefs", "edgeprof.safetext", "edgeprof.run_states", "edgeprof.lazy",
          "edgeprof.version")),
     (0.5, ("edgeprof",)),  # the root __init__: the version string, nothing else
     # The child-process side, the collectors and storage import nothing of the agent, nor each other.
