@@ -159,3 +159,26 @@ def test_an_sm_clock_pinned_at_its_maximum_is_judged_by_the_drivers_reasons(tmp_
     session = _smi(tmp_path, Board(trip_c=None))
     assert session["verdict"] in ("not_throttled", "not_steady"), session["reason"]
     assert "gpu0.sm_clock_mhz" in session["clocks_not_observable"]
+
+
+def test_a_session_needs_the_minimum_lines_for_a_trend() -> None:
+    from edgeprof.verdicts.log_verdict import MIN_SESSION_LINES
+
+    assert MIN_SESSION_LINES == 5
+    judged = []
+    for n in (MIN_SESSION_LINES - 1, MIN_SESSION_LINES):  # a session of exactly n lines
+        series = {
+            "temp.tj_c": [(float(i), 40.0 + i) for i in range(n)],
+            "gpu.util_pct": [(float(i), 99.0) for i in range(n)],
+        }
+        judged.append(judge_log(LogInputs(series, roles_for(series, dict.fromkeys(series, "tegrastats")))))
+    short, enough = (j["sessions"][0] for j in judged)
+    assert short["verdict"] == "inconclusive" and short["reason"].startswith("too short: 4 line(s)")
+    assert not enough["reason"].startswith("too short")
+
+
+def test_steady_state_is_judged_every_10_s_and_at_the_end() -> None:
+    from edgeprof.verdicts.log_verdict import STEADY_EVERY_S, judged_ends
+
+    assert judged_ends([0.0, 5.0, 9.9, 10.0, 15.0, 21.0]) == [0.0, 10.0, 21.0]
+    assert STEADY_EVERY_S == 10.0
