@@ -156,3 +156,16 @@ def test_a_log_without_timestamps_is_dated_by_its_last_write_not_the_import(tmp_
     with sqlite3.connect(tmp_path / "t.db") as conn:
         started = conn.execute("select started_at from sweep").fetchone()[0]
     assert str(started).startswith("2020-09-13")
+
+
+def test_the_timeline_of_a_throttled_log_marks_the_drop(tmp_path: Path) -> None:
+    from edgeprof.report.figures.timeline import timeline_figure
+    from edgeprof.storage.db import new_session, open_engine
+
+    log = tegrastats_log(tmp_path / "throttled.log", Board())
+    assert edgeprof(tmp_path, "import-log", str(log), "--db", "t.db").returncode == 0
+    with new_session(open_engine(tmp_path / "t.db")) as s:
+        figure = timeline_figure(s, 1)
+    assert not isinstance(figure, str)
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    assert any(t.startswith(" throttled: gpu 1020 -> 612 MHz") for t in texts), texts

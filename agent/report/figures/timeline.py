@@ -477,6 +477,31 @@ def _mark_run_starts(axes: Sequence[Axes], ax_tps: Axes, data: SweepTimeline, ax
         )
 
 
+def _mark_log_throttles(session: Session, sweep: Sweep, axes: Sequence[Axes], axis: TimeAxis) -> None:
+    """An imported log has no runs: its verdict's throttle points (when, which clock, how deep) are drawn."""
+    from edgeprof.verdicts.log_store import is_imported, judge_imported
+
+    if not is_imported(sweep):
+        return
+    for s in judge_imported(session, sweep.id)["sessions"]:
+        for name, clock in s["clocks"].items():
+            drop = clock.get("drop")
+            if s["verdict"] != "throttled" or not drop:
+                continue
+            x = axis.x(drop["t_s"])
+            for ax in axes:
+                ax.axvline(x, color=THROTTLED_COLOR, lw=1.2)
+            axes[0].text(
+                x,
+                1.0,
+                f" throttled: {name} {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz at {drop['temp_c']:g} °C",
+                transform=axes[0].get_xaxis_transform(),
+                va="bottom",
+                fontsize=7,
+                color=THROTTLED_COLOR,
+            )
+
+
 def _legend(strip: Axes) -> None:
     handles = [Patch(facecolor=c, alpha=0.5, label=n) for n, c in PHASE_COLORS.items()]
     handles += [
@@ -536,6 +561,7 @@ def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | N
     axes[-1].set_xlabel(f"time since sweep start ({axis.unit}{cut})")
     _mark_throttled(axes, axes[0], data, axis)
     _mark_run_starts(axes, axes[-1], data, axis)
+    _mark_log_throttles(session, sweep, axes, axis)
     _legend(strip)
     return fig
 
