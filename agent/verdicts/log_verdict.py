@@ -151,6 +151,25 @@ def _drop(loaded: list[Point], hottest: Readings, heated_from_c: float | None) -
     return None
 
 
+# "While hot": the readings taken while the hottest thermometer was within 2 °C of its session maximum (the
+# soak's heating threshold, read the other way: as near the peak as the board was above its start).
+HOT_BAND_C = SoakThresholds.heating_rise_c
+
+
+def _while_hot(series: Mapping[str, list[Point]], metrics: list[str], hottest: Readings) -> float | None:
+    """The median of a domain's clock (its highest core per line) while the board was at its hottest."""
+    if not hottest.pts:
+        return None
+    peak = max(v for _, v in hottest.pts)
+    hot_t = {t for t, v in hottest.pts if v >= peak - HOT_BAND_C}
+    per_line: dict[float, float] = {}
+    for metric in metrics:
+        for t, v in series[metric]:
+            if t in hot_t:
+                per_line[t] = max(per_line.get(t, v), v)
+    return median(list(per_line.values()))
+
+
 def _domain(
     metrics: list[str],
     series: Mapping[str, list[Point]],
@@ -165,6 +184,7 @@ def _domain(
     entry: dict[str, Any] = {
         "metrics": metrics,
         "max_mhz": rounded(max(seen), 1),
+        "while_hot_mhz": rounded(_while_hot(series, metrics, hottest), 1),
         "loaded_readings": len(loaded),
     }
     if limit is not None:

@@ -32,6 +32,8 @@ def _clock_text(name: str, d: dict[str, Any]) -> str:
         return f"{name} max {d['max_mhz']:g} MHz (never at {90:g} %+ load: not judged)"
     held = f"held {d['held_mhz']:g} MHz under load" if d.get("held_mhz") is not None else ""
     text = f"{name} max {d['max_mhz']:g} MHz, {held}"
+    if d.get("while_hot_mhz") is not None:
+        text += f", {d['while_hot_mhz']:g} MHz while hottest"
     if status == "dropped":
         drop = d["drop"]
         text += f", dropped {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz (-{drop['depth_pct']:g} %)"

@@ -92,6 +92,7 @@ def test_a_synthetic_throttled_log_is_throttled_at_the_trip_naming_the_clock_and
     assert drop["from_mhz"] == board.max_mhz and drop["to_mhz"] == board.capped_mhz
     assert drop["depth_pct"] == pytest.approx(100 * (1 - board.capped_mhz / board.max_mhz), abs=0.1)
     assert "gpu clock 1020 -> 612 MHz (-40 %)" in session["reason"]
+    assert session["clocks"]["gpu"]["while_hot_mhz"] == board.capped_mhz  # at its peak the cap was down
     assert session["trip_zone"] == "temp.tj_c" and PMIC in session["excluded_zones"]
 
 
