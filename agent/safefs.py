@@ -300,6 +300,8 @@ class OutputKind:
 REPORT_MARKERS = (b'<meta name="generator" content="edgeprof">', b"<title>edgeprof sweep ")
 REPORT = OutputKind("report", REPORT_MARKERS, anywhere_in_head=True)
 EXPORT = OutputKind("export", (b'{"edgeprof_export"',))
+# node_exporter's textfile: every family edgeprof writes is named edgeprof_*, and the text opens with its HELP
+PROM = OutputKind("metrics textfile", (b"# HELP edgeprof_",))
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _ANOTHER = "(give another file name)"
 

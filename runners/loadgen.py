@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from edgeprof.runners.http_bounds import count, number, text
+
 
 @dataclass
 class RequestRecord:
@@ -100,7 +102,7 @@ def parse_sse_line(line: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a chunk nested past the recursion limit is no chunk either
         return None
     return value if isinstance(value, dict) else None
 
@@ -114,17 +116,17 @@ def apply_chunk(rec: RequestRecord, data: dict[str, Any], t_arrival: float) -> b
         rec.chunk_times.append(t_arrival)
     if not data.get("stop"):
         return False
-    timings = data.get("timings") or {}
-    predicted = data.get("tokens_predicted", timings.get("predicted_n"))
-    rec.output_tokens = int(predicted) if predicted is not None else None
+    timings = data.get("timings")
+    timings = timings if isinstance(timings, dict) else {}
+    # every figure checked for type and range: a count of 2^63 or a string would fail the run's insert
+    predicted = count(data.get("tokens_predicted", timings.get("predicted_n")))
+    rec.output_tokens = predicted
     rec.token_source = "server" if predicted is not None else None
-    prompt_n = data.get("tokens_evaluated", timings.get("prompt_n"))
-    rec.prompt_tokens = int(prompt_n) if prompt_n is not None else None
-    rec.server_prompt_ms = _float(timings.get("prompt_ms"))
-    rec.server_predicted_ms = _float(timings.get("predicted_ms"))
-    cache_n = timings.get("cache_n")
-    rec.server_cache_n = int(cache_n) if cache_n is not None else None
-    rec.finish_reason = str(data.get("stop_type") or "") or None
+    rec.prompt_tokens = count(data.get("tokens_evaluated", timings.get("prompt_n")))
+    rec.server_prompt_ms = number(timings.get("prompt_ms"))
+    rec.server_predicted_ms = number(timings.get("predicted_ms"))
+    rec.server_cache_n = count(timings.get("cache_n"))
+    rec.finish_reason = text(data.get("stop_type"), 64) or None
     if rec.t_first is None and rec.output_tokens:
         # Every token arrived in the final chunk (or as empty pieces): the first text is here.
         rec.t_first = t_arrival
@@ -148,10 +150,6 @@ class Endpoint:
 
 # llama-server's native endpoint: its final chunk (``stop``) carries the counts and timings.
 COMPLETION = Endpoint("/completion", apply_chunk)
-
-
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 async def stream_request(

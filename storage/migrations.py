@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
+from edgeprof.storage.guard import APPLICATION_ID
 from edgeprof.storage.identity import content_uid
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
@@ -920,6 +921,13 @@ def _ensure_version_table(conn: Connection) -> None:
     )
 
 
+def _mark(conn: Connection) -> None:
+    """edgeprof's mark in the SQLite header, in the first transaction of every upgrade: a new database gets it
+    with its first table, an edgeprof database written before the mark existed gets it now."""
+    if conn.dialect.name == "sqlite" and conn.exec_driver_sql("PRAGMA application_id").scalar() != APPLICATION_ID:
+        conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
 def apply_migration(conn: Connection, migration: Migration) -> None:
     """Run one step's DDL, data step and version row on ``conn`` (the caller owns the transaction)."""
     for statement in migration.statements:
@@ -950,6 +958,7 @@ def upgrade(engine: Engine, target: int | None = None) -> list[int]:
         with migrator.begin() as conn:
             _lock(conn)
             _ensure_version_table(conn)
+            _mark(conn)
             todo = [v for v in missing_versions(conn) if v <= target]
         for version in todo:
             with migrator.begin() as conn:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgeprof.daemon.metrics import MetricsCollector
-from edgeprof.safefs import replace_file
+from edgeprof.safefs import PROM, output_file
 
 log = logging.getLogger("edgeprof.metrics")
 
@@ -77,9 +77,13 @@ def metrics_text(engine: Engine, device: str | None = None) -> bytes:
     return bytes(generate_latest(registry_for(engine, device)))
 
 
-def write_textfile(engine: Engine, path: Path, device: str | None = None) -> int:
-    """Write the metric set to ``path`` via a temp file + rename in its folder (node_exporter never reads a
-    half-written file; a symlink at ``path`` is replaced, never written through); returns its size."""
+def write_textfile(
+    engine: Engine, path: Path, device: str | None = None, protect: tuple[Path, ...] = ()
+) -> int:
+    """Write the metric set to ``path`` through the one output guard (safefs.output_file): a temp file +
+    rename in its folder, so node_exporter never reads a half-written file; never the database (``protect``)
+    or its side files, a symlink, a FIFO or a file edgeprof did not write. Returns its size."""
     data = metrics_text(engine, device)
-    replace_file(path, data)
+    with output_file(path, PROM, protect) as fh:
+        fh.write(data)
     return len(data)
