@@ -342,7 +342,108 @@ QUEUE_AND_INPUTS: tuple[Case, ...] = (
     ),
 )
 
-CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS
+# The newer surfaces: the metrics textfile, the openai target, llama-bench import, templates, labels.
+NEW_SURFACES: tuple[Case, ...] = (
+    Case(
+        "textfile-onto-own-db",
+        "files written",
+        "`edgeprof metrics --db r.prom --textfile r.prom` (the database named like a textfile)",
+        "refused before the database is opened: the output is the database; the DB is unchanged",
+        ("metrics", "--db", "{db}", "--textfile", "{db}"),
+    ),
+    Case(
+        "textfile-foreign-or-fifo",
+        "files written",
+        "`edgeprof metrics --textfile other.prom` where other.prom is another exporter's file, a FIFO, a "
+        "symbolic link or a hard link to the database",
+        "refused in one line; only a textfile edgeprof wrote (its `# HELP edgeprof_` start) is replaced, "
+        "through a new file renamed over it",
+        ("metrics", "--db", "{db}", "--textfile", "{foreign}"),
+    ),
+    Case(
+        "foreign-sqlite-own-schema-version",
+        "databases opened",
+        "`--db app.db` where app.db is another application's SQLite file with a `schema_version(version "
+        "INTEGER, description TEXT, applied_at TEXT)` table, to any command (`run`, `import`, `push --to`, "
+        "`db upgrade`, `agent`, ...)",
+        "refused in one line: edgeprof's database is known by its mark (`PRAGMA application_id` "
+        "0x45646750), not by a table name; journal mode, tables and rows unchanged (sha256 equal)",
+        ("db", "upgrade", "--db", "{foreign}"),
+    ),
+    Case(
+        "foreign-sqlite-flyway",
+        "databases opened",
+        "`--db app.db` with Flyway's `schema_version(version VARCHAR)` holding `'1.1'`",
+        "refused in one line by every command, no traceback; never told to `db upgrade` it",
+        ("report", "--db", "{foreign}"),
+    ),
+    Case(
+        "edgeprof-db-before-the-mark",
+        "databases opened",
+        "an edgeprof database written before the mark existed (no `application_id`)",
+        "recognised by edgeprof's own first schema step on record with its tables; a writer adds the mark "
+        "when it next opens it, a reader changes nothing",
+    ),
+    Case(
+        "url-password-parameter",
+        "URLs",
+        "`--db 'postgresql://u@127.0.0.1:1/db?password=pw&sslpassword=pw2'` (or `passfile=`)",
+        "every message, `push` line and `compare` header shows `password=***`; no part of a secret shown",
+        ("sweeps", "--db", "postgresql://u@127.0.0.1:1/db?password=hunter2&sslpassword=hunter3"),
+    ),
+    Case(
+        "url-libpq-conninfo",
+        "URLs",
+        "`--db 'host=127.0.0.1 password=pw dbname=x'` (a libpq connection string)",
+        "one line: a libpq connection string, not a path; give a postgresql:// URL; the password masked; "
+        "no file created",
+        ("sweeps", "--db", "host=127.0.0.1 password=hunter2 dbname=x"),
+    ),
+    Case(
+        "target-drips",
+        "serving targets",
+        "an OpenAI-compatible target that sends `/v1/models`, `/props` or `/metrics` one byte at a time",
+        "each control reply is bounded whole (connect, first byte, body) by 5 s and by what is left of "
+        "`timeout_s`: a failed run, kept and counted, never `running`; the next config runs",
+    ),
+    Case(
+        "target-gzip-bomb",
+        "serving targets",
+        "a target whose `/v1/models` is a gzip bomb",
+        "asked for no encoding, read raw, decoded only up to 1 MiB: a failed run naming the size cap",
+    ),
+    Case(
+        "target-malformed-json",
+        "serving targets",
+        "replies like `{\"choices\": 5}`, `{\"data\": 5}`, JSON nested 100 000 deep, `completion_tokens` "
+        "of 2^63, `n_ctx` of 10^30",
+        "every field checked for type and range before use: a field that fails is not offered (counted "
+        "from chunks, left NULL); a reply that fails is a failed request or run, never an exception",
+    ),
+    Case(
+        "chat-template-big-numbers",
+        "plan inputs",
+        "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
+        "refused before it is computed: an integer result past 65 536 bits is a template error; every "
+        "render runs in a child with its CPU time and memory limited (RLIMIT_CPU, RLIMIT_AS +512 MiB)",
+    ),
+    Case(
+        "chat-template-large-results",
+        "plan inputs",
+        "a chat template using `x.replace('x', a)`, `~` doubling in a loop, `|indent(n)` or `join` to "
+        "build gigabytes",
+        "refused from the arguments before the text is built (over 4 M characters); what no check "
+        "foresees ends at the child's memory limit, in one line",
+    ),
+    Case(
+        "chat-template-surrogate",
+        "plan inputs",
+        "a chat template rendering `'\\ud800'` (a lone surrogate)",
+        "refused in `run --check`: the text is not valid Unicode",
+    ),
+)
+
+CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS + NEW_SURFACES
 
 
 def case(case_id: str) -> Case:
