@@ -174,7 +174,7 @@ def archive(queue: Path, folder: str, name: str, data: bytes, error: str | None)
         stored = create_new(dfd, name, data)
         if error is not None:
             stem = stored.rsplit(".", 1)[0]
-            create_new(dfd, f"{stem}.error.txt", (error + "\n").encode())
+            create_new(dfd, f"{stem}.error.txt", (error + "\n").encode("utf-8", "backslashreplace"))
     finally:
         os.close(dfd)
     return queue / folder / stored

@@ -12,6 +12,7 @@ instead of showing what was stored. Here every control or format character is wr
 from __future__ import annotations
 
 import html
+import logging
 import unicodedata
 from typing import Any
 
@@ -56,3 +57,37 @@ def esc(value: Any) -> str:
     then ``<``, ``>``, ``&`` and both quotes escaped, so it is shown, never parsed as markup or an
     attribute's end. ``None`` is the empty string."""
     return html.escape(safe_text(value, keep="\n\t"), quote=True)
+
+
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection"): text starting with one of these.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value for the csv module: text that a spreadsheet would take for a formula gets a leading ``'``
+    (OWASP's advice; numbers are left as numbers), and a bare CR is written ``\\r``: the writer (line
+    terminator ``\\n``) quotes a newline but not a CR, which split the row in a spreadsheet."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START):
+        value = "'" + value
+    return value.replace("\r", "\\r")
+
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\[]<>|"})
+
+
+def md_text(value: Any) -> str:
+    """A label in Markdown: control characters escaped (one line), then every character that could start
+    raw HTML, a link or an image, or end a table cell, backslash-escaped: data never becomes
+    markup (``<script>``, ``[x](javascript:…)``, a remote image)."""
+    return safe_text(value).translate(_MD_SPECIAL)
+
+
+class SafeLogFormatter(logging.Formatter):
+    """A log line whose message (plan and file names, labels, reasons, anything a record quotes) has every
+    control character escaped, its newlines too: no record can forge another line or act on the terminal
+    reading the journal. A traceback appended to the record keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return safe_text(super().formatMessage(record))

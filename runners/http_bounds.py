@@ -159,7 +159,8 @@ def models_reply(value: Any) -> list[dict[str, Any]]:
     out = []
     for entry in data[:LIST_MAX]:
         if isinstance(entry, dict) and text(entry.get("id"), 512) is not None:
-            out.append({"id": entry["id"], "owned_by": text(entry.get("owned_by"), 512), "meta": _scalars(entry.get("meta"))})
+            owned_by, meta = text(entry.get("owned_by"), 512), _scalars(entry.get("meta"))
+            out.append({"id": entry["id"], "owned_by": owned_by, "meta": meta})
     return out
 
 

@@ -32,7 +32,8 @@ def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) 
             rec.finish_reason = reason
     usage = data.get("usage")
     if isinstance(usage, dict):
-        out, prompt = http_bounds.count(usage.get("completion_tokens")), http_bounds.count(usage.get("prompt_tokens"))
+        out = http_bounds.count(usage.get("completion_tokens"))
+        prompt = http_bounds.count(usage.get("prompt_tokens"))
         if out is not None:
             rec.output_tokens, rec.token_source = out, "usage"
         if prompt is not None:

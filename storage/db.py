@@ -64,7 +64,8 @@ _SECRET_PARAM = re.compile(
 
 # A libpq "key=value key=value" connection string, which would otherwise be taken for a file name.
 _CONNINFO = re.compile(
-    r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout)\s*=", re.IGNORECASE
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout)\s*=",
+    re.IGNORECASE,
 )
 
 

@@ -142,7 +142,7 @@ def foreign_reason(conn: sqlite3.Connection) -> str | None:
         return shown
     if not rows and tables == {"schema_version"}:
         return None  # an edgeprof create killed before its first step committed
-    if all(type(v) is int for v, _ in rows) and (1, _FIRST_STEP) in rows and _FIRST_STEP_TABLES <= tables:
+    if all(type(v) is int for v, _ in rows) and (1, _FIRST_STEP) in rows and tables >= _FIRST_STEP_TABLES:
         return None
     return shown
 

@@ -924,7 +924,9 @@ def _ensure_version_table(conn: Connection) -> None:
 def _mark(conn: Connection) -> None:
     """edgeprof's mark in the SQLite header, in the first transaction of every upgrade: a new database gets it
     with its first table, an edgeprof database written before the mark existed gets it now."""
-    if conn.dialect.name == "sqlite" and conn.exec_driver_sql("PRAGMA application_id").scalar() != APPLICATION_ID:
+    if conn.dialect.name != "sqlite":
+        return
+    if conn.exec_driver_sql("PRAGMA application_id").scalar() != APPLICATION_ID:
         conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
 
 

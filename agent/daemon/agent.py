@@ -548,7 +548,11 @@ class Agent:
 
 def configure_logging() -> None:
     """One line per event on stderr (the journal under systemd), each marked as the agent's."""
-    logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
+    from edgeprof.safetext import SafeLogFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeLogFormatter("edgeprof-agent %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:

@@ -147,7 +147,10 @@ def _result_size(name: str, value: Any, args: Sequence[Any], kwargs: Mapping[str
         per_line = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         return len(value) + per_line * (value.count("\n") + 1)
     if name in ("join", "str.join"):  # the filter joins its value; the str method joins its argument
-        items, sep = (args[0] if args else (), value) if name == "str.join" else (value, args[0] if args else "")
+        if name == "str.join":
+            items, sep = (args[0] if args else ()), value
+        else:
+            items, sep = value, (args[0] if args else "")
         if isinstance(items, (str, list, tuple)) and isinstance(sep, str):
             pieces = sum(len(x) if isinstance(x, str) else 24 for x in items)
             return pieces + len(sep) * max(len(items) - 1, 0)
@@ -357,7 +360,9 @@ def render_in_process(
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ChatTemplateError("the chat template renders text that is not valid Unicode (a lone surrogate)")
+        raise ChatTemplateError(
+            "the chat template renders text that is not valid Unicode (a lone surrogate)"
+        ) from None
     # llama.cpp strips a BOS the template wrote when the tokenizer adds one (common/chat.cpp)
     if add_bos and bos_token and text.startswith(bos_token):
         text = text[len(bos_token) :]

@@ -60,7 +60,8 @@ def test_a_gzip_bomb_from_the_target_is_refused_at_the_size_cap(tmp_path: Path, 
     runs, _levels, _took = _run(tmp_path, "bomb-models")
     assert len(runs) == 2
     for run in runs:
-        assert run.status == "error" and "larger than 1048576 bytes once decoded" in (run.reason or ""), run.reason
+        assert run.status == "error", run.reason
+        assert "larger than 1048576 bytes once decoded" in (run.reason or ""), run.reason
 
 
 @pytest.mark.parametrize("hostile", [case("target-malformed-json")], ids=lambda c: c.id)

@@ -421,6 +421,13 @@ NEW_SURFACES: tuple[Case, ...] = (
         "from chunks, left NULL); a reply that fails is a failed request or run, never an exception",
     ),
     Case(
+        "queue-name-not-utf8",
+        "agent queue",
+        "a plan whose file name is not UTF-8 (`b'\\xff\\xfe-bad-utf8.toml'`)",
+        "archived by a safe name (each byte that is not UTF-8 becomes `_`) and reported; the agent goes on "
+        "and the next plan runs (it once exited, and crashed again at every restart)",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",

@@ -44,7 +44,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *_args: Any) -> None:
         pass
 
-    def _send(self, body: bytes, ctype: str = "application/json", headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, body: bytes, ctype: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -64,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.5)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         mode = self.mode
         models = json.dumps({"object": "list", "data": [{"id": "hostile", "owned_by": "x"}]}).encode()
         if self.path == "/v1/models":
@@ -81,7 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
             if mode == "drip-props":
                 return self._drip(b"{}" + b" " * 200)
             if mode == "props-nctx-huge":
-                return self._send(b'{"default_generation_settings": {"n_ctx": 1' + b"0" * 30 + b'}, "total_slots": 1}')
+                huge = b"1" + b"0" * 30
+                props = b'{"default_generation_settings": {"n_ctx": ' + huge + b'}, "total_slots": 1}'
+                return self._send(props)
             return self._send(b'{"total_slots": 1}')
         if self.path == "/metrics":
             text = b"# HELP llamacpp:tokens_predicted_total x\nllamacpp:tokens_predicted_total 1\n"
@@ -90,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(text, "text/plain")
         self.send_error(404)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         chunk: bytes

@@ -104,7 +104,10 @@ def _commands(db: Path, other: Path, export: Path) -> list[list[str]]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     ("hostile", "version_type", "version"),
-    [(case("foreign-sqlite-own-schema-version"), "INTEGER", 1), (case("foreign-sqlite-flyway"), "VARCHAR", "1.1")],
+    [
+        (case("foreign-sqlite-own-schema-version"), "INTEGER", 1),
+        (case("foreign-sqlite-flyway"), "VARCHAR", "1.1"),
+    ],
     ids=["own-shape", "flyway"],
 )
 def test_a_foreign_database_with_a_schema_version_table_is_refused_by_every_command(
@@ -113,7 +116,8 @@ def test_a_foreign_database_with_a_schema_version_table_is_refused_by_every_comm
     foreign = app_db_with_schema_version(tmp_path / "app.db", version_type, version)
     other = edgeprof_db(tmp_path / "mine.db")
     export = tmp_path / "x.jsonl"
-    assert CliRunner().invoke(app, ["export", "--sweep", "1", "-o", str(export), "--db", str(other)]).exit_code == 0
+    exported = CliRunner().invoke(app, ["export", "--sweep", "1", "-o", str(export), "--db", str(other)])
+    assert exported.exit_code == 0, exported.output
     before = sha(foreign)
     for argv in _commands(foreign, other, export):
         line = refused(CliRunner().invoke(app, argv), "not an edgeprof one")
@@ -125,7 +129,9 @@ def test_a_foreign_database_with_a_schema_version_table_is_refused_by_every_comm
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("app.db-")]  # no -wal, -shm
 
 
-def test_an_edgeprof_database_from_before_the_mark_is_recognised_and_marked_by_a_writer(tmp_path: Path) -> None:
+def test_an_edgeprof_database_from_before_the_mark_is_recognised_and_marked_by_a_writer(
+    tmp_path: Path,
+) -> None:
     case("edgeprof-db-before-the-mark")
     db = edgeprof_db(tmp_path / "old.db")
     with contextlib.closing(sqlite3.connect(db)) as conn:
