@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from edgeprof.runners import http_bounds, loadgen
+from edgeprof.runners import loadgen
 from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
 
@@ -263,11 +263,11 @@ async def _get_json(
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            code, data, _problem = await http_bounds.get_bytes(c, base + path, timeout_s)
+            code, data, _problem = await loadgen.get_bytes(c, base + path, timeout_s)
             if data is None:
                 return code, None
             try:
-                return code, http_bounds.loads(data)
+                return code, loadgen.loads(data)
             except ValueError:
                 return code, data.decode("utf-8", "replace")
     except (httpx.HTTPError, OSError):
@@ -283,7 +283,7 @@ async def scrape_metrics(base: str, timeout_s: float = 5.0, client: Any = None) 
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            code, data, _problem = await http_bounds.get_bytes(c, base + "/metrics", timeout_s)
+            code, data, _problem = await loadgen.get_bytes(c, base + "/metrics", timeout_s)
             if code != 200 or data is None:
                 return None
             return loadgen.parse_prometheus(data.decode("utf-8", "replace"))

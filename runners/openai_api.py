@@ -19,34 +19,34 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from edgeprof.runners import http_bounds, loadgen
+from edgeprof.runners import loadgen
 from edgeprof.runners.llama_server import ServingResult, scrape_metrics, token_prompt
 
 
 def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) -> None:
     """The counts of ``usage`` (OpenAI) and the figures of ``timings`` (llama-server's extension), where the
     chunk has them (vLLM sends ``"usage": null`` on every chunk but the last)."""
-    for choice in http_bounds.choices(data):
-        reason = http_bounds.text(choice.get("finish_reason"), 64)
+    for choice in loadgen.choices(data):
+        reason = loadgen.text(choice.get("finish_reason"), 64)
         if reason:
             rec.finish_reason = reason
     usage = data.get("usage")
     if isinstance(usage, dict):
-        out = http_bounds.count(usage.get("completion_tokens"))
-        prompt = http_bounds.count(usage.get("prompt_tokens"))
+        out = loadgen.count(usage.get("completion_tokens"))
+        prompt = loadgen.count(usage.get("prompt_tokens"))
         if out is not None:
             rec.output_tokens, rec.token_source = out, "usage"
         if prompt is not None:
             rec.prompt_tokens = prompt
     timings = data.get("timings")
     if isinstance(timings, dict):
-        rec.server_prompt_ms = http_bounds.number(timings.get("prompt_ms"))
-        rec.server_predicted_ms = http_bounds.number(timings.get("predicted_ms"))
-        rec.server_cache_n = http_bounds.count(timings.get("cache_n"))
+        rec.server_prompt_ms = loadgen.number(timings.get("prompt_ms"))
+        rec.server_predicted_ms = loadgen.number(timings.get("predicted_ms"))
+        rec.server_cache_n = loadgen.count(timings.get("cache_n"))
 
 
 def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    choices = http_bounds.choices(data)
+    choices = loadgen.choices(data)
     return choices[0] if choices else {}
 
 
@@ -145,14 +145,14 @@ def payload_for(job: dict[str, Any], model: str | None, idx: int) -> dict[str, A
 
 async def _get(client: Any, url: str, timeout_s: float = 5.0) -> tuple[int | None, Any, str | None]:
     """(HTTP status, JSON body or None, the problem) of one GET, whole within ``timeout_s``."""
-    return await http_bounds.get_json(client, url, timeout_s)
+    return await loadgen.get_json(client, url, timeout_s)
 
 
 def identity_of(target: str, endpoint: str, models: Any, props: Any) -> dict[str, Any]:
     """What the server says it is: the model ids of ``/v1/models`` (and llama-server's ``meta`` of the
     first), and from ``/props`` its build and model file; a field the server does not offer is None."""
-    entries = http_bounds.models_reply(models)
-    props = http_bounds.props_reply(props)
+    entries = loadgen.models_reply(models)
+    props = loadgen.props_reply(props)
     gen = props.get("default_generation_settings")
     meta = entries[0].get("meta") if entries else None
     return {
@@ -247,8 +247,8 @@ class _Drive:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
-    def control_s(self, cap_s: float = http_bounds.CONTROL_DEADLINE_S) -> float:
-        return http_bounds.deadline_left(self.deadline, cap_s)
+    def control_s(self, cap_s: float = loadgen.CONTROL_DEADLINE_S) -> float:
+        return loadgen.deadline_left(self.deadline, cap_s)
 
     async def run(self) -> None:
         async with control_client(self.headers) as self.control:
