@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 import unicodedata
 from typing import Any
 
@@ -74,14 +75,20 @@ def csv_cell(value: Any) -> Any:
     return value.replace("\r", "\\r")
 
 
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\[]<>|"})
+# What turns text into Markdown markup: a tag's start (``<script``, ``</x``, ``<!--``, an autolink
+# ``<http:``), a link's or image's middle ``](`` and an image's start ``![``, and a backslash that would
+# undo an escape of one of them. Only these are escaped, so ranges (``[1–2]``), ``< 5`` and code spans
+# print as before.
+_MD_MARKUP = re.compile(r"\\(?=[<\[\]!])|<(?=[A-Za-z/!?])|\]\(|!\[")
 
 
 def md_text(value: Any) -> str:
-    """A label in Markdown: control characters escaped (one line), then every character that could start
-    raw HTML, a link or an image, or end a table cell, backslash-escaped: data never becomes
-    markup (``<script>``, ``[x](javascript:…)``, a remote image)."""
-    return safe_text(value).translate(_MD_SPECIAL)
+    """A label in Markdown: control characters escaped (one line), a table cell's ``|`` escaped, and
+    nothing from data becomes markup (raw HTML, ``[x](javascript:…)``, a remote image)."""
+    text = safe_text(value)
+    if not (len(text) > 1 and text[0] == text[-1] == "`"):  # a code span shows what it holds literally
+        text = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), text)
+    return text.replace("|", "\\|")
 
 
 class SafeLogFormatter(logging.Formatter):

@@ -428,6 +428,15 @@ NEW_SURFACES: tuple[Case, ...] = (
         "and the next plan runs (it once exited, and crashed again at every restart)",
     ),
     Case(
+        "labels-raw-to-readers",
+        "labels",
+        "a model label (a GGUF's file name, a plan's label) holding OSC 52, CR, a C1 CSI or a newline, "
+        "`=cmd|...` or `<script>`, `[x](javascript:...)`",
+        "shown as its escapes (`\\x1b]52...`) on one line by `compare`, the progress lines, the agent's "
+        "log and `bench`; CSV neutralises a formula with a leading `'` and writes a CR as `\\r`; Markdown "
+        "escapes what would be markup",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
