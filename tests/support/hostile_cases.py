@@ -437,6 +437,21 @@ NEW_SURFACES: tuple[Case, ...] = (
         "escapes what would be markup",
     ),
     Case(
+        "llama-bench-import-malformed",
+        "files read",
+        "`edgeprof import-llama-bench` of records with `\"build_number\": \"abc\"`, "
+        "`\"flash_attn\": \"on\"`, "
+        "`n_threads 1e400`, `n_prompt 10**30`, samples of 10^30 ns or a million samples, deep JSON",
+        "one line naming the record and the field (every field of llama-bench's list with its type and "
+        "range; at most 10 000 samples a record, 200 000 a file, each at most 10^15 ns); nothing stored",
+    ),
+    Case(
+        "llama-bench-import-fifo",
+        "files read",
+        "`edgeprof import-llama-bench` of a FIFO or `/dev/zero`",
+        "refused at once from its type (never waiting on a read); at most 64 MiB is ever read",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
