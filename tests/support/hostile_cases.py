@@ -452,6 +452,19 @@ NEW_SURFACES: tuple[Case, ...] = (
         "refused at once from its type (never waiting on a read); at most 64 MiB is ever read",
     ),
     Case(
+        "gguf-counts-out-of-range",
+        "plan inputs",
+        "a GGUF with `context_length` 2^64-1, `block_count` 2^63 or `head_count_kv = [\"a\", \"b\"]`",
+        "refused by `run --check` (and `run`, `bench`) in one line naming the key: every count of the "
+        "model's shape must be a whole number in 0..2^31-1, at most 65 536 layers",
+    ),
+    Case(
+        "collector-name-typo",
+        "plan inputs",
+        "`[collect] collectors = [\"psutil\"]` (a collector that does not exist)",
+        "refused by `run --check`: unknown collector, with the list of known ones",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
