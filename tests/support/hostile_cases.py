@@ -465,6 +465,13 @@ NEW_SURFACES: tuple[Case, ...] = (
         "refused by `run --check`: unknown collector, with the list of known ones",
     ),
     Case(
+        "metrics-half-open",
+        "serving targets",
+        "400 half-open connections to the agent's `/metrics` (`--metrics-port`)",
+        "served by 4 pooled threads, each connection closed after 5 s without a request; past 16 at once a "
+        "new one is closed at once (it once made 403 threads, with no timeout)",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
