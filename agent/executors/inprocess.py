@@ -4,6 +4,7 @@ cold start — the first runs cold + warm-up + steady reps, the others one more 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -13,7 +14,7 @@ from edgeprof.gguf import drop_page_cache
 from edgeprof.plan import RunSpec
 from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.stats import median
-from edgeprof.storage.models import Run
+from edgeprof.storage.models import ModelFile, Run
 
 
 class InProcessExecutor:
@@ -51,6 +52,7 @@ class InProcessExecutor:
         else:
             run.page_cache = "kept"
         job = spec.job(cold_only=cold_rep > 0, cold_rep=cold_rep)
+        job["model_identity"] = model_identity(session, run)
         try:
             child = run_child(
                 job,
@@ -86,3 +88,12 @@ class InProcessExecutor:
 
     def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
         """Nothing of its own: the per-rep energy of its measurements is telemetry's (it needs the phases)."""
+
+
+def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
+    """The hashed file's identity for the child to check at load (size, mtime, tensor bytes): the model
+    loaded must be the model whose sha256 the run is stored under."""
+    mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
+    if mf is None:
+        return None
+    return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}

@@ -472,6 +472,13 @@ NEW_SURFACES: tuple[Case, ...] = (
         "new one is closed at once (it once made 403 threads, with no timeout)",
     ),
     Case(
+        "model-replaced-mid-sweep",
+        "plan inputs",
+        "a model file replaced by another quant after the sweep hashed it",
+        "the run fails with the reason (size and mtime changed since the hash; or llama.cpp's own size of "
+        "what it loaded differs from the hashed file's tensor bytes): never stored under the old identity",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
