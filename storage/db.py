@@ -13,7 +13,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
 from edgeprof.storage.guard import StorageGuardError, check_before_read, create_database_file
-from edgeprof.storage.migrations import check_current, upgrade
+from edgeprof.storage.migrations import check_current, refuse_foreign, upgrade
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
 
@@ -223,6 +223,9 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
     if read_only and migrate:  # migrate=False for a reader: `db version`, which reports what is missing
         with engine.connect() as conn:
             check_current(conn)
+    elif read_only and not is_sqlite:  # `db version` too never reads another application's database
+        with engine.connect() as conn:
+            refuse_foreign(conn)
     elif migrate and not read_only:
         upgrade(engine)
     return engine

@@ -140,11 +140,19 @@ def foreign_reason(conn: sqlite3.Connection) -> str | None:
         rows = conn.execute("SELECT version, description FROM schema_version LIMIT 1000").fetchall()
     except sqlite3.DatabaseError:
         return shown
-    if not rows and tables == {"schema_version"}:
-        return None  # an edgeprof create killed before its first step committed
-    if all(type(v) is int for v, _ in rows) and (1, _FIRST_STEP) in rows and tables >= _FIRST_STEP_TABLES:
-        return None
-    return shown
+    return None if edgeprof_history(rows, tables) else shown
+
+
+def edgeprof_history(rows: list[tuple[object, object]], tables: set[str]) -> bool:
+    """Whether ``schema_version``'s (version, description) rows and the database's tables are edgeprof's
+    own, for a database written before the mark existed (SQLite's application_id, PostgreSQL's
+    ``edgeprof_meta`` row): its first step on record, with that step's tables, and every version a whole
+    number (Flyway's ``'1.1'`` is not). Only a ``schema_version`` table with no row is an edgeprof create
+    killed before its first step committed."""
+    if not rows:
+        return tables == {"schema_version"}
+    versions_whole = all(type(v) is int for v, _ in rows)
+    return versions_whole and (1, _FIRST_STEP) in rows and _FIRST_STEP_TABLES.issubset(tables)
 
 
 def _refuse_foreign(path: Path, conn: sqlite3.Connection) -> None:

@@ -378,6 +378,14 @@ NEW_SURFACES: tuple[Case, ...] = (
         ("report", "--db", "{foreign}"),
     ),
     Case(
+        "foreign-postgresql",
+        "databases opened",
+        "`--db postgresql://…/appdb`, another application's PostgreSQL database with a `schema_version` "
+        "table (ours in shape, or Flyway's)",
+        "refused in one line by readers and writers: edgeprof's database is known by its `edgeprof_meta` "
+        "row; no table or row added",
+    ),
+    Case(
         "edgeprof-db-before-the-mark",
         "databases opened",
         "an edgeprof database written before the mark existed (no `application_id`)",
