@@ -150,6 +150,11 @@ def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
             if text.startswith(scheme):
                 return "postgresql+psycopg://" + text[len(scheme) :]
         return text
+    if any(ch in text for ch in "?#%"):
+        # sqlite:///PATH is a URL: '?' starts its query, '#' a fragment, '%41' is 'A'; "c#1.db" opened "c"
+        raise DatabaseError(
+            f"--db {mask_url(text)}: a file name with '?', '#' or '%' would open another file; rename it"
+        )
     path = Path(text).expanduser()
     if create_dir:
         path.parent.mkdir(parents=True, exist_ok=True)

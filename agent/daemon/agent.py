@@ -66,7 +66,7 @@ def parse_until(text: str | None) -> dt.time | None:
     try:
         hours, minutes = text.split(":")
         return dt.time(int(hours), int(minutes))
-    except ValueError:
+    except (ValueError, OverflowError):  # 99999999999999999999:00 overflows C's int
         raise ValueError(f"--until expects HH:MM (24 h), got {text!r}") from None
 
 

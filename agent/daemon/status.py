@@ -47,11 +47,13 @@ def _agent_info(session: Session, device: str | None) -> dict[str, Any] | None:
         return None  # no agent ever ran here, or the heartbeat in this DB is another machine's agent
     age = (utcnow() - state.heartbeat_at).total_seconds()
     alive = state.stopped_at is None and age < STALE_AFTER_S
-    if alive and state.hostname == socket.gethostname():
-        alive = _pid_alive(state.pid)
+    # on this machine a process that is gone without stopping died (kill -9, a crash): said so, at once
+    died = state.stopped_at is None and state.hostname == socket.gethostname() and not _pid_alive(state.pid)
+    alive = alive and not died
+    shown = state.state if alive or state.stopped_at else "died" if died else "not responding"
     return {
         "pid": state.pid,
-        "state": state.state if alive or state.stopped_at else "not responding",
+        "state": shown,
         "message": state.message,
         "alive": alive,
         "heartbeat_age_s": round(age, 1),

@@ -487,6 +487,20 @@ NEW_SURFACES: tuple[Case, ...] = (
         "what it loaded differs from the hashed file's tensor bytes): never stored under the old identity",
     ),
     Case(
+        "small-hostile-options",
+        "numbers",
+        "`agent --until 99999999999999999999:00`, `agent --queue link` (a symlinked folder), `--db c#1.db` "
+        "(or `?`, `%41`), `kld_mean = nan` or `inf`, `bench -t 1000`",
+        "one line each (exit 2): HH:MM expected; the queue is never followed through a link; a file name "
+        "SQLite would read as a URL; a finite number; more threads than this machine's CPUs",
+    ),
+    Case(
+        "agent-killed-status",
+        "agent queue",
+        "`edgeprof status` after `kill -9` of the agent on this machine",
+        "says `died` at once (its pid is gone without a stop), not `not responding`",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
