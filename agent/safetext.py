@@ -15,6 +15,7 @@ import html
 import logging
 import re
 import unicodedata
+import warnings
 from typing import Any
 
 NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -98,3 +99,16 @@ class SafeLogFormatter(logging.Formatter):
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return safe_text(super().formatMessage(record))
+
+
+def install_warning_sanitiser() -> None:
+    """Warnings printed to stderr (matplotlib's "Glyph 27 missing" quotes a label's ESC) go through
+    ``safe_text``: a warning line never carries a control sequence to the terminal."""
+    original = warnings.formatwarning
+
+    def formatwarning(
+        message: Any, category: Any, filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        return safe_text(original(message, category, filename, lineno, line), keep="\n")
+
+    warnings.formatwarning = formatwarning

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
+from edgeprof.safetext import safe_text
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 from edgeprof.sweep import owner_gone
 
@@ -165,7 +166,8 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"last error: run {e['run_id']} {e['model']} {e['status']}: {e['reason']}")
     for c in status["collectors"]:
         lines.append(f"  collector {c['name']}: {'ok' if c['ok'] else 'unavailable'} ({c['reason']})")
-    return "\n".join(lines)
+    # names, labels and reasons from plans and children: each line one visible line, no control sequence
+    return "\n".join(safe_text(line) for line in lines)
 
 
 def status_json(status: dict[str, Any]) -> str:

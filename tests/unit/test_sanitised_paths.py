@@ -92,3 +92,30 @@ def test_markdown_labels_never_become_markup() -> None:
     shown = md_text("<script>x</script> [a](javascript:alert(1)) ![i](http://evil/p.png) a|b")
     assert not re.search(r"(?<!\\)(<script|\]\(|!\[)", shown), shown
     assert shown.endswith("a\\|b")
+
+
+def test_status_shows_a_sweep_name_as_its_escapes(tmp_path: Path) -> None:
+    engine = open_engine(tmp_path / "s.db")
+    with new_session(engine) as s:
+        sweep = dbbuild.add_sweep(s, name=EVIL)
+        dbbuild.add_run(s, sweep, 0, model_label=EVIL, status="error", reason=EVIL)
+        s.commit()
+    engine.dispose()
+    result = CliRunner().invoke(app, ["status", "--db", str(tmp_path / "s.db")])
+    assert result.exit_code == 0, result.output
+    _no_controls(result.output)
+    assert not any(line.startswith("forged line") for line in result.output.splitlines())
+
+
+def test_a_warning_quoting_a_label_prints_no_control_sequence() -> None:
+    import warnings
+
+    from edgeprof.safetext import install_warning_sanitiser
+
+    original = warnings.formatwarning
+    try:
+        install_warning_sanitiser()
+        text = warnings.formatwarning(f"Glyph 27 ({EVIL}) missing", UserWarning, "x.py", 1, "")
+    finally:
+        warnings.formatwarning = original
+    _no_controls(text)
