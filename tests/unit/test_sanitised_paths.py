@@ -119,3 +119,12 @@ def test_a_warning_quoting_a_label_prints_no_control_sequence() -> None:
     finally:
         warnings.formatwarning = original
     _no_controls(text)
+
+
+@pytest.mark.parametrize("extra", [[], ["--show-output"], ["--format", "md"]], ids=["table", "output", "md"])
+def test_a_piped_report_has_no_forged_line(tmp_path: Path, extra: list[str]) -> None:
+    db = _db(tmp_path / "r.db", EVIL)
+    result = CliRunner().invoke(app, ["report", "--sweep", "1", "--db", str(db), *extra])
+    assert result.exit_code == 0, result.output
+    _no_controls(result.output)
+    assert not any(line.startswith("forged line") for line in result.output.splitlines())
