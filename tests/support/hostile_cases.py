@@ -501,6 +501,12 @@ NEW_SURFACES: tuple[Case, ...] = (
         "says `died` at once (its pid is gone without a stop), not `not responding`",
     ),
     Case(
+        "chat-template-over-1-mib",
+        "plan inputs",
+        "a GGUF whose `tokenizer.chat_template` is longer than 1 MiB",
+        "refused by `run --check` as too long (its size and the limit), not reported as missing",
+    ),
+    Case(
         "chat-template-big-numbers",
         "plan inputs",
         "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",

@@ -81,3 +81,28 @@ def test_an_ordinary_synthetic_gguf_passes(tmp_path: Path) -> None:
     plan.write_text(plan_toml({"m": model}, tables={"collect": {"collectors": ["psutil_host"]}}))
     result = CliRunner().invoke(app, ["run", "--check", str(plan), "--db", str(tmp_path / "x.db")])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("hostile", [case("chat-template-over-1-mib")], ids=lambda c: c.id)
+def test_a_template_over_the_read_limit_is_said_too_long_not_missing(tmp_path: Path, hostile: object) -> None:
+    import gguf
+
+    from edgeprof.gguf.bounded import MAX_TEMPLATE_BYTES
+
+    path = tmp_path / "synthetic-long-template.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    for key, value in {"context_length": 4096, "embedding_length": 8, "block_count": 1}.items():
+        writer.add_uint32(f"llama.{key}", value)
+    writer.add_chat_template("x" * (MAX_TEMPLATE_BYTES + 1))
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    workload = {"name": "c", "messages": [{"role": "user", "content": "hi"}], "n_predict": 4}
+    plan = tmp_path / "plan.toml"
+    plan.write_text(plan_toml({"m": path}, workloads=[workload]))
+    result = CliRunner().invoke(app, ["run", "--check", str(plan), "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2, result.output
+    assert f"more than the {MAX_TEMPLATE_BYTES} read" in result.output
+    assert "no chat template" not in result.output
