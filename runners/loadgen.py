@@ -165,14 +165,14 @@ async def stream_request(
     rec.t_send = time.monotonic()
 
     async def go() -> None:
-        async with client.stream("POST", url, json=payload) as resp:
+        async with client.stream("POST", url, json=payload, headers=_IDENTITY) as resp:
             rec.http_status = resp.status_code
             if resp.status_code != 200:
-                body = (await resp.aread()).decode("utf-8", "replace")[:200]
+                body = (await _head_of(resp)).decode("utf-8", "replace")[:200]
                 rec.status = "rejected" if resp.status_code in (429, 503) else "error"
                 rec.error = f"HTTP {resp.status_code}: {body.strip()}"
                 return
-            async for line in resp.aiter_lines():
+            async for line in stream_lines(resp):
                 t_arrival = time.monotonic()
                 if endpoint.finish is not None and is_done_line(line):
                     settle(rec, endpoint, t_arrival)
@@ -198,6 +198,8 @@ async def stream_request(
         await asyncio.wait_for(go(), timeout=timeout_s)
     except asyncio.TimeoutError:
         rec.status, rec.error = "timeout", f"no complete response within {timeout_s:g} s"
+    except ReplyError as exc:
+        rec.status, rec.error = "error", str(exc)
     except httpx.HTTPError as exc:
         rec.status, rec.error = "error", f"{type(exc).__name__}: {exc}"[:200] or type(exc).__name__
     except OSError as exc:
@@ -205,6 +207,31 @@ async def stream_request(
     if rec.t_end is None:
         rec.t_end = time.monotonic()
     return rec
+
+
+async def stream_lines(resp: Any, max_line: int = 1 << 20) -> Any:
+    """The lines of a streamed reply, read raw (never inflated: a compressed stream is no SSE), each at
+    most ``max_line`` bytes (ReplyError past it: one line of a stream never holds the client's memory)."""
+    pending = b""
+    async for piece in resp.aiter_raw():
+        pending += piece
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if len(pending) > max_line:
+            raise ReplyError(f"a streamed line longer than {max_line} bytes")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", "replace")
+
+
+async def _head_of(resp: Any, limit: int = 4096) -> bytes:
+    """The first bytes of an error reply (its message), never the whole of a reply of any size."""
+    head = b""
+    async for piece in resp.aiter_raw():
+        head += piece
+        if len(head) >= limit:
+            break
+    return head[:limit]
 
 
 def settle(rec: RequestRecord, endpoint: Endpoint, t_end: float) -> None:

@@ -66,7 +66,16 @@ def test_a_gzip_bomb_from_the_target_is_refused_at_the_size_cap(tmp_path: Path, 
 
 @pytest.mark.parametrize("hostile", [case("target-malformed-json")], ids=lambda c: c.id)
 @pytest.mark.parametrize(
-    "mode", ["models-data-5", "models-deep", "props-nctx-huge", "sse-choices-5", "sse-deep", "sse-usage-huge"]
+    "mode",
+    [
+        "models-data-5",
+        "models-deep",
+        "props-nctx-huge",
+        "sse-choices-5",
+        "sse-deep",
+        "sse-usage-huge",
+        "sse-huge-line",
+    ],
 )
 def test_malformed_or_absurd_replies_are_failed_or_checked_runs_never_exceptions(
     tmp_path: Path, mode: str, hostile: object
@@ -75,7 +84,7 @@ def test_malformed_or_absurd_replies_are_failed_or_checked_runs_never_exceptions
     assert len(runs) == 2 and all(r.status in ("ok", "error", "timeout") for r in runs), [
         (r.status, r.reason) for r in runs
     ]
-    if mode in ("sse-choices-5", "sse-deep"):  # no chunk with text or a finish reason: every request failed
+    if mode in ("sse-choices-5", "sse-deep", "sse-huge-line"):  # no usable chunk: every request failed
         assert all(r.status == "error" for r in runs)
     if mode == "sse-usage-huge":  # the absurd counts are dropped (counted from chunks), never stored
         assert all(r.status == "ok" for r in runs), [r.reason for r in runs]

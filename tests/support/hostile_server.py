@@ -25,6 +25,7 @@ MODES = (
     "sse-choices-5",  # every chunk {"choices": 5}
     "sse-deep",  # a chunk nested 100 000 deep
     "sse-usage-huge",  # completion_tokens = 2**63
+    "sse-huge-line",  # one streamed line of 2 MiB
 )
 
 _DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -110,6 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "timings": {"prompt_ms": 10**400, "cache_n": -5},
                 }
             ).encode()
+        elif self.mode == "sse-huge-line":
+            chunk = b'"' + b"x" * (2 << 20) + b'"'
         else:
             chunk = json.dumps({"choices": [{"delta": {"content": "x"}, "finish_reason": "stop"}]}).encode()
         body = b"data: " + chunk + b"\n\ndata: [DONE]\n\n"
