@@ -72,9 +72,10 @@ def _bounded_server_class(family: int) -> type:
         daemon_threads = True
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+            # before the bind: a port that is taken closes the server from inside __init__
             self.pool = ThreadPoolExecutor(max_workers=METRICS_THREADS, thread_name_prefix="edgeprof-metrics")
             self.open_slots = threading.BoundedSemaphore(METRICS_MAX_CONNECTIONS)
+            super().__init__(*args, **kwargs)
 
         def process_request(self, request: Any, client_address: Any) -> None:
             if not self.open_slots.acquire(blocking=False):
