@@ -93,7 +93,10 @@ class InProcessExecutor:
 def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
     """The hashed file's identity for the child to check at load (size, mtime, tensor bytes): the model
     loaded must be the model whose sha256 the run is stored under."""
-    mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
+    # no autoflush: a flush here would open a write transaction that stays open while the child runs, and
+    # the sweep lease's heartbeat (its own connection) would wait behind it
+    with session.no_autoflush:
+        mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
     if mf is None:
         return None
     return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}
