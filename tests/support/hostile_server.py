@@ -125,6 +125,7 @@ def hostile_server(mode: str) -> Iterator[str]:
     assert mode in MODES, mode
     handler = type("Handler", (_Handler,), {"mode": mode})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.handle_error = lambda *_args: None  # type: ignore[method-assign]  # a client hanging up is fine
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
