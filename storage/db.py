@@ -80,13 +80,19 @@ def mask_url(url: str | Path | None) -> str:
 
     Masked by splitting the text itself, not by a URL parser: no malformed URL (a bracket not closed, a
     port that is no number, an unencoded ``@``) can make any part of the password show."""
-    text = str(url) if url is not None else "(default)"
+    text = str(url) if url is not None else _default_url() or "(default)"
     parts = _split_authority(text)
     if parts is not None:
         scheme, userinfo, rest = parts
         user, colon, _password = userinfo.partition(":")
         text = f"{scheme}{user}{':***' if colon else ''}@{rest}"
     return _mask_params(text)
+
+
+def _default_url() -> str | None:
+    """``$EDGEPROF_DB`` when it is a URL (what ``--db`` left out means), else None."""
+    env = os.environ.get("EDGEPROF_DB") or ""
+    return env if "://" in env else None
 
 
 def _secrets(url: str) -> list[str]:
@@ -105,7 +111,7 @@ def scrub(message: str, url: str | Path | None) -> str:
     secret parameter it quotes masked."""
     from urllib.parse import unquote
 
-    for secret in sorted(set(_secrets(str(url or ""))), key=len, reverse=True):
+    for secret in sorted(set(_secrets(str(url or _default_url() or ""))), key=len, reverse=True):
         for form in {secret, unquote(secret)}:
             if len(form) >= 1:
                 message = message.replace(form, "***")
@@ -138,7 +144,8 @@ def parse_db_url(url: str, given: str | Path | None = None) -> URL:
 def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
     """Turn a path (or None for the default) into a URL; a value containing ``://`` is taken as a URL."""
     if db is None:
-        db = default_db_path()
+        # a URL in $EDGEPROF_DB is a URL (a Path would fold its '//' and print its password as a file name)
+        db = _default_url() or default_db_path()
     text = str(db)
     if "://" not in text and _CONNINFO.match(text):
         raise DatabaseError(

@@ -396,7 +396,8 @@ NEW_SURFACES: tuple[Case, ...] = (
         "url-password-parameter",
         "URLs",
         "`--db 'postgresql://u@127.0.0.1:1/db?password=pw&sslpassword=pw2'` (or `passfile=`)",
-        "every message, `push` line and `compare` header shows `password=***`; no part of a secret shown",
+        "every message, `push` line and `compare` header shows `password=***`; no part of a secret shown "
+        "(a URL in `$EDGEPROF_DB` too: used as a URL, never as a file name)",
         ("sweeps", "--db", "postgresql://u@127.0.0.1:1/db?password=hunter2&sslpassword=hunter3"),
     ),
     Case(

@@ -177,3 +177,12 @@ def test_a_libpq_connection_string_is_refused_not_taken_for_a_path(tmp_path: Pat
     line = refused(result, "libpq connection string", "password=***")
     assert "hunter2" not in result.output, line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_url_in_edgeprof_db_is_used_as_a_url_and_its_secrets_masked(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDGEPROF_DB", "postgresql://u:s3cretpw@127.0.0.1:1/db?password=p2xx")
+    result = CliRunner().invoke(app, ["sweeps"])
+    line = refused(result, "postgresql://u:***@127.0.0.1:1/db?password=***")
+    assert "s3cretpw" not in result.output and "p2xx" not in result.output, line
+    assert list(tmp_path.iterdir()) == []  # never taken for a file name
