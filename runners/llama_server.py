@@ -283,13 +283,32 @@ async def _get_json(
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            r = await c.get(base + path, timeout=timeout_s)
+            code, data, _problem = await loadgen.get_bytes(c, base + path, timeout_s)
+            if data is None:
+                return code, None
             try:
-                return r.status_code, r.json()
+                return code, loadgen.loads(data)
             except ValueError:
-                return r.status_code, r.text
+                return code, data.decode("utf-8", "replace")
     except (httpx.HTTPError, OSError):
         return None, None
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """``name value`` lines of a Prometheus text exposition (labels kept in the name); comments skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.rsplit(None, 1)
+        if len(parts) != 2:
+            continue
+        try:
+            out[parts[0]] = float(parts[1])
+        except ValueError:
+            continue
+    return out
 
 
 async def scrape_metrics(base: str, timeout_s: float = 5.0, client: Any = None) -> dict[str, float] | None:
@@ -301,10 +320,10 @@ async def scrape_metrics(base: str, timeout_s: float = 5.0, client: Any = None) 
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            r = await c.get(base + "/metrics", timeout=timeout_s)
-            if r.status_code != 200:
+            code, data, _problem = await loadgen.get_bytes(c, base + "/metrics", timeout_s)
+            if code != 200 or data is None:
                 return None
-            return loadgen.parse_prometheus(r.text)
+            return parse_prometheus(data.decode("utf-8", "replace"))
     except (httpx.HTTPError, OSError):
         return None
 

@@ -8,7 +8,8 @@ import pytest
 from support.serving import synthetic_request as synthetic
 
 from edgeprof.executors import counter_deltas, summarize_level
-from edgeprof.runners.loadgen import RequestRecord, apply_chunk, parse_prometheus, parse_sse_line
+from edgeprof.runners.llama_server import parse_prometheus
+from edgeprof.runners.loadgen import RequestRecord, apply_chunk, parse_sse_line
 
 pytestmark = pytest.mark.timeout(60)
 
