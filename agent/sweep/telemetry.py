@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
 from edgeprof.collectors import Collector, build_collectors, roles_for
+from edgeprof.collectors.evidence import judge_evidence
 from edgeprof.executors import EnergyOver, executor_of_run
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
@@ -217,10 +218,15 @@ class Telemetry:
             session.commit()
 
     def current_temp_c(self) -> float | None:
-        for state in self.sampler.states:
-            if state.ok and state.collector.name == "sysfs_thermal":
-                values, _err = state.collector.safe_sample()
-                return hottest_c(values)
+        """The hottest thermometer now (the evidence rule: no pseudo-sensor), from the thermal zones, else
+        from tegrastats or jtop where a board has only those."""
+        for name in ("sysfs_thermal", "tegrastats", "jtop"):
+            for state in self.sampler.states:
+                if state.ok and state.collector.name == name:
+                    values, _err = state.collector.safe_sample()
+                    temp = hottest_c(values)
+                    if temp is not None:
+                        return temp
         return None
 
     # -- hooks ------------------------------------------------------------------------------------------
@@ -276,6 +282,11 @@ class Telemetry:
             )
         session.commit()
 
+    def resume_run(self, session: Session, run: Run) -> None:
+        """A later block of ``run``'s steady reps (agent/sweep/interleave.py): its samples are this run's
+        again, without another cooldown or idle baseline (the blocks of its rivals ran just before)."""
+        self.sampler.set_run(run.id)
+
     def between_reps(self, session: Session, run: Run, event: dict[str, Any]) -> float:
         """``[cooldown] per_rep``: the same wait as before a config, before each steady rep; returns the
         seconds waited (the child's timeout is moved by as much)."""
@@ -305,7 +316,9 @@ class Telemetry:
         run.energy_sources = power.name if power else None
         run.energy_basis = power.basis if power else None
         run.energy_whole_board = power.whole_board if power else None
-        roles = roles_for(series, self._owners)
+        # the evidence rule over this run: a fixed zone is no thermometer in any aggregate, column or verdict
+        declared = roles_for(series, self._owners)
+        roles = judge_evidence(series, declared).apply(declared)
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
         _memory_peaks(run, series, roles)
 
