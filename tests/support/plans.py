@@ -2,9 +2,10 @@
 
 ``plan_toml(models, ...)`` renders a plan from Python values with small, fast defaults (one thread,
 ctx 256, one 24-token synthetic workload of 8 tokens, 1 cold + 1 warm-up + 2 steady reps, no idle baseline
-and no cooldown); a test passes only what it is about. The plan's own defaults wait before every config (a
-3-s idle baseline), which a suite of a few hundred sweeps pays in minutes; a test about the idle baseline
-or the cooldown asks for it: ``tables={"collect": {"idle_s": 0.5}}``. ``write_plan_file`` writes it where the test wants it.
+and no cooldown); a test passes only what it is about. The plan's own default waits 3 s before every config
+of a CLI sweep (its idle baseline: a two-config ``edgeprof run`` took 10.2 s with it, 4.1 s without); a test
+about the idle baseline or the cooldown asks for it: ``tables={"collect": {"idle_s": 0.5}}``.
+``write_plan_file`` writes it where the test wants it.
 
     plan_toml({"q8": models["Q8_0"]}, ctx=[256, 512], repeat={"steady": 3}, run={"timeout_s": 30})
 """
