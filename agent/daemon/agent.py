@@ -66,7 +66,7 @@ def parse_until(text: str | None) -> dt.time | None:
     try:
         hours, minutes = text.split(":")
         return dt.time(int(hours), int(minutes))
-    except ValueError:
+    except (ValueError, OverflowError):  # 99999999999999999999:00 overflows C's int
         raise ValueError(f"--until expects HH:MM (24 h), got {text!r}") from None
 
 
@@ -548,7 +548,11 @@ class Agent:
 
 def configure_logging() -> None:
     """One line per event on stderr (the journal under systemd), each marked as the agent's."""
-    logging.basicConfig(level=logging.INFO, format="edgeprof-agent %(levelname)s %(message)s")
+    from edgeprof.safetext import SafeLogFormatter
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeLogFormatter("edgeprof-agent %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:

@@ -97,6 +97,15 @@ def _models(given: tuple[str, ...], base: Path) -> tuple[list[ModelEntry], dict[
 
 def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
     """The plan of a llama-bench command line; raises PlanError for a model file it cannot read."""
+    from edgeprof.plan.bounds import logical_cpus
+
+    cpus = logical_cpus()
+    over = sorted({t for t in args.n_threads if t > cpus})
+    if over:  # the plan path's ceiling: more threads than CPUs only oversubscribe (and every config failed)
+        raise PlanError(
+            "edgeprof bench",
+            [f"-t {','.join(map(str, over))}: this machine has {cpus} logical CPUs; more oversubscribes"],
+        )
     models, infos = _models(args.models, base or Path.cwd())
     tests = args.tests()
     # one context for every test: the longest test at the deepest depth, and the one-token prompt of a tg
