@@ -147,6 +147,8 @@ def _effective(
         "load_mode": int(mparams.load_mode) if _has_load_mode(mparams) else None,
         "model_size_bytes": int(ll.llama_model_size(model)),
         "n_params": int(ll.llama_model_n_params(model)),
+        # llama.cpp's own "<arch> <size> <file type>", which llama-bench prints as model_type
+        "model_desc": model_desc(ll, model),
         # the llama-bench context values in effect, so a stored run says which KV cache it measured
         **{name: getattr(cparams, name) for name in PARITY_CPARAMS},
         "n_seq_max": int(ll.llama_n_seq_max(ctx)),
@@ -162,6 +164,17 @@ def _effective(
         **kv_cache_from_log(KV_LOG),
         "load_mode_effective": LOAD_MODE_SEEN[-1] if LOAD_MODE_SEEN else None,
     }
+
+
+def model_desc(ll: Any, model: Any) -> str | None:
+    """llama_model_desc(): the size word comes from llama.cpp's table of model shapes, which only llama.cpp
+    knows; None when the binding lacks it."""
+    fn = getattr(ll, "llama_model_desc", None)
+    if fn is None:
+        return None
+    buf = ctypes.create_string_buffer(256)
+    fn(model, buf, ctypes.sizeof(buf))
+    return buf.value.decode(errors="replace") or None
 
 
 def free_threadpool() -> None:

@@ -61,7 +61,27 @@ def emit_hello(ll: Any) -> None:
         llama_cpp_python=getattr(ll, "__version__", "unknown"),
         system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
         gpu_offload=bool(ll.llama_supports_gpu_offload()),
+        **ggml_build(),
     )
+
+
+def ggml_build() -> dict[str, str]:
+    """ggml's version and commit, as the library this child loaded was built (llama_cpp loads it with
+    RTLD_GLOBAL, so its symbols are the process's): the commit llama-bench prints as build_commit."""
+    out: dict[str, str] = {}
+    try:
+        lib = ctypes.CDLL(None)
+    except OSError:
+        return out
+    for name in ("ggml_version", "ggml_commit"):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        fn.restype = ctypes.c_char_p
+        value = fn()
+        if value:
+            out[name] = value.decode(errors="replace")
+    return out
 
 
 def maybe_fault(stage: str, model_path: str) -> None:

@@ -65,10 +65,35 @@ class FlagsCommand(typer.core.TyperCommand):
 
 
 class FlagsGroup(typer.core.TyperGroup):
-    """A command group whose help shows a boolean option as the flag it is."""
+    """A command group whose help shows a boolean option as the flag it is, and whose usage errors (an
+    unknown option, a bad choice, a missing argument) are one line ``edgeprof: error: ...`` and exit 2 like
+    every other bad input, not a framed box of usage text."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_without_value(super().get_params(ctx))
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        import click
+
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.Abort:
+            typer.echo("edgeprof: aborted", err=True)
+            sys.exit(EXIT_CONFIGS_FAILED)
+        except click.ClickException as exc:
+            typer.echo(f"edgeprof: error: {usage_error_line(exc)}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def usage_error_line(exc: Any) -> str:
+    """Click's message on one line, and where to read on: "No such option: --x (see edgeprof run --help)"."""
+    message = " ".join(str(exc.format_message()).split())
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) if ctx is not None else None
+    return f"{message} (see {path} --help)" if path else message
 
 
 class App(typer.Typer):
@@ -120,6 +145,40 @@ def terminal_width() -> int | None:
     if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
         return shutil.get_terminal_size().columns
     return None
+
+
+def echo_wrapped(line: str) -> None:
+    """A line of prose output wrapped to the terminal's width (whole when piped, as ``terminal_width``)."""
+    width = terminal_width()
+    if width is None or len(line) <= width:
+        typer.echo(line)
+        return
+    typer.echo(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False))
+
+
+def verdicts_json(sweep_id: int, results: Mapping[int, list[Any]]) -> dict[str, Any]:
+    """``analyse --json``: each run's verdicts with their evidence, as stored."""
+    import json
+
+    def evidence(text: str) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+    return {
+        "sweep_id": sweep_id,
+        "runs": [
+            {
+                "run_id": run_id,
+                "verdicts": [
+                    {"kind": v.kind, "value": v.value, "evidence": evidence(v.evidence_json)}
+                    for v in verdicts
+                ],
+            }
+            for run_id, verdicts in results.items()
+        ],
+    }
 
 
 # "  key   value": the key column of doctor's lines, up to where their values start.

@@ -4,6 +4,7 @@ or write it, and a mistyped ``--db`` creates nothing (``analyse`` writes verdict
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,7 +14,9 @@ import typer
 from edgeprof.cli.common import (
     DbOption,
     DeviceOption,
+    JsonOption,
     SweepOption,
+    echo_wrapped,
     fail,
     guard_write,
     int_range,
@@ -21,6 +24,7 @@ from edgeprof.cli.common import (
     sqlite_file,
     sweep_of_device,
     terminal_width,
+    verdicts_json,
 )
 
 
@@ -34,6 +38,7 @@ class ReportFormat(str, Enum):
     llama_bench_jsonl = "llama-bench-jsonl"
     llama_bench_csv = "llama-bench-csv"
     llama_bench_sql = "llama-bench-sql"
+    llama_bench_md = "llama-bench-md"  # llama-bench's own terminal table
 
 
 class CompareFormat(str, Enum):
@@ -75,6 +80,13 @@ REPORT_EPILOG = (
 )
 
 
+def llama_bench_renderer(fmt: str) -> Any:
+    """The whole-sweep printer of ``llama-bench-<kind>`` (md too: llama-bench's default output)."""
+    from edgeprof.report.render.llama_bench import sweep_renderer
+
+    return sweep_renderer(fmt.removeprefix("llama-bench-"))
+
+
 def report(
     db: DbOption = None,
     sweep: SweepOption = None,
@@ -106,7 +118,7 @@ def report(
                 _write_html(session, sweep, html, db, wide)
             llama_bench = None
             if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
-                llama_bench = RENDERERS[fmt.value](session, sweep)
+                llama_bench = llama_bench_renderer(fmt.value)(session, sweep)
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
@@ -198,7 +210,7 @@ def compare(
     typer.echo(render_compare(rows, fmt.value, sides=sides, width=width))
 
 
-def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
+def analyse(db: DbOption = None, sweep: SweepOption = None, as_json: JsonOption = False) -> None:
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
     from edgeprof.report import latest_sweep_id
     from edgeprof.storage.db import new_session
@@ -215,8 +227,13 @@ def analyse(db: DbOption = None, sweep: SweepOption = None) -> None:
         if sweep_id is None or session.get(Sweep, sweep_id) is None:
             fail(f"no sweep {sweep_id if sweep_id is not None else ''} in this database".replace("  ", " "))
         results = analyse_sweep(session, sweep_id)
+        if as_json:
+            typer.echo(json.dumps(verdicts_json(sweep_id, results), indent=2))
+            return
         for run_id, verdicts in results.items():
-            typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
+            echo_wrapped(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
+
+
 
 
 def register(app: typer.Typer) -> None:
