@@ -34,11 +34,20 @@ def table(headers: Sequence[str], body: Sequence[Sequence[str]], row_classes: Se
     rows = []
     for i, cells_ in enumerate(body):
         css = f' class="{esc(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
-        rows.append(f"<tr{css}>" + "".join(cells_) + "</tr>")
+        named = [labelled(c, headers[j] if j < len(headers) else "") for j, c in enumerate(cells_)]
+        rows.append(f"<tr{css}>" + "".join(named) + "</tr>")
     # in a box of its own: a table wider than the window (``--wide``, a long unbroken value) scrolls there,
     # never the whole page
     body_html = "".join(rows)
     return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body_html}</tbody></table></div>'
+
+
+def labelled(cell_html: str, header: str) -> str:
+    """A cell that names its column (``data-label``): on a phone-width screen each row is a stacked card
+    whose lines are "column: value" (the page's CSS), so no table is wider than the screen."""
+    if not cell_html.startswith("<td") or not header:
+        return cell_html
+    return f'<td data-label="{esc(header)}"' + cell_html[3:]
 
 
 def td(text: Any, num: bool = False) -> str:
@@ -73,7 +82,9 @@ def cell(column: Column, row: Row) -> str:
         ok = row[column.field] == "ok"
         reason = "" if ok else f" {esc(row.get('reason'))}"
         return f"<td>{badge(row[column.field], None if ok else 'failed')}{reason}</td>"
-    return td(column.html_text(row), num=column.style == "num")
+    text = column.html_text(row)
+    # a value the row does not have (a foreign server's ngl) is an empty cell, never Python's "None"
+    return td("" if text == "None" else text, num=column.style == "num")
 
 
 def failed_classes(rows: Sequence[Row]) -> list[str]:
@@ -110,14 +121,16 @@ def cell_chars(column: Column, row: Row) -> int:
     return len(text) if column.style == "num" else min(len(text), TEXT_CHARS)
 
 
-def fit_html(columns: Sequence[Column], rows: Sequence[Row], chars: int) -> tuple[list[Column], list[str]]:
+def fit_html(
+    columns: Sequence[Column], rows: Sequence[Row], chars: int, table_name: str = "configs"
+) -> tuple[list[Column], list[str]]:
     """``columns`` less the least telling ones (the registry's order, as the terminal leaves them out) until
     the table fits ``chars``; returns the columns kept and the keys of those left out."""
     by_key = {c.name: c for c in columns}
     # a header wraps at its spaces: its longest word is what it needs
     heads = [max(len(w) for w in (c.html_header or c.header).split()) for c in columns]
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
-    order = [k for k in drop_order("html") if k in by_key]
+    order = [k for k in drop_order("html", table_name) if k in by_key]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out
 
@@ -132,7 +145,7 @@ def table_columns(
         columns = non_empty(columns, rows)
     if fit_chars is None:
         return columns, []
-    return fit_html(columns, rows, fit_chars)
+    return fit_html(columns, rows, fit_chars, table_name)
 
 
 def registry_table(

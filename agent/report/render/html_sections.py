@@ -12,7 +12,17 @@ from sqlalchemy.orm import Session
 
 from edgeprof.report.cells import fmt_value
 from edgeprof.report.fit import recommendation_lines
-from edgeprof.report.render.html_parts import badge, json_block, kv_table, registry_table, table, td
+from edgeprof.report.render.html_parts import (
+    FIT_CHARS,
+    SCREEN_PX,
+    badge,
+    json_block,
+    kv_table,
+    registry_table,
+    table,
+    table_columns,
+    td,
+)
 from edgeprof.report.serving import serving_title, token_count_note, versus_rows
 from edgeprof.safetext import esc
 from edgeprof.storage.models import Build, CollectorStatus, Run, Sweep
@@ -34,8 +44,15 @@ def serving_section(serving: Sequence[Mapping[str, Any]], rows: Sequence[Mapping
     """The HTTP API levels and the in-process vs API table, from the same columns as the terminal's."""
     if not serving:
         return ""
-    # columns without data (no request rate, nothing deferred) left out, as in the configs table
-    out = f"<h2>{esc(serving_title(serving))}</h2>" + registry_table("serving", serving, drop_empty=True)
+    # columns without data (no request rate, nothing deferred) left out, as in the configs table, and the
+    # least telling ones until it fits a laptop screen
+    columns, left_out = table_columns("serving", serving, drop_empty=True, fit_chars=FIT_CHARS)
+    out = f"<h2>{esc(serving_title(serving))}</h2>" + registry_table("serving", serving, columns=columns)
+    if left_out:
+        out += (
+            f'<p class="muted">Left out to fit a {SCREEN_PX}-px window: {esc(", ".join(left_out))} '
+            "(<code>edgeprof report</code> in a wide terminal, or <code>--format json</code>, has them).</p>"
+        )
     versus = versus_rows([*rows, *serving])
     if versus:
         out += "<h3>In-process (CLI) vs HTTP API, same model/ctx/ngl/workload</h3>"
