@@ -26,7 +26,7 @@ from edgeprof.daemon.status import gather_status
 from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
 from edgeprof.runners.registry import DEFAULT_RUNNER
-from edgeprof.storage.models import Device, Run, Sweep
+from edgeprof.storage.models import Device, ModelFile, Run, Sweep
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -34,12 +34,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("edgeprof.metrics")
 
 # Every per-config family carries these labels, in this order (the report row's field of each): every
-# parameter a plan varies, so that two configs are never one series (two thread counts, two batch sizes),
-# and the spec id for what no label names (mmap, poll, a power mode): one series per config, stable from
-# one nightly sweep of the plan to the next.
+# parameter a plan varies, so that two configs are never one series (two thread counts, two batch sizes).
+# ``variant`` is empty unless two configs differ only in a knob no label names (mmap, poll, KV offload):
+# then it holds each one's spec id. A series stays the same from one nightly sweep of a plan to the next.
 CONFIG_LABELS = (
     "device", "model", "quant", "ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k",
-    "type_v", "depth", "workload", "runner", "spec",
+    "type_v", "depth", "workload", "runner", "variant",
 )  # fmt: skip
 ROW_FIELD_OF_LABEL = {
     "device": "device_hostname",
@@ -56,7 +56,7 @@ ROW_FIELD_OF_LABEL = {
     "depth": "depth",
     "workload": "workload",
     "runner": "runner",
-    "spec": "spec_id",
+    "variant": "_variant",
 }
 
 # What the agent writes as its state (agent/daemon/agent.py), and what ``status`` shows for a silent one.
@@ -248,14 +248,15 @@ SERVING_VALUES = (
 SERVING_VERDICTS = ("stability", "interference")
 
 
-def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+def serving_load(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A serving level's endpoint, concurrency and request rate, as labels ("" for an in-process config)."""
     rate = row.get("request_rate")
-    return (
-        *config_labels(row),
-        str(row.get("_endpoint") or ""),
-        str(row.get("concurrency") or ""),
-        "" if rate is None else f"{rate:g}",
-    )
+    load = str(row.get("concurrency") or "")
+    return (str(row.get("_endpoint") or ""), load, "" if rate is None else f"{rate:g}")
+
+
+def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return (*config_labels(row), *serving_load(row))
 
 
 def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
@@ -269,23 +270,44 @@ def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
 
 
 def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, tuple[float | None, str]]:
-    """run id -> (its end in Unix time, its endpoint) of the latest finished run of each series: a device's
-    spec (the config: model file, workload, every parameter, a serving level's load) on one runner and
-    endpoint; what a dashboard shows for that config or level now."""
+    """run id -> (its end in Unix time, its endpoint) of the latest finished run of each config or serving
+    level: a device's model file, workload, every llama.cpp parameter, runner, endpoint and load; what a
+    dashboard shows for that config or level now."""
+    knobs = (
+        Run.model_label, ModelFile.quant_type, Run.n_ctx, Run.n_gpu_layers, Run.n_threads, Run.n_batch,
+        Run.n_ubatch, Run.flash_attn, Run.type_k, Run.type_v, Run.depth, Run.workload_name, Run.use_mmap,
+        Run.poll, Run.offload_kqv, Run.op_offload, Run.swa_full, Run.kv_unified, Run.n_seq_max,
+        Run.concurrency, Run.request_rate,
+    )  # fmt: skip
     query = (
-        select(Run.id, Run.runner, Run.ended_at, Device.hostname, Run.spec_id, Run.effective_json)
+        select(Run.id, Run.runner, Run.ended_at, Run.effective_json, Device.hostname, *knobs)
         .join(Sweep, Run.sweep_id == Sweep.id)
         .join(Device, Sweep.device_id == Device.id)
+        .outerjoin(ModelFile, Run.model_file_id == ModelFile.id)
         .where(Run.status.in_(FINISHED_STATUSES), *sweep_scope(device))
         .order_by(Run.id)
     )
     latest: dict[tuple[Any, ...], tuple[int, float | None, str]] = {}
-    for run_id, runner, ended_at, hostname, spec_id, effective_json in session.execute(query):
+    for run_id, runner, ended_at, effective_json, *key in session.execute(query):
         end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
         runner = runner or DEFAULT_RUNNER
         endpoint = endpoint_of(runner, effective_json)
-        latest[(hostname, spec_id, runner, endpoint)] = (run_id, end, endpoint)  # by id: the latest stays
+        latest[(*key, runner, endpoint)] = (run_id, end, endpoint)  # ordered by id: the latest one stays
     return {run_id: (end, endpoint) for run_id, end, endpoint in latest.values()}
+
+
+def with_variants(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``_variant`` of each row: its spec id where another row has the same labels (they differ in a knob
+    no label names), else empty."""
+    by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        row["_variant"] = ""
+        by_labels.setdefault((*config_labels(row), *serving_load(row)), []).append(row)
+    for same in by_labels.values():
+        if len(same) > 1:
+            for row in same:
+                row["_variant"] = str(row.get("spec_id") or "")
+    return rows
 
 
 def config_rows(session: Session, device: str | None = None) -> list[dict[str, Any]]:
@@ -304,7 +326,7 @@ def config_rows(session: Session, device: str | None = None) -> list[dict[str, A
             if row["run_id"] in latest:
                 end, endpoint = latest[row["run_id"]]
                 rows.append({**row, "_ended_at_s": end, "_endpoint": endpoint})
-    return rows
+    return with_variants(rows)
 
 
 # -- the collector -------------------------------------------------------------------------------------
