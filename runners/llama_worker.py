@@ -66,12 +66,19 @@ def emit_hello(ll: Any) -> None:
 
 
 def ggml_build() -> dict[str, str]:
-    """ggml's version and commit, as the library this child loaded was built (llama_cpp loads it with
-    RTLD_GLOBAL, so its symbols are the process's): the commit llama-bench prints as build_commit."""
+    """ggml's version and commit, as the library this child loaded was built (the llama.cpp tree's commit,
+    which llama-bench prints as build_commit); the path of the loaded library gives the same handle back."""
+    import glob
+
+    import llama_cpp
+
     out: dict[str, str] = {}
+    found = sorted(glob.glob(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.*")))
     try:
-        lib = ctypes.CDLL(None)
+        lib = ctypes.CDLL(found[0]) if found else None
     except OSError:
+        lib = None
+    if lib is None:
         return out
     for name in ("ggml_version", "ggml_commit"):
         fn = getattr(lib, name, None)

@@ -75,14 +75,14 @@ class FlagsGroup(typer.core.TyperGroup):
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
-        import click
-
+        # Click's base of every usage error, wherever this Typer keeps Click (its own copy from 0.29 on)
+        click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.exceptions.Abort:
+        except typer.Abort:
             typer.echo("edgeprof: aborted", err=True)
             sys.exit(EXIT_CONFIGS_FAILED)
-        except click.ClickException as exc:
+        except click_exception as exc:
             typer.echo(f"edgeprof: error: {usage_error_line(exc)}", err=True)
             sys.exit(exc.exit_code)
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
