@@ -76,8 +76,9 @@ needs_llama_bench = pytest.mark.skipif(
 def edgeprof(args: list[str], db: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EDGEPROF_DB": str(db), "NO_COLOR": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "edgeprof", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
-    )
+        [sys.executable, "-m", "edgeprof", *args], env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
 
 
 def llama_bench(args: list[str], cwd: Path) -> str:
@@ -103,7 +104,9 @@ def same_command(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPath
     db = work / "e.db"
     done = edgeprof(["bench", *argv, "-o", "sql"], db, work)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {"work": work, "db": db, "theirs_sql": theirs_sql, "theirs_json": theirs_json, "ours_sql": done.stdout}
+    return {
+        "work": work, "db": db, "theirs_sql": theirs_sql, "theirs_json": theirs_json, "ours_sql": done.stdout,
+    }  # fmt: skip
 
 
 def _rows(sql: str) -> list[dict[str, Any]]:
@@ -128,8 +131,8 @@ def test_key_fields_are_llama_benchs_own(same_command: dict[str, Any]) -> None:
     version = subprocess.run(
         [sys.executable, "-m", "edgeprof", "--version"], capture_output=True, text=True, timeout=60
     ).stdout
-    commit = version.split("(commit ")[1].split(")")[0].removesuffix("-dirty") if "(commit " in version else None
-    assert {r["build_commit"] for r in ours} == {commit or "unknown"}
+    commit = version.split("(commit ")[1].split(")")[0] if "(commit " in version else "unknown"
+    assert {r["build_commit"] for r in ours} == {commit.removesuffix("-dirty")}
 
 
 @needs_llama_bench
@@ -171,7 +174,7 @@ def test_compare_llama_bench_py_pairs_every_test(same_command: dict[str, Any]) -
 
 
 @needs_llama_bench
-def test_edgeprof_compare_pairs_an_import_with_a_bench_of_the_same_command(same_command: dict[str, Any]) -> None:
+def test_compare_pairs_an_import_with_a_bench_of_the_same_command(same_command: dict[str, Any]) -> None:
     work, db = same_command["work"], same_command["db"]
     (work / "theirs.json").write_text(same_command["theirs_json"])
     done = edgeprof(["import-llama-bench", "theirs.json", "--json"], db, work)

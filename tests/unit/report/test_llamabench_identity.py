@@ -9,7 +9,13 @@ import json
 import pytest
 
 from edgeprof.report.llamabench.identity import bench_ctx, bench_ngl, build_identity, imported_quant, ngl_key
-from edgeprof.report.llamabench.model_desc import FTYPE_NAMES, QUANT_FTYPES, ftype_name, model_desc, quant_of_desc
+from edgeprof.report.llamabench.model_desc import (
+    FTYPE_NAMES,
+    QUANT_FTYPES,
+    ftype_name,
+    model_desc,
+    quant_of_desc,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
