@@ -91,9 +91,12 @@ class FlagsGroup(typer.core.TyperGroup):
 def usage_error_line(exc: Any) -> str:
     """Click's message on one line, and where to read on: "No such option: --x (see edgeprof run --help)"."""
     message = " ".join(str(exc.format_message()).split())
+    names: list[str] = []
     ctx = getattr(exc, "ctx", None)
-    path = getattr(ctx, "command_path", None) if ctx is not None else None
-    return f"{message} (see {path} --help)" if path else message
+    while ctx is not None and getattr(ctx, "parent", None) is not None:  # the root is "edgeprof" however run
+        names.insert(0, str(ctx.info_name))
+        ctx = ctx.parent
+    return f"{message} (see {' '.join(['edgeprof', *names])} --help)"
 
 
 class App(typer.Typer):
