@@ -18,7 +18,7 @@ import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -72,19 +72,35 @@ class FlagsGroup(typer.core.TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_without_value(super().get_params(ctx))
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def run(standalone: bool) -> Any:
+            return super(FlagsGroup, self).main(
+                args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=standalone,
+                windows_expand_args=windows_expand_args, **extra,
+            )  # fmt: skip
+
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run(False)
         # Click's base of every usage error, wherever this Typer keeps Click (its own copy from 0.29 on)
-        click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+        click_exception: type[Exception] = next(
+            c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+        )
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            rv = run(False)
         except typer.Abort:
             typer.echo("edgeprof: aborted", err=True)
             sys.exit(EXIT_CONFIGS_FAILED)
         except click_exception as exc:
             typer.echo(f"edgeprof: error: {usage_error_line(exc)}", err=True)
-            sys.exit(exc.exit_code)
+            sys.exit(getattr(exc, "exit_code", EXIT_BAD_INPUT))
         sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 

@@ -292,7 +292,8 @@ def latest_finished_runs(session: Session, device: str | None = None) -> dict[in
         end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
         runner = runner or DEFAULT_RUNNER
         endpoint = endpoint_of(runner, effective_json)
-        latest[(*key, runner, endpoint)] = (run_id, end, endpoint)  # ordered by id: the latest one stays
+        ident = (*key, runner, endpoint)
+        latest[ident] = (run_id, end, endpoint)  # ordered by id: the latest one stays
     return {run_id: (end, endpoint) for run_id, end, endpoint in latest.values()}
 
 

@@ -27,7 +27,7 @@ def golden_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def run(args: list[str], db: Path, columns: int | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def run(args: list[str], db: Path, columns: int | None = None, **env: str) -> subprocess.CompletedProcess:
     environ = env_for(db)
     environ.pop("COLUMNS", None)
     if columns is not None:
@@ -123,7 +123,7 @@ def test_a_device_is_named_by_option_or_environment(tiny_models: dict[str, Path]
         (["-t", str(logical_cpus() + 1)], "logical CPUs; more only oversubscribes"),
     ],
 )
-def test_bench_refuses_what_it_cannot_run_with_the_reason(tmp_path: Path, flags: list[str], said: str) -> None:
+def test_bench_refuses_what_it_cannot_run_with_reason(tmp_path: Path, flags: list[str], said: str) -> None:
     done = run(["bench", "-m", "x.gguf", *flags], tmp_path / "e.db")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert said in done.stderr
