@@ -82,7 +82,6 @@ def bench(ctx: typer.Context, db: DbOption = None, no_telemetry: NoTelemetryOpti
 
 def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
     """The sweep, as ``run`` runs one (new every time, as each llama-bench call is), progress on stderr."""
-    from edgeprof.gguf import probe_bandwidth
     from edgeprof.sweep import LeaseHeld, SweepAborted, Telemetry, run_plan
 
     def make_telemetry(sweep_id: int) -> Telemetry:
@@ -96,7 +95,9 @@ def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
             new_sweep=True,
             out=sys.stderr,
             telemetry=make_telemetry if telemetry else None,
-            bandwidth_probe=probe_bandwidth,
+            # no memory-bandwidth probe (1-3 s of a 256-MiB copy loop before the first test): llama-bench's
+            # answer does not need it, and `edgeprof run` measures it for the report's share of the peak
+            bandwidth_probe=None,
         )
     except LeaseHeld as exc:
         fail(f"{exc} (the same bench command runs elsewhere; wait for it)")
