@@ -123,8 +123,9 @@ def _figures_to_draw(
             "Timeline: temperature, clocks, power, tokens/s",
             lambda p: timeline_png(session, sweep.id, p, trip_points),
         ),
-        ("Configs compared", lambda p: comparison_png(rows, p)),
     ]
+    if rows or not serving:  # a sweep of serving levels only has no in-process config to compare
+        figures.append(("Configs compared", lambda p: comparison_png(rows, p)))
     if depth_curves(rows):  # only for sweeps with a depth axis
         figures.append(("tg t/s and TTFT against depth", lambda p: depth_png(rows, p)))
     if has_speed_vs_kld(rows):  # only with a quality workload
