@@ -111,6 +111,14 @@ FIT_CHARS = 190
 TEXT_CHARS = 22
 
 
+# The serving table's columns that may be left out to fit the window, least telling first: a level's load
+# (c, rate), its outcome and its latency percentiles always stay.
+SERVING_FIT_ORDER = (
+    "s_slot", "s_deferred", "ready", "serving_cold", "ngl", "s_e2e_tok", "s_rps", "s_itl", "s_goodput",
+    "workload", "s_e2el", "s_interference", "s_stability",
+)  # fmt: skip
+
+
 def cell_chars(column: Column, row: Row) -> int:
     """About how many characters wide a cell is drawn (see ``FIT_CHARS``)."""
     if column.style == "status":
@@ -130,7 +138,8 @@ def fit_html(
     # a header wraps at its spaces: its longest word is what it needs
     heads = [max(len(w) for w in (c.html_header or c.header).split()) for c in columns]
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
-    order = [k for k in drop_order("html", table_name) if k in by_key]
+    ranked = SERVING_FIT_ORDER if table_name == "serving" else drop_order("html", table_name)
+    order = [k for k in ranked if k in by_key]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out
 
