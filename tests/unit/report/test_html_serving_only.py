@@ -80,3 +80,14 @@ def test_the_serving_table_fits_a_laptop_screen(tmp_path: Path) -> None:
     assert len(kept) + len(left_out) == len(every)
     # what was kept fits: fitting again leaves nothing more out
     assert fit_html(kept, rows, FIT_CHARS, "serving")[1] == []
+
+
+def test_the_terminal_report_has_no_empty_configs_table(tmp_path: Path) -> None:
+    from edgeprof.report import render_table
+
+    db = tmp_path / "s.db"
+    sweep_id = serving_only_db(db)
+    with new_session(open_engine(db)) as s:
+        text = render_table(build_rows(s, sweep_id, include_serving=True), width=200)
+    assert text.startswith("HTTP API")
+    assert "tg t/s" not in text and "pp t/s" not in text  # the in-process table's columns
