@@ -80,7 +80,7 @@ def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
     # rows at another context depth are other configs; a row from before the depth axis ran at depth 0;
     # -ngl as llama.cpp applies it (-1 and 999 are both "every layer")
     values = {k: row.get(k) for k in MATCH_KEYS}
-    values["ngl"] = ngl_key(row.get("ngl"), row.get("n_layers"))
+    values["ngl"] = ngl_key(row.get("ngl"), row.get("_n_layers"))
     return (*values.values(), row.get("depth") or 0)
 
 

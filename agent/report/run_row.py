@@ -125,6 +125,8 @@ def _identity(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "n_predict": int(workload.get("n_predict", 0)),
         "ctx": run.n_ctx,
         "ngl": run.n_gpu_layers,
+        # the model's layer count: -ngl above it is "every layer" (compare pairs 99 with -1 and "all")
+        "_n_layers": mf.n_layers if mf else None,
         "threads": run.n_threads,
         "n_batch": run.n_batch,
         "n_ubatch": run.n_ubatch,

@@ -63,3 +63,20 @@ def test_every_layer_is_one_setting() -> None:
     assert ngl_key(28, n_layers=28) == 28  # 28 of 28 repeating layers leaves the output layer on the CPU
     assert ngl_key(99) == 99 and ngl_key(0) == 0 and ngl_key(None) is None
     assert bench_ngl(999) == bench_ngl(-1) == -1 and bench_ngl(12) == 12
+
+
+def test_compare_pairs_every_spelling_of_every_layer() -> None:
+    from edgeprof.report.compare import compare_rows
+
+    def row(ngl: int, run_id: int, n_layers: int | None = 2) -> dict:
+        return {"model_label": "m", "quant": "Q8_0", "ctx": 65, "ngl": ngl, "threads": 1, "n_batch": 2048,
+                "flash_attn": "auto", "type_k": "f16", "type_v": "f16", "workload": "tg16", "run_id": run_id,
+                "status": "ok", "_n_layers": n_layers}  # fmt: skip
+
+    paired = compare_rows([row(999, 1)], [row(99, 2)])  # a plan's "all" and llama-bench's README 99
+    assert [r["match"] for r in paired] == ["both"]
+    assert [r["match"] for r in compare_rows([row(-1, 1)], [row(999, 2)])] == ["both"]
+    apart = compare_rows([row(2, 1)], [row(999, 2)])  # 2 of 2 layers leaves the output layer on the CPU
+    assert [r["match"] for r in apart] == ["only_a", "only_b"]
+    unknown = compare_rows([row(99, 1, None)], [row(999, 2, None)])  # no layer count: 99 is a number
+    assert [r["match"] for r in unknown] == ["only_a", "only_b"]
