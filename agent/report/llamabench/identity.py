@@ -70,15 +70,20 @@ def build_identity(build_flags: str | None, runtime_version: str | None) -> tupl
 
 
 def imported_quant(effective_json: str | None) -> str | None:
-    """The quant of an imported llama-bench record, from its model_type ("llama ?B Q4_K - Medium" ->
-    Q4_K_M): no GGUF was read, and without it the import would meet no run of the same file."""
+    """The quant of a run without a model file, as llama.cpp named its file type: an imported llama-bench
+    record's model_type ("llama ?B Q4_K - Medium" -> Q4_K_M), or the ftype a server edgeprof did not start
+    reported (llama-server's /v1/models meta). No GGUF was read; without it the run would show no quant and
+    meet no run of the same file."""
     from edgeprof.report.llamabench.model_desc import quant_of_desc
 
-    imported = _json(effective_json).get(IMPORTED_KEY)
-    if not isinstance(imported, dict):
-        return None
-    desc = imported.get("model_type")
-    return quant_of_desc(desc) if isinstance(desc, str) else None
+    effective = _json(effective_json)
+    imported = effective.get(IMPORTED_KEY)
+    if isinstance(imported, dict) and isinstance(imported.get("model_type"), str):
+        return quant_of_desc(imported["model_type"])
+    server = effective.get("server")
+    meta = server.get("model_meta") if isinstance(server, dict) else None
+    ftype = meta.get("ftype") if isinstance(meta, dict) else None
+    return quant_of_desc(f"? {ftype}") if isinstance(ftype, str) else None
 
 
 def _json(text: str | None) -> dict[str, Any]:

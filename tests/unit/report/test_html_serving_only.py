@@ -31,8 +31,11 @@ def serving_only_db(path: Path) -> int:
         sweep = dbbuild.add_sweep(s, name="serve", n_specs=4)
         for seq, (runner, conc) in enumerate((("llama-server", 1), ("llama-server", 2), ("openai", 1),
                                               ("openai", 2))):  # fmt: skip
+            # the foreign server's identity as the openai runner stores it: its file type, no model file
+            server = {"server": {"endpoint": "chat", "model_meta": {"ftype": "Q4_K - Medium"}}}
+            effective = json.dumps(server) if runner == "openai" else None
             run = dbbuild.add_run(s, sweep, seq, runner=runner, concurrency=conc, n_threads=1,
-                                  workload_json='{"n_predict": 8}')  # fmt: skip
+                                  workload_json='{"n_predict": 8}', effective_json=effective)  # fmt: skip
             s.add(ServingLevel(
                 run_id=run.id, concurrency=conc, n_requests=8, n_ok=8, ttft_p50_ms=30.0 + seq,
                 ttft_p99_ms=33.0, tpot_p50_ms=5.0, output_tps=300.0, ready_ms=250.0, cold_start_ms=300.0,
@@ -56,9 +59,10 @@ def test_summary_counts_the_levels_and_no_empty_configs_table(page: str) -> None
     assert "HTTP API" in page
 
 
-def test_empty_cells_not_none(page: str) -> None:
+def test_empty_cells_not_none_and_the_servers_file_type_shown(page: str) -> None:
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert "None" not in cells
+    assert cells.count("Q4_K_M") == 2  # the openai levels: the ftype the server reported
     assert any(c == "" for c in cells)  # the foreign server's ngl and threads
 
 

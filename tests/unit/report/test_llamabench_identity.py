@@ -80,3 +80,11 @@ def test_compare_pairs_every_spelling_of_every_layer() -> None:
     assert [r["match"] for r in apart] == ["only_a", "only_b"]
     unknown = compare_rows([row(99, 1, None)], [row(999, 2, None)])  # no layer count: 99 is a number
     assert [r["match"] for r in unknown] == ["only_a", "only_b"]
+
+
+def test_a_foreign_servers_reported_file_type_is_its_quant() -> None:
+    # llama-server's /v1/models "meta" as the openai runner stores it with the run (seen on this build)
+    meta = {"n_params": 2229504, "ftype": "Q4_K - Medium"}
+    effective = {"server": {"endpoint": "chat", "model_meta": meta}}
+    assert imported_quant(json.dumps(effective)) == "Q4_K_M"
+    assert imported_quant(json.dumps({"server": {"model_meta": None}})) is None
