@@ -112,11 +112,14 @@ def load_model(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     # One persistent CPU threadpool per context, as llama-bench/llama-server create; without it ggml
     # builds a pool inside every llama_decode (on a build without OpenMP: n_threads-1 OS threads started
     # and joined per decoded token). See runners/threadpool.py, benchmarks/diag_decode_timeline.py.
-    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll)
-    if _POOL is None and poll != DEFAULT_POLL:
+    placement = pool_placement(params)
+    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll, **placement)
+    asked = [f"poll {poll}"] if poll != DEFAULT_POLL else []
+    asked += [f"{k} {v}" for k, v in placement.items() if v != POOL_DEFAULTS[k]]
+    if _POOL is None and asked:
         ll.llama_free(ctx)
         ll.llama_model_free(model)
-        raise RuntimeError(f"poll {poll} needs an attached threadpool: {pool_why}")
+        raise RuntimeError(f"{', '.join(asked)} need(s) an attached threadpool: {pool_why}")
     pool = (
         f"attached (n_threads {_POOL.n_threads}, poll {_POOL.poll})"
         if _POOL is not None
@@ -155,6 +158,7 @@ def _effective(
         "n_ctx_seq": int(ll.llama_n_ctx_seq(ctx)),
         "n_swa": int(ll.llama_model_n_swa(model)),
         "poll": int(params.get("poll", DEFAULT_POLL)),
+        **{("cpu_strict" if k == "strict_cpu" else k): v for k, v in pool_placement(params).items()},
         "threadpool": pool,
         "depth": int(params.get("depth", 0)),
         "split_mode": int(mparams.split_mode),
@@ -163,6 +167,18 @@ def _effective(
         "n_ctx_train": int(ll.llama_model_n_ctx_train(model)),
         **kv_cache_from_log(KV_LOG),
         "load_mode_effective": LOAD_MODE_SEEN[-1] if LOAD_MODE_SEEN else None,
+    }
+
+
+# the threadpool's placement (job params, as llama-bench's -C, --cpu-strict, --prio) and its defaults
+POOL_DEFAULTS: dict[str, Any] = {"cpu_mask": threadpool.DEFAULT_CPU_MASK, "strict_cpu": False, "prio": 0}
+
+
+def pool_placement(params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cpu_mask": str(params.get("cpu_mask", POOL_DEFAULTS["cpu_mask"])),
+        "strict_cpu": bool(params.get("cpu_strict", POOL_DEFAULTS["strict_cpu"])),
+        "prio": int(params.get("prio", POOL_DEFAULTS["prio"])),
     }
 
 

@@ -116,8 +116,8 @@ def test_a_device_is_named_by_option_or_environment(tiny_models: dict[str, Path]
     ("flags", "said"),
     [
         (["-embd", "1"], "-embd 1: edgeprof measures generation, not embeddings"),
-        (["--prio", "2"], "--prio 2: not supported"),
-        (["-C", "0xff"], "-C 0xff: edgeprof's threadpool takes no CPU mask"),
+        (["--prio", "4"], "--prio 4: expected -1..3"),
+        (["-C", "0xzz"], "-C 0xzz: a CPU mask is hex"),
         (["--poll", "101"], "--poll 101: expected 0..100"),
         (["-nkvo", "2"], "-nkvo: '2' is not 0 or 1"),
         (["-t", str(logical_cpus() + 1)], "logical CPUs; more only oversubscribes"),
@@ -142,7 +142,7 @@ def test_the_same_thread_ceiling_as_a_plan(tmp_path: Path, tiny_models: dict[str
 def test_bench_takes_llama_benchs_remaining_flags(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
     done = run(
         ["bench", "-m", str(tiny_models["Q8_0"]), "-p", "8", "-n", "2", "-r", "1", "-t", "1", "-nkvo", "1",
-         "-nopo", "0", "--poll", "0", "--delay", "0", "--no-warmup", "-C", "0x0", "--cpu-strict", "0",
+         "-nopo", "0", "--poll", "0", "--delay", "0", "--no-warmup", "-C", "0x1", "--cpu-strict", "1",
          "--prio", "0", "-embd", "0", "-oe", "csv", "--progress", "-v", "-o", "jsonl", "--no-telemetry"],
         tmp_path / "e.db",
     )  # fmt: skip
@@ -150,6 +150,8 @@ def test_bench_takes_llama_benchs_remaining_flags(tmp_path: Path, tiny_models: d
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(r["n_prompt"], r["n_gen"]) for r in records] == [(8, 0), (0, 2)]
     assert all(r["no_kv_offload"] is True and r["poll"] == 0 for r in records)
+    # the threadpool on CPU 0 only, one thread per CPU, as llama-bench -C 0x1 --cpu-strict 1 prints it
+    assert all(r["cpu_mask"] == "0x1" and r["cpu_strict"] is True for r in records)
     assert "build_commit,build_number," in done.stderr  # -oe csv: a second copy on stderr
     # --no-warmup: no warm-up rep was stored
     listed = run(["report", "--format", "json"], tmp_path / "e.db")

@@ -3,9 +3,8 @@ ranges ``first-last``, ``first-last+step`` and ``first-last*factor``, a flag giv
 a flag not given takes llama-bench's default.
 
 Only the flags that edgeprof can honour are accepted; any other is refused, never silently ignored, since a
-number measured under another setting than the one asked for would be wrong without saying so. Flags whose
-only value edgeprof runs is llama-bench's default (``-C 0x0``, ``--cpu-strict 0``, ``--prio 0``, ``-embd 0``)
-are accepted at that value and refused, with the reason, at any other.
+number measured under another setting than the one asked for would be wrong without saying so. ``-embd``
+is accepted at llama-bench's default (0) only and refused, with the reason, at 1.
 """
 
 from __future__ import annotations
@@ -55,6 +54,9 @@ class BenchArgs:
     no_kv_offload: tuple[bool, ...] = (False,)
     no_op_offload: tuple[bool, ...] = (False,)
     poll: tuple[int, ...] = (50,)
+    cpu_mask: tuple[str, ...] = ("0x0",)
+    cpu_strict: tuple[bool, ...] = (False,)
+    prio: int = 0
     reps: int = DEFAULT_REPS
     output: str = "md"
     output_err: str | None = None  # -oe: a second copy of the output, on stderr
@@ -140,6 +142,16 @@ def _bools(flag: str, text: str) -> list[Any]:
     return values
 
 
+def _cpu_masks(flag: str, text: str) -> list[Any]:
+    from edgeprof.plan.matrix import cpu_mask_ok
+
+    values = _strings(flag, text)
+    for v in values:
+        if not cpu_mask_ok(v):
+            raise BenchArgsError(f"{flag} {v}: a CPU mask is hex, e.g. 0x3 for CPUs 0 and 1")
+    return values
+
+
 def _only_default(default: str, why: str) -> Callable[[str, str], list[Any]]:
     """A flag edgeprof runs at llama-bench's default only: that value is accepted, any other refused."""
 
@@ -176,9 +188,8 @@ _LIST_FLAGS: dict[str, tuple[str, Callable[[str, str], list[Any]]]] = {
     "-nkvo": ("no_kv_offload", _bools), "--no-kv-offload": ("no_kv_offload", _bools),
     "-nopo": ("no_op_offload", _bools), "--no-op-offload": ("no_op_offload", _bools),
     "--poll": ("poll", _ints(0)),
-    "-C": ("cpu_mask", _only_default("0x0", "edgeprof's threadpool takes no CPU mask")),
-    "--cpu-mask": ("cpu_mask", _only_default("0x0", "edgeprof's threadpool takes no CPU mask")),
-    "--cpu-strict": ("cpu_strict", _only_default("0", "edgeprof's threadpool does not pin threads")),
+    "-C": ("cpu_mask", _cpu_masks), "--cpu-mask": ("cpu_mask", _cpu_masks),
+    "--cpu-strict": ("cpu_strict", _bools),
     "-embd": ("embeddings", _only_default("0", "edgeprof measures generation, not embeddings")),
     "--embeddings": ("embeddings", _only_default("0", "edgeprof measures generation, not embeddings")),
 }  # fmt: skip
@@ -259,11 +270,10 @@ def _bench_args(lists: dict[str, list[Any]], scalars: dict[str, str], argv: tupl
     output_err = _output(scalars, "output_err", "-oe", None)
     reps = _whole(scalars, "reps", "-r", DEFAULT_REPS, 1, MAX_REPS)
     delay_s = _whole(scalars, "delay_s", "--delay", 0, 0, MAX_DELAY_S)
-    if scalars.get("prio", "0") != "0":
-        # llama-bench raises its process and thread priority; edgeprof's children run at normal priority
-        raise BenchArgsError(f"--prio {scalars['prio']}: not supported; only 0, llama-bench's default")
-    for ignored in ("cpu_mask", "cpu_strict", "embeddings"):
-        lists.pop(ignored, None)  # llama-bench's default, which edgeprof runs
+    prio_text = scalars.get("prio", "0")
+    if prio_text not in ("-1", "0", "1", "2", "3"):
+        raise BenchArgsError(f"--prio {prio_text}: expected -1..3 (low, normal, medium, high, realtime)")
+    lists.pop("embeddings", None)  # llama-bench's default, which edgeprof runs
     _check_lists(lists)
     # negative -ngl means every layer to llama.cpp: one value, as llama-bench's default prints it
     if "n_gpu_layers" in lists:
@@ -275,6 +285,7 @@ def _bench_args(lists: dict[str, list[Any]], scalars: dict[str, str], argv: tupl
         output=output or "md",
         output_err=output_err,
         delay_s=delay_s,
+        prio=int(prio_text),
         warmup="no_warmup" not in scalars,
         progress="progress" in scalars,
         verbose="verbose" in scalars,

@@ -120,6 +120,9 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         offload_kqv=tuple(not v for v in args.no_kv_offload),
         op_offload=tuple(not v for v in args.no_op_offload),
         poll=args.poll,
+        cpu_mask=args.cpu_mask,
+        cpu_strict=args.cpu_strict,
+        prio=(args.prio,),
     )
     return Plan(
         name=PLAN_NAME,
