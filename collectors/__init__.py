@@ -15,67 +15,43 @@ from edgeprof.collectors.base import (
     Availability,
     Collector,
     Metric,
-    MetricKind,
-    SampleResult,
     SampleValues,
     counter_delta,
-    numbered_names,
-    read_int,
-    read_text,
 )
-from edgeprof.collectors.roles import (
-    OTHER,
-    Component,
-    MetricRole,
-    PowerScope,
-    Role,
-    component_of_sensor,
-    temperature,
-)
+from edgeprof.collectors.roles import MetricRole, component_of_sensor
 
 if TYPE_CHECKING:
-    from edgeprof.collectors.jtop import JtopCollector
     from edgeprof.collectors.nvml import NvmlCollector, decode_clock_event_reasons
     from edgeprof.collectors.procstat import ProcStatCollector, parse_pid_cpu_ticks
     from edgeprof.collectors.psutil_host import PsutilHostCollector
     from edgeprof.collectors.rapl import RaplCollector
     from edgeprof.collectors.registry import (
-        ALL_HOST_COLLECTORS,
-        PLATFORM_COLLECTORS,
         build_collectors,
-        collector_classes,
-        collector_names,
         describe,
         role_of,
         roles_for,
     )
     from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector
     from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector, hottest_c
-    from edgeprof.collectors.tegrastats import TegrastatsCollector, has_data
+    from edgeprof.collectors.tegrastats import has_data
     from edgeprof.collectors.tegrastats_parse import (
         TegrastatsRecord,
         parse_line,
         record_to_json,
         record_to_metrics,
     )
-    from edgeprof.collectors.x86_throttle import ThrottleCountersCollector
 
 # name -> the module that defines it, imported when the name is first asked for
 _LAZY: dict[str, str] = {
     **dict.fromkeys(
         (
-            "ALL_HOST_COLLECTORS",
-            "PLATFORM_COLLECTORS",
             "build_collectors",
-            "collector_classes",
-            "collector_names",
             "describe",
             "role_of",
             "roles_for",
         ),
         "registry",
     ),
-    "JtopCollector": "jtop",
     "NvmlCollector": "nvml",
     "decode_clock_event_reasons": "nvml",
     "ProcStatCollector": "procstat",
@@ -85,12 +61,10 @@ _LAZY: dict[str, str] = {
     "CpuFreqCollector": "sysfs_cpufreq",
     "ThermalZonesCollector": "sysfs_thermal",
     "hottest_c": "sysfs_thermal",
-    "TegrastatsCollector": "tegrastats",
     "has_data": "tegrastats",
     **dict.fromkeys(
         ("TegrastatsRecord", "parse_line", "record_to_json", "record_to_metrics"), "tegrastats_parse"
     ),
-    "ThrottleCountersCollector": "x86_throttle",
 }
 
 
@@ -104,46 +78,29 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ALL_HOST_COLLECTORS",
-    "OTHER",
-    "PLATFORM_COLLECTORS",
     "Availability",
     "Collector",
-    "Component",
     "CpuFreqCollector",
-    "JtopCollector",
     "Metric",
-    "MetricKind",
     "MetricRole",
     "NvmlCollector",
-    "PowerScope",
     "ProcStatCollector",
     "PsutilHostCollector",
     "RaplCollector",
-    "Role",
-    "SampleResult",
     "SampleValues",
-    "TegrastatsCollector",
     "TegrastatsRecord",
     "ThermalZonesCollector",
-    "ThrottleCountersCollector",
     "build_collectors",
-    "collector_classes",
-    "collector_names",
     "component_of_sensor",
     "counter_delta",
     "decode_clock_event_reasons",
     "describe",
     "has_data",
     "hottest_c",
-    "numbered_names",
     "parse_line",
     "parse_pid_cpu_ticks",
-    "read_int",
-    "read_text",
     "record_to_json",
     "record_to_metrics",
     "role_of",
     "roles_for",
-    "temperature",
 ]

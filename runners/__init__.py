@@ -12,12 +12,13 @@ numpy or httpx (``quality_math``, ``loadgen``, ``llama_server``) are imported by
 are needed, so that importing this package costs the CLI nothing heavy.
 """
 
-from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from edgeprof.runners.protocol import (
-    EXIT_BAD_SPEC,
     EXIT_LOAD_FAILED,
-    EXIT_OK,
-    EXIT_REQUEST_FAILED,
     FAULT_ARM_ENV,
     FAULT_ARM_VALUE,
     FAULT_ENV,
@@ -25,11 +26,25 @@ from edgeprof.runners.protocol import (
     SLOW_FILE_ENV,
 )
 
+if TYPE_CHECKING:
+    from edgeprof.runners.llama import ChildResult, RunInterrupted, run_child
+
+# The parent's side of a run loads on first use: the plan reads the protocol's names above, and must not
+# pay for the process machinery (edgeprof.lazy does this for the agent, which this package may not import).
+_LAZY = {"ChildResult": "llama", "RunInterrupted": "llama", "run_child": "llama"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
-    "EXIT_BAD_SPEC",
     "EXIT_LOAD_FAILED",
-    "EXIT_OK",
-    "EXIT_REQUEST_FAILED",
     "FAULT_ARM_ENV",
     "FAULT_ARM_VALUE",
     "FAULT_ENV",

@@ -3,11 +3,11 @@ its next request when its previous one ends) and open-loop (Poisson arrivals und
 the per-request figures computed from the raw timestamps. The runner measures, the agent summarises: a
 level's distributions and goodput are ``edgeprof.executors.serving_stats``.
 
-One definition per metric (README "Serving metrics"); every time is ``time.monotonic()`` in seconds, the clock
-the telemetry samples use. Output tokens come from the server's own count (``tokens_predicted`` /
-``timings.predicted_n``; an OpenAI-compatible server's ``usage``), and only where a server gives none from
-the number of SSE chunks, labelled so (``token_source = "chunks"``): a chunk is not a token (merged
-multi-byte pieces, held-back stop strings).
+One definition per metric (docs/measurements.md, serving rows); every time is ``time.monotonic()``
+in seconds, the clock the telemetry samples use. Output tokens come from the server's own count
+(``tokens_predicted`` / ``timings.predicted_n``; an OpenAI-compatible server's ``usage``), and only where a
+server gives none from the number of SSE chunks, labelled so (``token_source = "chunks"``): a chunk is not
+a token (merged multi-byte pieces, held-back stop strings).
 
 What differs between servers is the endpoint: its path, how a streamed chunk is read and how the stream
 ends (an ``Endpoint``). llama-server's native ``/completion`` is ``COMPLETION`` here; the OpenAI-compatible

@@ -100,7 +100,8 @@ def encode_rows(logits: np.ndarray, next_tokens: np.ndarray) -> tuple[np.ndarray
         block = logits[start : start + ROWS_PER_BLOCK].astype(np.float64)
         toks = next_tokens[start : start + ROWS_PER_BLOCK]
         mx = block.max(axis=1)
-        mn = np.maximum(block.min(axis=1), mx - 16.0)
+        # the 16-bit range: what lies below it is the floor score_rows leaves out, one figure for both
+        mn = np.maximum(block.min(axis=1), mx + LOGP_FLOOR)
         logp, lse = _log_softmax(block)
         scale = (mx - mn) / 65535.0
         rows = np.arange(block.shape[0])
@@ -190,7 +191,11 @@ def mean_se(x: np.ndarray) -> tuple[float | None, float | None]:
     return mean, math.sqrt(max(var, 0.0) / (n - 1))
 
 
-def _nearest_rank(sorted_x: np.ndarray, q: float) -> float:
+def nearest_rank(sorted_x: np.ndarray, q: float) -> float:
+    """The agent's nearest-rank percentile (``edgeprof.stats.nearest_rank``) on an already sorted array.
+    Restated, not imported: this worker process may not import the agent (the layer map), and the agent's
+    statistics must not import numpy; tests/unit/runners/test_quality_thresholds.py holds the two to the
+    same answer for every n and quantile."""
     rank = max(1, math.ceil(q * sorted_x.size - 1e-9))
     return float(sorted_x[rank - 1])
 
@@ -227,13 +232,13 @@ def summarize(s: TokenScores) -> dict[str, Any]:
         "kld_mean": kld_mean,
         "kld_se": kld_se,
         "kld_median": float(np.median(s.kld)),
-        "kld_p90": _nearest_rank(kld_sorted, 0.90),
-        "kld_p95": _nearest_rank(kld_sorted, 0.95),
-        "kld_p99": _nearest_rank(kld_sorted, 0.99),
+        "kld_p90": nearest_rank(kld_sorted, 0.90),
+        "kld_p95": nearest_rank(kld_sorted, 0.95),
+        "kld_p99": nearest_rank(kld_sorted, 0.99),
         "kld_max": float(kld_sorted[-1]),
         "same_top_pct": 100.0 * float(s.same_top.mean()),
         "dp_top_mean": float(abs_dp.mean()),
-        "dp_top_p99": _nearest_rank(abs_dp, 0.99),
+        "dp_top_p99": nearest_rank(abs_dp, 0.99),
         "ppl": ppl,
         "ppl_se": ppl_se,
         "ppl_ref": ppl_ref,

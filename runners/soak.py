@@ -113,32 +113,45 @@ class SoakResult:
 
 
 class SlowWhileFileSays:
-    """The test suite's simulated throttling: while the file at ``path`` says ``slow F``, each decode step is
-    stretched so the soak's decode speed falls by the fraction F, as a lowered clock cap slows the compute
-    itself; the stretch is booked as the step's decode time. It is a busy wait, not a sleep: a capped core
-    stays busy (its CPU time, which heats the simulated device, and its caches stay the child's), where a
-    sleep would hand the core to whatever else runs and slow the steps after it by more than asked. The
-    file is read at most every ``check_s``; a wait that overran is taken off the next one."""
+    """The test suite's simulated device, in the worker. While the file at ``path`` says ``slow F``, each
+    decode step is stretched so the soak's decode speed falls by the fraction F, as a lowered clock cap
+    slows the compute itself; the stretch is booked as the step's decode time. It is a busy wait, not a
+    sleep: a capped core stays busy (its CPU time and its caches stay the child's), where a sleep would
+    hand the core to whatever else runs and slow the steps after it by more than asked. A wait that
+    overran is taken off the next one.
+
+    While it says ``sim MS``, every decode step is booked as taking MS milliseconds of the simulation's
+    time, whatever the machine took: the windows' speeds are then the simulated device's, the same on an
+    idle machine and on one at load 10 (the tokens, the windows and the telemetry stay real). The file is
+    read at most every ``check_s``."""
 
     def __init__(self, path: str, check_s: float = 0.05) -> None:
         self.path = path
         self.check_s = check_s
         self.fraction = 0.0
+        self.sim_ms: float | None = None
         self.checked = -math.inf
         self.owed_s = 0.0
 
-    def _read(self) -> float:
+    def _read(self) -> tuple[float, float | None]:
+        """(slowdown fraction, simulated step ms or None) as the file says now."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 word, _, value = f.read().strip().partition(" ")
         except OSError:
-            return 0.0
-        return min(max(float(value or 0.0), 0.0), 0.95) if word == "slow" else 0.0
+            return 0.0, None
+        if word == "sim":
+            return 0.0, max(float(value), 0.0)
+        return (min(max(float(value or 0.0), 0.0), 0.95) if word == "slow" else 0.0), None
 
     def __call__(self, step_ms: float) -> float:
+        """The ms to add to the step's measured ``step_ms`` (negative where the simulation's step is
+        shorter than the machine's)."""
         t0 = time.monotonic()
         if t0 - self.checked >= self.check_s:
-            self.fraction, self.checked = self._read(), t0
+            (self.fraction, self.sim_ms), self.checked = self._read(), t0
+        if self.sim_ms is not None:
+            return self.sim_ms - step_ms
         if self.fraction <= 0.0:
             self.owed_s = 0.0
             return 0.0

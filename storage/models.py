@@ -422,8 +422,8 @@ class SweepLease(Base):
 
 class ServingLevel(Base):
     """One serving config's load level (llama-server runner): the server's lifecycle, the per-level
-    figures of README "Serving metrics" (distributions in ``stats_json``, nearest rank with n), the KV budget
-    and the /metrics counters before and after. One row per run."""
+    figures of docs/measurements.md, serving rows (distributions in ``stats_json``, nearest rank with n),
+    the KV budget and the /metrics counters before and after. One row per run."""
 
     __tablename__ = "serving_level"
 

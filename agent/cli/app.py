@@ -39,7 +39,7 @@ app = App(
 models_app = App(help="Model helpers (demo GGUF models).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 # Database maintenance: `db upgrade` / `db version` (cli/fleet.py), `db compact` (cli/retention.py).
-db_app = App(help="Database maintenance: schema version, upgrade.", no_args_is_help=True)
+db_app = App(help="Database maintenance: schema version, upgrade, compact.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 

@@ -3,60 +3,62 @@ server, quality, soak), each with the hooks the sweep calls (execute, label, des
 registered in ``registry``.
 
 The sweep imports this package; nothing here imports the sweep.
+
+The names below are the ones callers use; each is imported from its module on first use
+(``edgeprof.lazy``), so importing the package alone costs nothing.
 """
 
-from edgeprof.executors.base import EnergyOver, Executor, RunContext, config_label, end_run
-from edgeprof.executors.inprocess import InProcessExecutor
-from edgeprof.executors.openai_server import OpenAIExecutor
-from edgeprof.executors.quality import QualityExecutor, group_of, quality_of_run, reference_entry
-from edgeprof.executors.registry import (
-    EXECUTORS,
-    executor_for,
-    executor_of_run,
-    executor_of_spec,
-    workload_kind_of,
-)
-from edgeprof.executors.serving import ServingExecutor, kv_budget
-from edgeprof.executors.serving_stats import counter_deltas, distribution, meets_slo, summarize_level
-from edgeprof.executors.soak import (
-    SoakExecutor,
-    WindowSpeed,
-    attach_soak_telemetry,
-    speeds_from_events,
-    store_soak_windows,
-    stored_windows,
-)
-from edgeprof.executors.store import get_or_create_build, store_child
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from edgeprof.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from edgeprof.executors.base import EnergyOver, Executor, RunContext
+    from edgeprof.executors.inprocess import InProcessExecutor
+    from edgeprof.executors.quality import QualityExecutor, group_of, reference_entry
+    from edgeprof.executors.registry import (
+        EXECUTORS,
+        executor_for,
+        executor_of_run,
+        executor_of_spec,
+        workload_kind_of,
+    )
+    from edgeprof.executors.serving import ServingExecutor, kv_budget
+    from edgeprof.executors.serving_stats import counter_deltas, meets_slo, summarize_level
+    from edgeprof.executors.store import store_child
+
+# module of this package -> the public names it defines, imported on first use
+_HOMES: dict[str, tuple[str, ...]] = {
+    "base": ("EnergyOver", "Executor", "RunContext"),
+    "inprocess": ("InProcessExecutor",),
+    "quality": ("QualityExecutor", "group_of", "reference_entry"),
+    "registry": ("EXECUTORS", "executor_for", "executor_of_run", "executor_of_spec", "workload_kind_of"),
+    "serving": ("ServingExecutor", "kv_budget"),
+    "serving_stats": ("counter_deltas", "meets_slo", "summarize_level"),
+    "store": ("store_child",),
+}
 
 __all__ = [
     "EXECUTORS",
     "EnergyOver",
     "Executor",
     "InProcessExecutor",
-    "OpenAIExecutor",
     "QualityExecutor",
     "RunContext",
     "ServingExecutor",
-    "SoakExecutor",
-    "WindowSpeed",
-    "attach_soak_telemetry",
-    "config_label",
     "counter_deltas",
-    "distribution",
-    "end_run",
     "executor_for",
     "executor_of_run",
     "executor_of_spec",
-    "get_or_create_build",
     "group_of",
     "kv_budget",
     "meets_slo",
-    "quality_of_run",
     "reference_entry",
-    "speeds_from_events",
     "store_child",
-    "store_soak_windows",
-    "stored_windows",
     "summarize_level",
     "workload_kind_of",
 ]
+
+__getattr__ = lazy_exports(__name__, _HOMES)

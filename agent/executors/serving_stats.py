@@ -1,5 +1,5 @@
 """A serving level's figures from its request records: counts, throughput, goodput under the plan's SLOs and
-the latency distributions (nearest rank, always with n; README "Serving metrics").
+the latency distributions (nearest rank, always with n; docs/measurements.md, serving rows).
 
 The agent's side of the serving runner: ``runners.loadgen`` measures each request, this module summarises a
 level, with the one nearest-rank implementation the rest of the agent uses (``edgeprof.stats``).

@@ -1,6 +1,6 @@
 """Plans: the TOML model, its validation (every problem at once) and its expansion into run specs.
 
-Other packages import from here, not from the modules inside:
+The modules:
 
 - the plan model (``model``): Plan, RunSpec, Params, Workload, ModelEntry, Repeat, Cooldown, Collect,
   PlanError;
@@ -9,51 +9,78 @@ Other packages import from here, not from the modules inside:
   cross-field checks (``workload_checks``), the ceilings (``bounds``) and the problem collector
   (``checker``);
 - expanding it (``expand``), and rendering chat workloads with a model's template (``chat``).
+
+The names below are the ones callers use; each is imported from its module on first use
+(``edgeprof.lazy``), so importing the package alone costs nothing but the one named below.
 """
 
-from edgeprof.plan.bounds import MAX_PLAN_BYTES
-from edgeprof.plan.budget import QualityBudget, budget_from_plan_text, parse_budget
-from edgeprof.plan.chat import ChatMeta, ChatTemplateError, read_chat_meta, render_chat
-from edgeprof.plan.checker import Checker
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from edgeprof.lazy import lazy_exports
+
+# Imported now, not on first use: the name is also its module's, and importing that module first would
+# leave the module where the function should be.
 from edgeprof.plan.expand import expand
-from edgeprof.plan.matrix import AXES, AXIS_ALIASES, NGL_ALL, default_threads
-from edgeprof.plan.model import (
-    PARITY_DEFAULTS,
-    Collect,
-    Cooldown,
-    ModelEntry,
-    Params,
-    Plan,
-    PlanError,
-    Repeat,
-    RunSpec,
-    SoakSpec,
-    Workload,
-    estimate_prompt_tokens,
-    workload_applies,
-    workload_for,
-)
-from edgeprof.plan.parse import load_plan, parse_plan
-from edgeprof.plan.power import SystemProbe
-from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, MAX_CHUNKS, QualitySpec, default_text, quality_params
-from edgeprof.plan.serving import FOREIGN_RUNNER, Serving, is_server_entry
+
+if TYPE_CHECKING:
+    from edgeprof.plan.bounds import MAX_PLAN_BYTES
+    from edgeprof.plan.budget import QualityBudget, budget_from_plan_text, parse_budget
+    from edgeprof.plan.chat import read_chat_meta, render_chat
+    from edgeprof.plan.matrix import AXES, NGL_ALL, default_threads
+    from edgeprof.plan.model import (
+        PARITY_DEFAULTS,
+        Collect,
+        Cooldown,
+        ModelEntry,
+        Plan,
+        PlanError,
+        Repeat,
+        RunSpec,
+        Workload,
+        estimate_prompt_tokens,
+    )
+    from edgeprof.plan.parse import load_plan, parse_plan
+    from edgeprof.plan.power import SystemProbe
+    from edgeprof.plan.quality import DEFAULT_TEXT_SHA256, MAX_CHUNKS, QualitySpec, default_text
+    from edgeprof.plan.serving import FOREIGN_RUNNER, Serving, is_server_entry
+
+# module of this package -> the public names it defines, imported on first use
+_HOMES: dict[str, tuple[str, ...]] = {
+    "bounds": ("MAX_PLAN_BYTES",),
+    "budget": ("QualityBudget", "budget_from_plan_text", "parse_budget"),
+    "chat": ("read_chat_meta", "render_chat"),
+    "matrix": ("AXES", "NGL_ALL", "default_threads"),
+    "model": (
+        "PARITY_DEFAULTS",
+        "Collect",
+        "Cooldown",
+        "ModelEntry",
+        "Plan",
+        "PlanError",
+        "Repeat",
+        "RunSpec",
+        "Workload",
+        "estimate_prompt_tokens",
+    ),
+    "parse": ("load_plan", "parse_plan"),
+    "power": ("SystemProbe",),
+    "quality": ("DEFAULT_TEXT_SHA256", "MAX_CHUNKS", "QualitySpec", "default_text"),
+    "serving": ("FOREIGN_RUNNER", "Serving", "is_server_entry"),
+}
 
 __all__ = [
     "AXES",
-    "AXIS_ALIASES",
     "DEFAULT_TEXT_SHA256",
     "FOREIGN_RUNNER",
     "MAX_CHUNKS",
     "MAX_PLAN_BYTES",
     "NGL_ALL",
     "PARITY_DEFAULTS",
-    "ChatMeta",
-    "ChatTemplateError",
-    "Checker",
     "Collect",
     "Cooldown",
     "ModelEntry",
-    "Params",
     "Plan",
     "PlanError",
     "QualityBudget",
@@ -61,7 +88,6 @@ __all__ = [
     "Repeat",
     "RunSpec",
     "Serving",
-    "SoakSpec",
     "SystemProbe",
     "Workload",
     "budget_from_plan_text",
@@ -73,9 +99,8 @@ __all__ = [
     "load_plan",
     "parse_budget",
     "parse_plan",
-    "quality_params",
     "read_chat_meta",
     "render_chat",
-    "workload_applies",
-    "workload_for",
 ]
+
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -9,7 +9,7 @@ one entry here (and the code that computes its value).
 Two kinds of entries share the list, because the JSON contract and the tables order their columns
 differently and both orders are fixed:
 - *fields* (``csv``, ``json``): one raw value of a row, with its JSON type. Their order is the JSON
-  report's schema, documented in the README: a list of objects with exactly these keys, ``null`` where a
+  report's schema, in docs/report-schema.md: a list of objects with exactly these keys, ``null`` where a
   value was not measured. Fields are only ever appended, with a new ``REPORT_SCHEMA_VERSION``.
 - *columns* (``table``, ``md``, ``html``): one cell of a table, read from one or more fields. Their order
   is the tables' order; each table shows the columns of its kind of row.
@@ -405,7 +405,7 @@ COLUMNS: tuple[Column, ...] = (
            unit="ms", rows=SERVING, style="num"),
     column("s_e2el", "E2EL p50/p99 ms", lambda r: fmt_pair(r, "serving_e2el_ms_p50", "serving_e2el_ms_p99"),
            unit="ms", rows=SERVING, style="num"),
-    # E2EL / n, TTFT included: GuideLLM's "TPOT" (README "Serving metrics")
+    # E2EL / n, TTFT included: GuideLLM's "TPOT" (docs/measurements.md, serving rows)
     column("s_e2e_tok", "E2EL/tok p50 ms", value_of("serving_tpot_e2e_ms_p50", 2), unit="ms", rows=SERVING,
            style="num"),
     column("s_rps", "req/s", value_of("serving_request_throughput_rps", 2), unit="req/s", rows=SERVING,

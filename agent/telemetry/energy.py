@@ -1,7 +1,7 @@
 """Which metrics a run's energy comes from, and the energy over a window from them.
 
 The choice reads only metric roles (``edgeprof.collectors.roles``), so a new collector's power gauges and
-energy counters are used as soon as its module declares them. Precedence, best first (README "Telemetry"):
+energy counters are used as soon as its module declares them. Precedence, best first (docs/telemetry.md):
 
 1. ``board_input``: what the whole board draws -- a Jetson's input rail (VDD_IN, POM_5V_IN, VIN) or RAPL
    ``psys``. One metric covers everything: ``whole_board`` is true.

@@ -11,94 +11,107 @@
 
 The judging functions are pure and take the roles of the metrics they read (as the collectors declared
 them); ``store`` finds those roles for a stored run (``run_roles``).
+
+The names below are the ones callers use; each is imported from its module on first use
+(``edgeprof.lazy``), so importing the package alone costs nothing but the one named below.
 """
 
-from edgeprof.verdicts.interference import InterferenceThresholds, Rep, interference_verdict, judge_rep
-from edgeprof.verdicts.result import VerdictResult
-from edgeprof.verdicts.series import spearman, value_at
-from edgeprof.verdicts.serving import (
-    LevelInputs,
-    level_inputs,
-    level_interference,
-    level_stability,
-    request_groups,
-)
-from edgeprof.verdicts.soak import SoakJudgement, SoakThresholds, SoakValue, judge_soak
-from edgeprof.verdicts.soak_telemetry import SoakWindow, WindowSpeed, soak_windows
-from edgeprof.verdicts.stability import StabilityThresholds, StabilityValue, stability
-from edgeprof.verdicts.store import (
-    LOAD_PHASES,
-    VERDICT_KINDS,
-    analyse_run,
-    analyse_sweep,
-    gpu_in_use,
-    inputs_for_run,
-    reference_clocks,
-    run_roles,
-    series_of,
-    stored_roles,
-    stored_trip_points,
-    trip_points_from,
-)
-from edgeprof.verdicts.summary import (
-    SEVERITY,
-    VerdictLikeRow,
-    attach_verdicts,
-    config_verdict,
-    summary_line,
-    verdicts_by_run,
-)
-from edgeprof.verdicts.throttle import (
-    NVML_THROTTLE_REASONS,
-    THROTTLING_TRIP_TYPES,
-    RepSample,
-    ThrottleInputs,
-    ThrottleThresholds,
-    ThrottleValue,
-    clock_domains,
-    is_clock,
-    is_temperature,
-    throttle_verdict,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from edgeprof.lazy import lazy_exports
+
+# Imported now, not on first use: the name is also its module's, and importing that module first would
+# leave the module where the function should be.
+from edgeprof.verdicts.stability import stability
+
+if TYPE_CHECKING:
+    from edgeprof.verdicts.interference import InterferenceThresholds, Rep, interference_verdict, judge_rep
+    from edgeprof.verdicts.series import spearman, value_at
+    from edgeprof.verdicts.serving import LevelInputs, level_interference, level_stability, request_groups
+    from edgeprof.verdicts.soak import SoakJudgement, SoakThresholds, judge_soak
+    from edgeprof.verdicts.soak_telemetry import WindowSpeed, soak_windows
+    from edgeprof.verdicts.store import (
+        analyse_run,
+        analyse_sweep,
+        gpu_in_use,
+        inputs_for_run,
+        run_roles,
+        series_of,
+        stored_roles,
+        stored_trip_points,
+        trip_points_from,
+    )
+    from edgeprof.verdicts.summary import (
+        SEVERITY,
+        VerdictLikeRow,
+        attach_verdicts,
+        config_verdict,
+        summary_line,
+        verdicts_by_run,
+    )
+    from edgeprof.verdicts.throttle import (
+        RepSample,
+        ThrottleInputs,
+        ThrottleThresholds,
+        is_temperature,
+        throttle_verdict,
+    )
+
+# module of this package -> the public names it defines, imported on first use
+_HOMES: dict[str, tuple[str, ...]] = {
+    "interference": ("InterferenceThresholds", "Rep", "interference_verdict", "judge_rep"),
+    "series": ("spearman", "value_at"),
+    "serving": ("LevelInputs", "level_interference", "level_stability", "request_groups"),
+    "soak": ("SoakJudgement", "SoakThresholds", "judge_soak"),
+    "soak_telemetry": ("WindowSpeed", "soak_windows"),
+    "store": (
+        "analyse_run",
+        "analyse_sweep",
+        "gpu_in_use",
+        "inputs_for_run",
+        "run_roles",
+        "series_of",
+        "stored_roles",
+        "stored_trip_points",
+        "trip_points_from",
+    ),
+    "summary": (
+        "SEVERITY",
+        "VerdictLikeRow",
+        "attach_verdicts",
+        "config_verdict",
+        "summary_line",
+        "verdicts_by_run",
+    ),
+    "throttle": ("RepSample", "ThrottleInputs", "ThrottleThresholds", "is_temperature", "throttle_verdict"),
+}
 
 __all__ = [
-    "LOAD_PHASES",
-    "NVML_THROTTLE_REASONS",
     "SEVERITY",
-    "THROTTLING_TRIP_TYPES",
-    "VERDICT_KINDS",
     "InterferenceThresholds",
     "LevelInputs",
     "Rep",
     "RepSample",
     "SoakJudgement",
     "SoakThresholds",
-    "SoakValue",
-    "SoakWindow",
-    "StabilityThresholds",
-    "StabilityValue",
     "ThrottleInputs",
     "ThrottleThresholds",
-    "ThrottleValue",
     "VerdictLikeRow",
-    "VerdictResult",
     "WindowSpeed",
     "analyse_run",
     "analyse_sweep",
     "attach_verdicts",
-    "clock_domains",
     "config_verdict",
     "gpu_in_use",
     "inputs_for_run",
     "interference_verdict",
-    "is_clock",
     "is_temperature",
     "judge_rep",
     "judge_soak",
-    "level_inputs",
     "level_interference",
     "level_stability",
-    "reference_clocks",
     "request_groups",
     "run_roles",
     "series_of",
@@ -113,3 +126,5 @@ __all__ = [
     "value_at",
     "verdicts_by_run",
 ]
+
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/self/startup.py [--rounds 15] [--before-checkout DIR]
 
-`--before-checkout DIR` times an older checkout side by side (e.g. `git worktree add /tmp/old a82f996`);
-a checkout from before the `edgeprof` import name is run as `python -m agent.cli` with DIR on PYTHONPATH.
+`--before-checkout DIR` times an older checkout side by side (e.g. `git archive a82f996 | tar -x -C /tmp/old`):
+its folders are laid out as the wheel installs them (a tree of links, as scripts/typecheck.sh does) and put
+first on PYTHONPATH, ahead of this venv's editable install; a checkout from before the `edgeprof` import
+name is run as `python -m agent.cli` with DIR on PYTHONPATH.
 Both run with this venv's interpreter, interleaved round by round, so the host's slow phases hit both alike;
 the table gives min and median wall seconds of each, and the ratio of medians.
 """
@@ -20,13 +22,25 @@ import time
 from pathlib import Path
 
 
-def command_for(checkout: Path | None) -> tuple[list[str], dict[str, str]]:
+def link_tree(checkout: Path, into: Path) -> Path:
+    """``into/edgeprof`` laid out as installed: agent/'s entries, and collectors, runners, storage inside."""
+    package = into / "edgeprof"
+    package.mkdir(parents=True)
+    for entry in (checkout / "agent").iterdir():
+        (package / entry.name).symlink_to(entry)
+    for sub in ("collectors", "runners", "storage"):
+        (package / sub).symlink_to(checkout / sub)
+    return into
+
+
+def command_for(checkout: Path | None, work: Path) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if checkout is None:
         return [sys.executable, "-m", "edgeprof"], env
-    env["PYTHONPATH"] = str(checkout)
     if (checkout / "agent" / "__main__.py").is_file():
+        env["PYTHONPATH"] = str(link_tree(checkout, work / "before-tree"))
         return [sys.executable, "-m", "edgeprof"], env
+    env["PYTHONPATH"] = str(checkout)
     return [sys.executable, "-m", "agent.cli"], env
 
 
@@ -43,9 +57,9 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        variants: dict[str, tuple[list[str], dict[str, str]]] = {"now": command_for(None)}
+        variants: dict[str, tuple[list[str], dict[str, str]]] = {"now": command_for(None, work)}
         if args.before_checkout is not None:
-            variants["before"] = command_for(args.before_checkout.resolve())
+            variants["before"] = command_for(args.before_checkout.resolve(), work)
         # Each variant reads a database of its own schema: the current code creates one explicitly (its
         # read-only commands never create a database), the older one created it on first use.
         now_cmd, now_env = variants["now"]
@@ -53,8 +67,9 @@ def main() -> int:
                        capture_output=True, check=False)
         if "before" in variants:
             old_cmd, old_env = variants["before"]
-            subprocess.run([*old_cmd, "status", "--db", str(work / "before.db")], env=old_env, cwd=work,
-                           capture_output=True, check=False)
+            for setup in (["db", "upgrade"], ["status"]):  # whichever the older code has
+                subprocess.run([*old_cmd, *setup, "--db", str(work / "before.db")], env=old_env, cwd=work,
+                               capture_output=True, check=False)
         times: dict[tuple[str, str], list[float]] = {}
         cases = ("--help", "status", "--version")
         for _ in range(args.rounds):

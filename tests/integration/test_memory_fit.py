@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 from support.fakes import SYNTHETIC_PROBE, FakeRoot
+from support.memory import predict_cpu
 from support.plans import plan_toml
 
 from edgeprof.gguf import (
@@ -107,20 +108,9 @@ def test_prediction_within_band_of_measured_peak(
         assert child.peak_rss_mb is not None
 
         def predict(runtime: float, path: Path = path, mmap: bool = mmap, fa: str = fa) -> float:
-            return predict_memory(
-                read_model_shape(path),
-                n_ctx=ctx,
-                n_gpu_layers=0,
-                n_batch=512,
-                n_ubatch=512,
-                type_k="f16",
-                type_v="f16",
-                flash_attn=fa,
-                use_mmap=mmap,
-                prompt_tokens=128,
-                n_predict=8,
-                runtime_mb=runtime,
-            ).total_mb
+            shape = read_model_shape(path)
+            config = dict(n_ctx=ctx, flash_attn=fa, use_mmap=mmap, prompt_tokens=128, n_predict=8)
+            return predict_cpu(shape, runtime_mb=runtime, **config).total_mb
 
         observed_runtime = child.peak_rss_mb - (predict(RUNTIME_BASE_MIB) - RUNTIME_BASE_MIB)
         runtime_mb = observed_runtime if runtime_mb is None else runtime_mb
@@ -169,19 +159,7 @@ def test_config_that_cannot_fit_is_skipped_and_the_sweep_goes_on(
     shape = read_model_shape(model)
 
     def predicted(ctx: int) -> float:
-        return predict_memory(
-            shape,
-            n_ctx=ctx,
-            n_gpu_layers=0,
-            n_batch=512,
-            n_ubatch=512,
-            type_k="f32",
-            type_v="f32",
-            flash_attn="off",
-            use_mmap=True,
-            prompt_tokens=16,
-            n_predict=8,
-        ).total_mb
+        return predict_cpu(shape, n_ctx=ctx, type_k="f32", type_v="f32", n_predict=8).total_mb
 
     # A fake MemAvailable between the two configs' predictions: the large ctx cannot fit, the small one can.
     available = (predicted(2048) + predicted(256)) / 2

@@ -14,17 +14,15 @@ The readings carry the names the built-in collectors give them (``temp.zone0_c``
 the collectors' declarations (``support.roles.declared_roles``). Readings fall half a sample period off
 the window edges, so that no reading belongs to two windows.
 
-``LiveDevice`` plays the same model live, in a fake sysfs root, while a real soak runs (driven by the real
-child's CPU time, read by the real collectors): tests/integration/test_soak_simulated.py.
+``LiveDevice`` plays the same model live, in a fake sysfs root, while a real soak runs (on the simulation's
+time, read by the real collectors): tests/integration/test_soak_simulated.py.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,30 +146,22 @@ ZONE_TYPE = "cpu-thermal"
 KHZ = 1000
 
 
-def child_cpu_s(pid: int, tck: float = float(os.sysconf("SC_CLK_TCK"))) -> float | None:
-    """The process's utime + stime (/proc/<pid>/stat fields 14 and 15) in seconds; None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()  # the command name may hold spaces and parentheses
-    return (int(fields[11]) + int(fields[12])) / tck
-
-
 class LiveDevice:
     """Synthetic: a board played in a ``FakeRoot`` while a real soak runs, for the real ThermalZones and
     cpufreq collectors to read. Not a capture: every answer is known by construction.
 
-    Its one zone follows the first-order model of ``Device``, ``T' = (T_amb + k·P - T) / tau``, stepped every
-    ``tick_s``, where ``P`` is the child's CPU cores (the rate of its utime + stime, the process the sampler
-    follows) scaled by the CPU clock (cap / hardware maximum). The heat starts at the soak's start (the
-    device is cooled before it; the short load and cold request before it are not modelled). The first
-    time the zone reaches its passive trip point ``trip_c`` the policy's ``scaling_max_freq`` (and its
-    current clock) drops to ``capped_khz`` and stays there, ``trip_t`` records the moment, and the slow file
-    the worker's test fault reads says ``slow <slowdown>`` (the decode speed falls as the cap did).
-    ``k_c_per_core = 0`` is a board that does not heat at all. ``saturate_cores``: the heat stops growing at
-    that many cores, so a zone settles at one temperature while a shared machine's scheduler gives the child
-    a little more or less CPU from second to second (the settled temperature would wander with it)."""
+    Everything it does is a function of the simulation's time ``t``: seconds since the soak's start on
+    CLOCK_MONOTONIC (the clock the worker cuts its windows on and the sampler stamps its readings with),
+    never of how fast this machine happens to run. Its one zone follows the first-order model of ``Device``,
+    ``T' = (T_amb + k·P - T) / tau``, in closed form, for a constant load of ``load_cores`` from the soak's
+    start (``P``: those cores scaled by the CPU clock, cap / hardware maximum): the zone reaches its passive
+    trip ``trip_c`` at the same ``t`` on an idle machine and at load 10, and ``trip_t`` is that moment (not
+    when this thread noticed). Then the policy's ``scaling_max_freq`` (and its current clock) drops to
+    ``capped_khz`` and stays there. The worker books every decode step at ``step_ms`` of the simulation's
+    time (its test fault reads ``sim <ms>`` from the slow file), stretched by ``slowdown`` once the cap
+    dropped, so every window's speed is the simulation's too. What stays real: llama.cpp decoding the
+    tokens, the windows, the collectors reading the root, the /proc/stat counters. ``k_c_per_core = 0`` is a
+    board that does not heat at all."""
 
     def __init__(
         self,
@@ -185,26 +175,52 @@ class LiveDevice:
         max_khz: int = 1_510_000,
         capped_khz: int = 1_190_000,
         slowdown: float = 0.4,
+        load_cores: float = 0.5,
+        step_ms: float = 5.0,
         tick_s: float = 0.02,
-        rate_s: float = 0.5,
-        saturate_cores: float | None = None,
     ) -> None:
         self.root, self.slow_file = root, slow_file
         self.ambient_c, self.k, self.tau_s, self.trip_c = ambient_c, k_c_per_core, tau_s, trip_c
         self.max_khz, self.capped_khz, self.slowdown, self.tick_s = max_khz, capped_khz, slowdown, tick_s
-        self.rate_s, self.saturate_cores = rate_s, saturate_cores
+        self.load_cores, self.step_ms = load_cores, step_ms
         self.temp_c = ambient_c
-        self.cap_khz = max_khz
         self.pid: int | None = None
         self.soak_t0: float | None = None
-        self.trip_t: float | None = None  # CLOCK_MONOTONIC when the cap dropped
+        self.trip_t: float | None = None  # CLOCK_MONOTONIC of the simulation's trip
         self.hottest_c = ambient_c
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="simulated-device", daemon=True)
         trips = [("passive", round(trip_c * 1000))] if trip_c is not None else []
         root.thermal_zone(0, ZONE_TYPE, round(ambient_c * 1000), mode="enabled", trips=trips)
         root.cpufreq_policy(0, "0-1", max_khz, max_khz, max_khz, "schedutil")
-        slow_file.write_text("fast\n")
+        self.slow_by(0.0)
+
+    def trip_after_s(self) -> float | None:
+        """When the zone reaches its trip, in seconds into the soak; None where it settles below it."""
+        rise = self.k * self.load_cores
+        if self.trip_c is None or rise <= self.trip_c - self.ambient_c:
+            return None
+        return -self.tau_s * math.log(1.0 - (self.trip_c - self.ambient_c) / rise)
+
+    def settled_c(self, capped: bool = False) -> float:
+        """Where the zone settles at full clock, or at the capped one."""
+        clock = self.capped_khz / self.max_khz if capped else 1.0
+        return self.ambient_c + self.k * self.load_cores * clock
+
+    def temp_at(self, t: float) -> float:
+        """The zone's temperature ``t`` seconds into the soak (ambient before it)."""
+        if t <= 0.0:
+            return self.ambient_c
+        t_trip = self.trip_after_s()
+        if t_trip is None or t < t_trip or self.trip_c is None:
+            full = self.settled_c()
+            return full + (self.ambient_c - full) * math.exp(-t / self.tau_s)
+        capped = self.settled_c(capped=True)
+        return capped + (self.trip_c - capped) * math.exp(-(t - t_trip) / self.tau_s)
+
+    def slow_by(self, fraction: float) -> None:
+        """The worker's decode steps from now on: ``step_ms`` stretched so the speed falls by ``fraction``."""
+        self.slow_file.write_text(f"sim {self.step_ms / (1.0 - fraction)!r}\n")
 
     def on_event(self, event: Mapping[str, Any]) -> None:
         """The child's events as the sweep sees them: its pid at start, the soak's t0 on the shared clock."""
@@ -222,32 +238,20 @@ class LiveDevice:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        # the child's CPU rate over the last rate_s: /proc counts CPU time in 10-ms ticks, so a rate over one
-        # 20-ms tick would swing by half a core from tick to tick
-        history: deque[tuple[float, float]] = deque()
-        last_t = time.monotonic()
         while not self._stop.wait(self.tick_s):
-            now = time.monotonic()
-            cpu = child_cpu_s(self.pid) if self.pid is not None else None
-            if cpu is not None:
-                history.append((now, cpu))
-            while len(history) > 2 and history[1][0] <= now - self.rate_s:
-                history.popleft()
-            heating = self.soak_t0 is not None and now >= self.soak_t0 and len(history) >= 2
-            cores = (history[-1][1] - history[0][1]) / (history[-1][0] - history[0][0]) if heating else 0.0
-            self.step(now, cores, now - last_t)
-            last_t = now
+            self.step(time.monotonic())
 
-    def step(self, now: float, cores: float, dt: float) -> None:
-        """One model step of ``dt`` s at ``cores`` of the child's CPU; the files rewritten."""
-        load = max(cores, 0.0) if self.saturate_cores is None else min(max(cores, 0.0), self.saturate_cores)
-        target = self.ambient_c + self.k * load * self.cap_khz / self.max_khz
-        self.temp_c = target + (self.temp_c - target) * math.exp(-dt / self.tau_s)
+    def step(self, now: float) -> None:
+        """The files as the simulation has them at ``now`` (CLOCK_MONOTONIC)."""
+        t0 = self.soak_t0
+        t = now - t0 if t0 is not None else 0.0
+        self.temp_c = self.temp_at(t)
         self.hottest_c = max(self.hottest_c, self.temp_c)
         self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
-        if self.trip_c is not None and self.trip_t is None and self.temp_c >= self.trip_c:
-            self.trip_t, self.cap_khz = now, self.capped_khz
+        t_trip = self.trip_after_s()
+        if t0 is not None and t_trip is not None and self.trip_t is None and t >= t_trip:
+            self.trip_t = t0 + t_trip
             policy = CPU / "cpufreq" / "policy0"
             self.root.replace(policy / "scaling_max_freq", self.capped_khz)
             self.root.replace(policy / "scaling_cur_freq", self.capped_khz)
-            self.slow_file.write_text(f"slow {self.slowdown}\n")
+            self.slow_by(self.slowdown)

@@ -1,12 +1,12 @@
 """Hostile and careless inputs, as data: what is given, and what edgeprof does with it.
 
 The tests take their cases from here (``case(id)`` or ``in_area(area)`` in a ``parametrize``), so the
-README's hostile-input table is the list the tests actually run. Print that table with
+docs/hostile-input.md table is the list the tests actually run. Print that table with
 
     python tests/support/hostile_cases.py          # markdown, one table, grouped by area
 
 A case is one row: ``given`` says what a user or an attacker does (a command line, a file dropped
-somewhere), ``does`` says what edgeprof does about it, in the words of the README. ``argv`` is optional:
+somewhere), ``does`` says what edgeprof does about it, in the words of the docs. ``argv`` is optional:
 where a case is one command line, the test runs exactly that, with ``{db}``, ``{out}``, ``{foreign}``,
 ``{link}`` and ``{log}`` filled in with the test's own temporary files.
 
@@ -357,7 +357,7 @@ def in_area(area: str) -> list[Case]:
 
 
 def markdown(cases: tuple[Case, ...] = CASES) -> str:
-    """The README table: one row per case, grouped by area in the order areas first appear."""
+    """The docs/hostile-input.md table: one row per case, grouped by area in the order areas first appear."""
     lines = ["| Input | What edgeprof does |", "|---|---|"]
     areas = list(dict.fromkeys(c.area for c in cases))
     for area in areas:

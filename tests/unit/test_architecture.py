@@ -1,4 +1,4 @@
-"""The package's shape, checked from its source: the import map of the README's architecture section, no
+"""The package's shape, checked from its source: the import map of docs/architecture.md, no
 import cycles (imports inside functions included), no private names imported across modules, modules and
 functions that fit a reader's screen, and comments that give reasons instead of tracker numbers.
 
@@ -24,7 +24,7 @@ SOURCE_ROOTS = {
     "edgeprof.storage": REPO_ROOT / "storage",
 }
 
-# The layers, top to bottom, as the README's architecture map gives them: a module may import its own
+# The layers, top to bottom, as docs/architecture.md gives them: a module may import its own
 # package and the layers below its own, never a layer above it or a sibling on its own level.
 LAYERS: list[tuple[float, tuple[str, ...]]] = [
     (11, ("edgeprof.__main__",)),
@@ -37,7 +37,7 @@ LAYERS: list[tuple[float, tuple[str, ...]]] = [
     (4, ("edgeprof.telemetry", "edgeprof.fleet")),
     (3, ("edgeprof.plan",)),
     (2, ("edgeprof.gguf", "edgeprof.device")),
-    (1, ("edgeprof.stats", "edgeprof.safefs", "edgeprof.safetext", "edgeprof.run_states",
+    (1, ("edgeprof.stats", "edgeprof.safefs", "edgeprof.safetext", "edgeprof.run_states", "edgeprof.lazy",
          "edgeprof.version")),
     (0.5, ("edgeprof",)),  # the root __init__: the version string, nothing else
     # The child-process side, the collectors and storage import nothing of the agent, nor each other.
@@ -297,6 +297,7 @@ def _project_text_files() -> Iterator[Path]:
                     continue
                 yield path
     yield REPO_ROOT / "README.md"
+    yield from sorted((REPO_ROOT / "docs").glob("*.md"))
     yield REPO_ROOT / "pyproject.toml"
 
 

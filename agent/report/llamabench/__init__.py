@@ -8,52 +8,47 @@ imported as a sweep.
 - ``importer``: llama-bench json/jsonl stored as an imported sweep (``import_llama_bench``).
 
 The printers are in ``edgeprof.report.render.llama_bench``.
+
+The names below are the ones callers use; each is imported from its module on first use
+(``edgeprof.lazy``), so importing the package alone costs nothing.
 """
 
-from edgeprof.report.llamabench.args import (
-    OUTPUT_FORMATS,
-    BenchArgs,
-    BenchArgsError,
-    parse_bench_args,
-    parse_int_range,
-)
-from edgeprof.report.llamabench.fields import (
-    FIELD_NAMES,
-    FIELD_TYPES,
-    FIELDS,
-    LLAMA_BENCH_DEFAULTS,
-    SAMPLE_FIELDS,
-)
-from edgeprof.report.llamabench.importer import (
-    ImportResult,
-    LlamaBenchImportError,
-    import_llama_bench,
-    read_records,
-)
-from edgeprof.report.llamabench.plan import (
-    BENCH_MARK,
-    bench_plan,
-    name_of_test,
-    parse_test_name,
-    workload_of_test,
-)
-from edgeprof.report.llamabench.records import model_type, stdev_ns, stdev_ts, sweep_records
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from edgeprof.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from edgeprof.report.llamabench.args import BenchArgsError, parse_bench_args, parse_int_range
+    from edgeprof.report.llamabench.fields import FIELD_NAMES, SAMPLE_FIELDS
+    from edgeprof.report.llamabench.importer import LlamaBenchImportError, import_llama_bench, read_records
+    from edgeprof.report.llamabench.plan import (
+        BENCH_MARK,
+        bench_plan,
+        name_of_test,
+        parse_test_name,
+        workload_of_test,
+    )
+    from edgeprof.report.llamabench.records import stdev_ns, stdev_ts, sweep_records
+
+# module of this package -> the public names it defines, imported on first use
+_HOMES: dict[str, tuple[str, ...]] = {
+    "args": ("BenchArgsError", "parse_bench_args", "parse_int_range"),
+    "fields": ("FIELD_NAMES", "SAMPLE_FIELDS"),
+    "importer": ("LlamaBenchImportError", "import_llama_bench", "read_records"),
+    "plan": ("BENCH_MARK", "bench_plan", "name_of_test", "parse_test_name", "workload_of_test"),
+    "records": ("stdev_ns", "stdev_ts", "sweep_records"),
+}
 
 __all__ = [
     "BENCH_MARK",
-    "FIELDS",
     "FIELD_NAMES",
-    "FIELD_TYPES",
-    "LLAMA_BENCH_DEFAULTS",
-    "OUTPUT_FORMATS",
     "SAMPLE_FIELDS",
-    "BenchArgs",
     "BenchArgsError",
-    "ImportResult",
     "LlamaBenchImportError",
     "bench_plan",
     "import_llama_bench",
-    "model_type",
     "name_of_test",
     "parse_bench_args",
     "parse_int_range",
@@ -64,3 +59,5 @@ __all__ = [
     "sweep_records",
     "workload_of_test",
 ]
+
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from support.fakes import SYNTHETIC_PROBE, FakeRoot
+from support.memory import predict_cpu
 
 from edgeprof.gguf import (
     ModelShape,
@@ -22,7 +23,6 @@ from edgeprof.gguf import (
     kv_cells,
     kv_read_per_token,
     mem_available_mb,
-    predict_memory,
     probe_bandwidth,
     weights_read_per_token,
 )
@@ -54,28 +54,18 @@ def _synthetic_shape(n_swa: int = 0, swa: tuple[bool, ...] = (False, False, Fals
 
 def test_kv_and_weight_split_by_ngl_hand_computed() -> None:
     shape = _synthetic_shape()
-    common: dict[str, Any] = dict(
-        n_ctx=1024,
-        n_batch=512,
-        n_ubatch=512,
-        type_k="f16",
-        type_v="q8_0",
-        flash_attn="on",
-        use_mmap=True,
-        prompt_tokens=16,
-        n_predict=16,
-    )
-    cpu = predict_memory(shape, n_gpu_layers=0, **common)
+    common: dict[str, Any] = dict(n_ctx=1024, type_v="q8_0", flash_attn="on")
+    cpu = predict_cpu(shape, n_gpu_layers=0, **common)
     # KV per layer and cell: 2 heads x 64 x (2 B for f16 K + 34/32 B for q8_0 V); 4 layers x 1024 cells
     assert cpu.kv_cpu_mb * 2**20 == pytest.approx(4 * 1024 * 2 * 64 * (2 + 34 / 32))
     assert cpu.weights_cpu_mb * 2**20 == 4_512_000 and cpu.gpu_mb == 0.0
     # A CPU build ignores -ngl
-    assert predict_memory(shape, n_gpu_layers=99, **common).gpu_mb == 0.0
-    two = predict_memory(shape, n_gpu_layers=2, gpu_offload=True, **common)
+    assert predict_cpu(shape, n_gpu_layers=99, **common).gpu_mb == 0.0
+    two = predict_cpu(shape, n_gpu_layers=2, gpu_offload=True, **common)
     assert two.weights_gpu_mb * 2**20 == 2_000_000  # the last two layers
     assert two.weights_cpu_mb * 2**20 == 2_512_000  # embedding, two layers, output
     assert two.kv_gpu_mb == pytest.approx(cpu.kv_cpu_mb / 2)
-    full = predict_memory(shape, n_gpu_layers=5, gpu_offload=True, unified=True, **common)
+    full = predict_cpu(shape, n_gpu_layers=5, gpu_offload=True, unified=True, **common)
     assert full.weights_gpu_mb * 2**20 == 4_256_000  # all layers + output; the embedding stays
     assert full.total_mb == pytest.approx(full.host_mb + full.gpu_mb)  # unified memory: both count
 
@@ -104,19 +94,7 @@ def test_meminfo_and_fit_check(tmp_path: Path) -> None:
     FakeRoot(tmp_path).write("proc/meminfo", "MemTotal: 8000000 kB\nMemAvailable:    3276800 kB\n")
     assert mem_available_mb(tmp_path) == 3200.0
     assert mem_available_mb(tmp_path / "nowhere") is None
-    pred = predict_memory(
-        _synthetic_shape(),
-        n_ctx=512,
-        n_gpu_layers=0,
-        n_batch=512,
-        n_ubatch=512,
-        type_k="f16",
-        type_v="f16",
-        flash_attn="off",
-        use_mmap=True,
-        prompt_tokens=16,
-        n_predict=16,
-    )
+    pred = predict_cpu(_synthetic_shape())
     assert check_fit(pred, 3200.0).fits is True
     fit = check_fit(pred, 60.0, reserve_mb=10.0)
     assert fit.fits is False and fit.message() == (
@@ -155,19 +133,7 @@ def test_a_config_needing_exactly_what_is_available_fits() -> None:
 
 
 def _small_prediction() -> Any:
-    return predict_memory(
-        _synthetic_shape(),
-        n_ctx=512,
-        n_gpu_layers=0,
-        n_batch=512,
-        n_ubatch=512,
-        type_k="f16",
-        type_v="f16",
-        flash_attn="off",
-        use_mmap=True,
-        prompt_tokens=16,
-        n_predict=16,
-    )
+    return predict_cpu(_synthetic_shape())
 
 
 def test_datasheet_table() -> None:

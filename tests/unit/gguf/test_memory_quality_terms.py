@@ -6,13 +6,13 @@ tests/integration/test_memory_quality.py."""
 from __future__ import annotations
 
 import pytest
+from support.memory import predict_cpu
 
 from edgeprof.gguf import (
     MIB,
     QUALITY_ROWS_PER_BLOCK,
     ModelShape,
     TensorInfo,
-    predict_memory,
     quality_outputs,
     quality_scoring_bytes,
 )
@@ -89,11 +89,8 @@ def test_a_small_vocabulary_is_led_by_the_summary_imports() -> None:
 
 def test_logits_share_the_attention_region_and_the_output_buffer_keeps_every_row() -> None:
     shape = _shape()
-    common = dict(
-        n_ctx=512, n_gpu_layers=0, n_batch=512, n_ubatch=512, type_k="f16", type_v="f16", flash_attn="off",
-        use_mmap=True, prompt_tokens=512, n_predict=0,
-    )
-    pred = predict_memory(shape, n_outputs=256, ubatch_outputs=256, **common)  # type: ignore[arg-type]
+    common = dict(prompt_tokens=512, n_predict=0)
+    pred = predict_cpu(shape, n_outputs=256, ubatch_outputs=256, **common)
     logits = 256 * BIG_VOCAB * 4.0
     attn = 512 * 512 * 4.0 * (4 + 1)  # KQ and the mask: smaller than the logits, reused by them
     act = 512 * 7.0 * 128 * 4.0
@@ -104,10 +101,10 @@ def test_logits_share_the_attention_region_and_the_output_buffer_keeps_every_row
     assert pred.vocab_mb == pytest.approx(BIG_VOCAB * 150 / MIB)  # llama.cpp's vocabulary, host side
     # flash attention: no KQ and no conversion
     with_fa = {**common, "flash_attn": "on"}
-    fa = predict_memory(shape, n_outputs=256, ubatch_outputs=256, **with_fa)  # type: ignore[arg-type]
+    fa = predict_cpu(shape, n_outputs=256, ubatch_outputs=256, **with_fa)
     assert fa.compute_cpu_mb * MIB == pytest.approx(logits + act + out_buffer)
     # generation keeps one position, in the output buffer and as the graph's last node
-    gen = predict_memory(shape, **{**common, "prompt_tokens": 16, "n_predict": 16})  # type: ignore[arg-type]
+    gen = predict_cpu(shape, **{**common, "prompt_tokens": 16, "n_predict": 16})
     row = BIG_VOCAB * 4.0
     attn_gen = 256 * 16 * 4.0 * 5  # 32 cells touched, padded to 256
     graph = max(attn_gen, row) + 16 * 7.0 * 128 * 4

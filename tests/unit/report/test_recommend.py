@@ -17,12 +17,12 @@ from edgeprof.plan import PlanError, QualityBudget, budget_from_plan_text, parse
 from edgeprof.report import (
     FIELD_NAMES,
     build_rows,
-    recommend,
     render_json,
     render_markdown,
     render_recommendations,
     render_table,
 )
+from edgeprof.report.recommend import recommend
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Device, Measurement, ModelFile, QualityResult, Run, Sweep
 

@@ -357,7 +357,8 @@ def _speed_row(run_id: int, label: str, bpw: float, reps: list[float], **kw: Any
 
 
 def test_without_kld_a_tie_goes_to_more_bits_per_weight() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report import render_recommendations
+    from edgeprof.report.recommend import recommend
 
     rows = [
         _speed_row(1, "q4", 4.9, scaled(20.0)),
@@ -377,7 +378,8 @@ def test_without_kld_a_tie_goes_to_more_bits_per_weight() -> None:
 
 
 def test_the_only_variant_left_is_named_with_what_is_wrong_with_its_figures() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report import render_recommendations
+    from edgeprof.report.recommend import recommend
 
     rows = [
         _speed_row(1, "q8", 8.5, scaled(20.0)[:3], interference_verdict="contended"),
@@ -393,7 +395,8 @@ def test_the_only_variant_left_is_named_with_what_is_wrong_with_its_figures() ->
 
 
 def test_a_parameter_the_sweep_varies_is_a_condition_and_is_named() -> None:
-    from edgeprof.report import recommend, render_recommendations
+    from edgeprof.report import render_recommendations
+    from edgeprof.report.recommend import recommend
 
     rows = [
         _speed_row(i, label, bpw, scaled(speed), flash_attn=fa)

@@ -348,7 +348,8 @@ def test_unknown_and_missing_sweep(tmp_path: Path, built: Built) -> None:
 
 
 def test_table_and_markdown_have_one_header_per_cell() -> None:
-    from edgeprof.report import FIELD_NAMES, cells, shown
+    from edgeprof.report import FIELD_NAMES, shown
+    from edgeprof.report.columns import cells
 
     row = dict.fromkeys(FIELD_NAMES)
     row.update(model_label="m", workload="w", status="ok", ctx=1, ngl=0, threads=1, pp_tps_n=0, tg_tps_n=0)

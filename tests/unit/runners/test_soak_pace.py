@@ -43,3 +43,14 @@ def test_it_waits_only_while_the_file_says_slow_and_books_what_it_waited(tmp_pat
     assert slept + pace.owed_s * 1000.0 == pytest.approx(40 * 1.0 * 0.25)
     flag.write_text("fast\n")
     assert pace(10.0) == 0.0 and pace.owed_s == 0.0  # back to full speed, nothing carried over
+
+
+def test_a_simulated_step_is_booked_at_the_simulations_time_whatever_the_machine_took(tmp_path: Path) -> None:
+    flag = tmp_path / "slow"
+    pace = SlowWhileFileSays(str(flag), check_s=0.0)
+    flag.write_text("sim 10\n")
+    assert [3.0 + pace(3.0), 25.0 + pace(25.0)] == [10.0, 10.0]  # a fast and a slow step, both 10 ms
+    flag.write_text("sim 16.5\n")  # the simulated device slowed down
+    assert 3.0 + pace(3.0) == 16.5
+    flag.write_text("fast\n")
+    assert pace(3.0) == 0.0  # the machine's own time again

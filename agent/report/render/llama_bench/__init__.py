@@ -11,7 +11,7 @@ from typing import Any
 from edgeprof.report.render.llama_bench.csv import render_csv
 from edgeprof.report.render.llama_bench.json import render_json
 from edgeprof.report.render.llama_bench.jsonl import render_jsonl
-from edgeprof.report.render.llama_bench.markdown import label_of_test, render_markdown
+from edgeprof.report.render.llama_bench.markdown import render_markdown
 from edgeprof.report.render.llama_bench.sql import render_sql
 
 FORMATS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
@@ -38,4 +38,4 @@ def sweep_renderer(kind: str) -> Callable[[Any, int | None], str]:
     return render
 
 
-__all__ = ["FORMATS", "REPORT_KINDS", "label_of_test", "sweep_renderer"]
+__all__ = ["FORMATS", "REPORT_KINDS", "sweep_renderer"]

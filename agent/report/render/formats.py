@@ -1,0 +1,25 @@
+"""The report's output formats by name: ``edgeprof report --format NAME`` prints with ``RENDERERS[NAME]``.
+
+The row formats (``table``, ``md``, ``csv``, ``json``) print the rows of ``build_rows``; ``html`` draws a
+whole page from the database (figures, verdict evidence, log tails), so it takes the session and the sweep
+id instead, and so do llama-bench's formats (``llama-bench-json`` ..., edgeprof.report.render.llama_bench),
+which need every repetition's time. Adding a format is one module in this folder and one line here.
+"""
+
+from collections.abc import Callable
+
+from edgeprof.report.render.csv import render_csv
+from edgeprof.report.render.html import render_html
+from edgeprof.report.render.json import render_json
+from edgeprof.report.render.llama_bench import REPORT_KINDS, sweep_renderer
+from edgeprof.report.render.markdown import render_markdown
+from edgeprof.report.render.text import render_table
+
+RENDERERS: dict[str, Callable[..., str]] = {
+    "table": render_table,
+    "md": render_markdown,
+    "csv": render_csv,
+    "json": render_json,
+    "html": render_html,
+    **{f"llama-bench-{kind}": sweep_renderer(kind) for kind in REPORT_KINDS},
+}
