@@ -410,7 +410,9 @@ def begin(argv: list[str], module: str) -> dict[str, Any] | None:
     return job
 
 
-def load_reported(ll: Any, job: dict[str, Any], phase_kind: str) -> tuple[Any, Any] | None:
+def load_reported(
+    ll: Any, job: dict[str, Any], phase_kind: str, rep: int = 0
+) -> tuple[Any, Any] | None:
     """Load the model and context, timed, with the ``loaded`` event and the load phase; None after an
     ``error`` event (stage "load") when that fails."""
     t_load = time.monotonic()
@@ -422,14 +424,24 @@ def load_reported(ll: Any, job: dict[str, Any], phase_kind: str) -> tuple[Any, A
         return None
     t_loaded = time.monotonic()
     emit("loaded", load_ms=(t_loaded - t_load) * 1000.0, t_start=t_load, t_end=t_loaded, effective=effective)
-    emit("phase", name="load", kind=phase_kind, rep=0, t_start=t_load, t_end=t_loaded)
+    emit("phase", name="load", kind=phase_kind, rep=rep, t_start=t_load, t_end=t_loaded)
     return model, ctx
 
 
 def rep_plan(job: dict[str, Any]) -> list[tuple[str, int]]:
-    """(kind, rep) of each request: the cold one, then the warm-ups and steady reps unless cold only."""
+    """(kind, rep) of each request: the cold one, then the warm-ups and steady reps unless cold only.
+
+    A later block of steady reps (``job["block"]``: the sweep alternates the blocks of rival configs in time)
+    runs in a fresh process of its own, without a cold rep: its first request after the load is a warm-up,
+    discarded, however few warm-ups the plan asks for, and its steady reps carry their numbers in the run."""
     repeat = job["repeat"]
-    plan: list[tuple[str, int]] = [("cold", job.get("cold_rep", 0))]
+    block = job.get("block")
+    if block:
+        first_warmup = int(block["warmup_from"])
+        plan = [("warmup", first_warmup + i) for i in range(max(1, int(repeat["warmup"])))]
+        first = int(block["steady_from"])
+        return plan + [("steady", first + i) for i in range(int(block["steady_n"]))]
+    plan = [("cold", job.get("cold_rep", 0))]
     if not job.get("cold_only"):
         plan += [("warmup", i) for i in range(int(repeat["warmup"]))]
         plan += [("steady", i) for i in range(int(repeat["steady"]))]
@@ -466,7 +478,11 @@ def main(argv: list[str]) -> int:
     install_log_capture(ll)
     ll.llama_backend_init()
     emit_hello(ll)
-    loaded = load_reported(ll, job, phase_kind="cold")
+    block = job.get("block")
+    # A block's load is no cold start (the sweep counts cold starts per fresh process of the first block);
+    # its phase carries the block's number, which pairs it with the rivals' blocks of the same round.
+    kind, block_index = ("warmup", int(block["index"])) if block else ("cold", 0)
+    loaded = load_reported(ll, job, phase_kind=kind, rep=block_index)
     if loaded is None:
         return EXIT_LOAD_FAILED
     model, ctx = loaded

@@ -1,4 +1,5 @@
-"""``edgeprof models demo``: the demo GGUF models (``edgeprof demo`` builds them too when missing)."""
+"""``edgeprof models demo``: the demo GGUF models (``edgeprof demo`` builds them too when missing);
+``edgeprof models quantize``: the quants to compare, made from the user's own F16/BF16 GGUF."""
 
 from __future__ import annotations
 
@@ -56,5 +57,64 @@ def build_demo(out: Path, size: str, force: bool) -> dict[str, Path]:
     return paths
 
 
+SourceArg = Annotated[Path, typer.Argument(help="The GGUF to quantize (F16, BF16 or F32).")]
+TypesOption = Annotated[
+    str, typer.Option("--types", help="Comma-separated llama.cpp types, e.g. Q8_0,Q5_K_M,Q4_K_M.")
+]
+QuantOutOption = Annotated[
+    Path | None, typer.Option("--out", help="Folder for the quantized files (default: the source's folder).")
+]
+RequantOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-requantize",
+        help="Quantize an already-quantized source anyway; the files are marked requantized in every report.",
+    ),
+]
+
+
+def models_quantize(
+    source: SourceArg,
+    types: TypesOption = "Q8_0,Q5_K_M,Q4_K_M",
+    out: QuantOutOption = None,
+    allow_requantize: RequantOption = False,
+) -> None:
+    """Make the quants to compare from a GGUF with llama.cpp's own quantizer (<name>-<type>.gguf each).
+
+    A source that is already quantized is refused: a quant made from it loses precision twice."""
+    from edgeprof.gguf import GGUFError, read_gguf_info, sha256_file
+    from edgeprof.gguf.quantizer import QuantizeError, quantize_model
+
+    try:
+        info = read_gguf_info(source)
+    except GGUFError as exc:
+        fail(str(exc))
+    wanted = [t.strip() for t in types.split(",") if t.strip()]
+    try:
+        with quiet_native_stderr() as log:
+            result = quantize_model(
+                source,
+                out or source.parent,
+                wanted,
+                allow_requantize=allow_requantize,
+                source_quant=info.quant_type,
+                source_sha256=lambda: sha256_file(source),
+            )
+    except QuantizeError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"quantizing {source} failed: {exc}")
+    finally:
+        with contextlib.suppress(OSError, UnboundLocalError):
+            log.unlink()
+    for quant, path in result.made.items():
+        typer.echo(f"{quant:7s} {path}")
+    if result.requantized_from is not None:
+        typer.echo(f"note: requantized from {result.requantized_from}; marked in each file and every report")
+
+
 def register(models_app: typer.Typer) -> None:
     models_app.command("demo", epilog="Example: edgeprof models demo --size tiny --out ./models")(models_demo)
+    models_app.command(
+        "quantize", epilog="Example: edgeprof models quantize model-f16.gguf --types Q8_0,Q5_K_M,Q4_K_M"
+    )(models_quantize)

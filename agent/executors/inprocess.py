@@ -1,9 +1,11 @@
 """The in-process runner (llama-cpp-python in a worker child, ``edgeprof.runners.llama_worker``): a child per
-cold start — the first runs cold + warm-up + steady reps, the others one more cold start each."""
+cold start — the first runs cold + warm-up + steady reps, the others one more cold start each — and, where
+the sweep interleaves rival configs, a child per later block of steady reps."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -51,6 +53,24 @@ class InProcessExecutor:
         else:
             run.page_cache = "kept"
         job = spec.job(cold_only=cold_rep > 0, cold_rep=cold_rep)
+        return self._child(session, run, spec, ctx, job, is_main=cold_rep == 0)
+
+    def run_block(
+        self, session: Session, run: Run, spec: RunSpec, ctx: RunContext, block: dict[str, int]
+    ) -> ChildResult:
+        """A later block of the config's steady reps in a fresh child of its own (its warm-up first, no cold
+        rep), stored on ``run``; a failure is the run's status from then on."""
+        child = self._child(session, run, spec, ctx, spec.job(block=block), is_main=False)
+        if child.status != "ok":
+            run.status, run.reason = child.status, child.reason
+            run.exit_code, run.signal_name = child.exit_code, child.signal_name
+            run.log_tail = child.log_tail[-2000:] if child.log_tail else None
+        session.commit()
+        return child
+
+    def _child(
+        self, session: Session, run: Run, spec: RunSpec, ctx: RunContext, job: dict[str, Any], is_main: bool
+    ) -> ChildResult:
         try:
             child = run_child(
                 job,
@@ -61,12 +81,12 @@ class InProcessExecutor:
                 between_reps=ctx.between_reps,
             )
         except RunInterrupted as stop:
-            store_child(session, run, stop.result, is_main=cold_rep == 0)
+            store_child(session, run, stop.result, is_main=is_main)
             run.status, run.reason = "interrupted", stop.result.reason
             run.log_tail = stop.result.log_tail[-2000:] or None
             end_run(session, run)
             raise
-        store_child(session, run, child, is_main=cold_rep == 0)
+        store_child(session, run, child, is_main=is_main)
         return child
 
     def label(self, spec: RunSpec) -> str:

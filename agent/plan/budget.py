@@ -4,6 +4,7 @@ much evidence it wants before it calls one variant faster than another."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,3 +101,71 @@ def budget_from_plan_text(text: str | None) -> QualityBudget:
     problems: list[str] = []
     budget = parse_budget(doc.get("quality_budget"), problems)
     return budget if not problems else QualityBudget()
+
+
+# Which configs compete for one answer: the files of a model group (its quants) and, within a file, the
+# llama.cpp parameters a user tunes for speed alone (threads, batch, offload, ...). One rule, used where the
+# sweep orders the reps of rivals in time (agent/sweep/interleave.py) and where the report ranks them
+# (agent/report/recommend.py), so what is measured side by side is what is compared.
+#
+# Held fixed (part of the condition, never a rival): the workload, the runner and the serving load, ``ctx``
+# and ``depth`` (they are the question asked, not an answer to it), the KV cache types (they change the
+# output, which no quality figure of the recommendation covers), and the knobs that change what a request
+# may hold (``swa_full``, ``kv_unified``, ``n_seq_max``) or the device itself (the power mode).
+
+# Report names of the parameters that compete within a model file, in the order the lines name them.
+RIVAL_PARAMS = (
+    "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "mmap", "poll", "offload_kqv", "op_offload",
+)  # fmt: skip
+
+# Report name -> the RunSpec.params field of the same value.
+PARAM_FIELDS: dict[str, str] = {
+    "ctx": "n_ctx",
+    "ngl": "n_gpu_layers",
+    "threads": "n_threads",
+    "n_batch": "n_batch",
+    "n_ubatch": "n_ubatch",
+    "flash_attn": "flash_attn",
+    "type_k": "type_k",
+    "type_v": "type_v",
+    "mmap": "use_mmap",
+    "depth": "depth",
+    "swa_full": "swa_full",
+    "kv_unified": "kv_unified",
+    "offload_kqv": "offload_kqv",
+    "op_offload": "op_offload",
+    "poll": "poll",
+    "n_seq_max": "n_seq_max",
+}
+HELD_PARAMS = tuple(k for k in PARAM_FIELDS if k not in RIVAL_PARAMS)
+
+
+def held_values(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The held parameters of a row (report names; a missing depth is depth 0)."""
+    return tuple((k, (params.get(k) or 0) if k == "depth" else params.get(k)) for k in HELD_PARAMS)
+
+
+def rival_values(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The competing parameters of a row (report names)."""
+    return tuple((k, params.get(k)) for k in RIVAL_PARAMS)
+
+
+def spec_params(spec: Any) -> dict[str, Any]:
+    """A RunSpec's parameters under their report names (the spec is duck-typed: plan.model imports this
+    module)."""
+    return {name: getattr(spec.params, field) for name, field in PARAM_FIELDS.items()}
+
+
+def spec_condition(spec: Any, group: str) -> tuple[Any, ...]:
+    """The condition a spec's config competes in: its group, workload, runner, serving load, power mode and
+    held parameters. Specs with equal conditions are rivals."""
+    p = spec.params
+    return (
+        group,
+        spec.workload.name,
+        p.runner,
+        p.concurrency,
+        p.request_rate,
+        p.power_mode,
+        held_values(spec_params(spec)),
+    )

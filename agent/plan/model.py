@@ -261,8 +261,11 @@ class RunSpec:
             ident["serving"] = self.serving.to_json()  # another request count or SLO is another config
         return _digest(ident)[:16]
 
-    def job(self, *, cold_only: bool = False, cold_rep: int = 0) -> dict[str, Any]:
-        """The JSON the worker process receives."""
+    def job(
+        self, *, cold_only: bool = False, cold_rep: int = 0, block: dict[str, int] | None = None
+    ) -> dict[str, Any]:
+        """The JSON the worker process receives (``block``: a later block of steady reps, in a process of
+        its own; see runners/llama_worker.py rep_plan)."""
         return {
             "model_path": self.model.path,
             "params": self.params.to_json(),
@@ -273,6 +276,7 @@ class RunSpec:
             "pause_between_reps": self.cooldown_per_rep and not cold_only,
             "rendered_prompt": self.rendered_prompt,
             **({"serving": self.serving.to_json()} if self.serving is not None else {}),
+            **({"block": block} if block is not None else {}),
         }
 
 

@@ -55,8 +55,8 @@ Style = Literal["text", "num", "badge", "status"]
 # EOS, the prompt as tokenized and llama.cpp's parameters in effect; v6 predicted memory, achieved
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
-# recommendation's evidence.
-REPORT_SCHEMA_VERSION = 11
+# recommendation's evidence; v11 a soak's figures; v12 the model file's tensor-type mix.
+REPORT_SCHEMA_VERSION = 12
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,17 @@ def fmt_percentiles(row: Row, prefix: str, *names: str) -> str:
     if row[f"{prefix}_{names[0]}"] is None:
         return fmt_value(None)
     return "/".join(fmt_value(row[f"{prefix}_{name}"]) for name in names)
+
+
+def fmt_mix(row: Row) -> str:
+    """The file's tensor-type mix, its warning and a requantization flagged ('!')."""
+    mix = row.get("tensor_mix")
+    if mix is None:
+        return fmt_value(None)
+    flags = [f"! {row['tensor_mix_warning']}"] if row.get("tensor_mix_warning") else []
+    if row.get("requantized_from"):
+        flags.append(f"! requantized from {row['requantized_from']}")
+    return safe_text("; ".join([str(mix), *flags]))
 
 
 def row_kind(row: Row) -> RowKind:
@@ -343,6 +354,11 @@ COLUMNS: tuple[Column, ...] = (
     field("soak_end_slope_c_per_min", "number|null", "°C/min", LOCAL),
     field("soak_burst_j_per_token", "number|null", "J/token", LOCAL),
     field("soak_sustained_j_per_token", "number|null", "J/token", LOCAL),
+    # v12: what the model file's tensors are (agent/gguf/quantizer.py): each type's share of the weights, a
+    # warning where most weight matrices are not of the named type, and what a requantized file was made from
+    field("tensor_mix", "string|null", rows=LOCAL),
+    field("tensor_mix_warning", "string|null", rows=LOCAL),
+    field("requantized_from", "string|null", rows=LOCAL),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
@@ -375,6 +391,7 @@ COLUMNS: tuple[Column, ...] = (
     column("agree", "agree vs ref", lambda r: fmt_agreement(r, " prefix"), html_fmt=fmt_agreement,
            width_rank=1),
     column("kld", "KLD / same-top", fmt_quality, width_rank=22),
+    column("mix", "tensor types", fmt_mix),  # the first left out where the screen is narrow
     # perplexity beside KLD: both from the model's quality run, '@ctx N' where it scored at another ctx
     column("ppl", "PPL / ΔPPL", fmt_ppl, width_rank=15),
     column("tg_ref", "tg×ref", value_of("tg_ratio_vs_ref", 2), style="num", width_rank=20),

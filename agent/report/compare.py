@@ -1,9 +1,11 @@
 """Compare two sweeps config by config: ratio of medians (B / A) and whether the difference is within noise.
 
 Configs match on the model (label and quant), ctx, ngl, threads, n_batch, flash_attn, type_k/type_v and the
-workload. A difference is "within noise" when the min–max ranges of the two sets of steady reps overlap: the
-slowest rep of one is not faster than the fastest of the other, so with a handful of reps no claim of a
-change can be made. With a single rep on each side the range is a point and only equal values overlap.
+workload. A difference is "within noise" when the rank interval of the ratio of the two sets of steady reps
+(agent/report/speed_ratio.py, at 95 %: the same interval the recommendation decides with) holds 1, or when
+the reps are too few for any interval at that level: then no claim of a change can be made. Rows without
+their reps (``compare_rows`` on bare report rows) fall back to the min–max ranges: within noise when they
+overlap.
 
 The output opens by naming A and B (sweep, plan, device, build, start), so a pasted comparison says what it
 compares. On a terminal the table fits its width as the report's does: constant columns said once, then
@@ -23,6 +25,7 @@ from sqlalchemy.orm import Session
 from edgeprof.report.llamabench.identity import ngl_key
 from edgeprof.report.render.text import wrap_line
 from edgeprof.report.rows import ReportError, build_rows
+from edgeprof.report.speed_ratio import speed_ratio
 from edgeprof.report.tables import drop_constant_columns, fit_table, grid_width, md_table
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Build, Device, Measurement, Run, Sweep
@@ -101,20 +104,38 @@ def ranges_overlap(
 
 
 def _with_ttft_range(session: Session, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add ``ttft_ms_min``/``ttft_ms_max`` over the steady reps (the report keeps p50/p95 only)."""
+    """Add ``ttft_ms_min``/``ttft_ms_max`` over the steady reps (the report keeps p50/p95 only), and each
+    metric's steady reps (``_reps_<metric>``) for the rank interval."""
     ids = [int(r["run_id"]) for r in rows]
-    by_run: dict[int, list[float | None]] = {}
+    by_run: dict[int, list[tuple[float | None, float | None, float | None]]] = {}
     if ids:
-        for run_id, ttft in session.execute(
-            select(Measurement.run_id, Measurement.ttft_ms).where(
+        for run_id, tg, pp, ttft in session.execute(
+            select(Measurement.run_id, Measurement.tg_tps, Measurement.pp_tps, Measurement.ttft_ms).where(
                 Measurement.run_id.in_(ids), Measurement.kind == "steady"
             )
         ):
-            by_run.setdefault(run_id, []).append(ttft)
+            by_run.setdefault(run_id, []).append((tg, pp, ttft))
     for row in rows:
-        summary = Summary.of(by_run.get(int(row["run_id"]), []))
+        reps = by_run.get(int(row["run_id"]), [])
+        summary = Summary.of(r[2] for r in reps)
         row["ttft_ms_min"], row["ttft_ms_max"] = summary.min, summary.max
+        for i, metric in enumerate(METRICS):
+            values = (r[i] for r in reps)
+            row[f"_reps_{metric}"] = [float(v) for v in values if v is not None and v > 0]
     return rows
+
+
+# The level of the interval that says "within noise", as the recommendation's default.
+NOISE_CONFIDENCE_PCT = 95.0
+
+
+def within_noise(a: Mapping[str, Any], b: Mapping[str, Any], metric: str) -> bool | None:
+    """Whether the two sides' figures of ``metric`` are within noise of each other (module docstring)."""
+    a_reps, b_reps = a.get(f"_reps_{metric}"), b.get(f"_reps_{metric}")
+    if a_reps and b_reps:
+        return not speed_ratio(b_reps, a_reps, NOISE_CONFIDENCE_PCT).decided
+    _med, lo, hi = METRICS[metric]
+    return ranges_overlap(a.get(lo), a.get(hi), b.get(lo), b.get(hi))
 
 
 def compare_rows(
@@ -149,14 +170,14 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
     row["a_status"] = a.get("status") if a is not None else None
     row["b_status"] = b.get("status") if b is not None else None
     row["a_caveat"], row["b_caveat"] = caveat_of(a), caveat_of(b)
-    for metric, (med, lo, hi) in METRICS.items():
+    for metric, (med, _lo, _hi) in METRICS.items():
         va = a.get(med) if a is not None else None
         vb = b.get(med) if b is not None else None
         row[f"{metric}_a"], row[f"{metric}_b"] = va, vb
         r = ratio(va, vb)
         row[f"{metric}_ratio"] = round(r, 4) if r is not None else None
         row[f"{metric}_within_noise"] = (
-            ranges_overlap(a.get(lo), a.get(hi), b.get(lo), b.get(hi))
+            within_noise(a, b, metric)
             if a is not None and b is not None and va is not None and vb is not None
             else None
         )

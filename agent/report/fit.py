@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from edgeprof.gguf.quantizer import describe_shares
 from edgeprof.plan import QualityBudget, budget_from_plan_text
 from edgeprof.report.recommend import (
     Recommendation,
@@ -31,6 +32,7 @@ from edgeprof.report.recommend import (
     reference_warnings,
     render_recommendations,
 )
+from edgeprof.report.speed_ratio import reps_by_block
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Run, Sweep
 
@@ -59,9 +61,16 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         # for the recommendation, not the schema: the reps its speed ratios are taken over, and whether the
         # row is a quality workload's own (no speed to rank)
         row["_tg_tps_reps"] = [m.tg_tps for m in steady if m.tg_tps is not None]
+        # ... and the blocks they ran in, paired with the rivals' blocks of the same round (interleaved)
+        loads = [(ph.t_start_mono, ph.rep or 0) for ph in run.phases if ph.name == "load"] if run else []
+        row["_tg_tps_blocks"] = reps_by_block(
+            loads, [(m.t_start_mono, m.tg_tps) for m in steady if m.tg_tps is not None and m.tg_tps > 0]
+        )
         row["_workload_kind"] = (
             json.loads(run.workload_json).get("kind", "generation") if run is not None else None
         )
+        # the share of the probe's slowest and fastest pass: the bandwidth share with the probe's own spread
+        row["_bw_pct_range"] = None if on_dgpu else share_range(bw, sweep)
         row.update(
             {
                 "mem_predicted_mb": run.mem_predicted_mb if run is not None else None,
@@ -71,6 +80,7 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
                 "bw_probe_gbps": probe,
                 "bw_datasheet_gbps": sheet,
                 "bw_datasheet_pct": None if on_dgpu else _pct(bw, sheet),
+                **mix_fields(detail.get("tensor_mix")),
             }
         )
     budget = QualityBudget()
@@ -91,8 +101,43 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
     return recs
 
 
+def mix_fields(mix: Any) -> dict[str, Any]:
+    """The model file's tensor-type mix as stored with its memory prediction (agent/gguf/quantizer.py)."""
+    if not isinstance(mix, dict):
+        return {"tensor_mix": None, "tensor_mix_warning": None, "requantized_from": None}
+    shares = mix.get("shares") or {}
+    return {
+        "tensor_mix": describe_shares(shares) if shares else None,
+        "tensor_mix_warning": mix.get("warning"),
+        "requantized_from": mix.get("requantized_from"),
+    }
+
+
 def recommendation_lines(rows: list[dict[str, Any]]) -> list[str]:
     return list(rows[0].get("_recommendation_lines") or []) if rows else []
+
+
+def share_range(bw: float | None, sweep: Sweep | None) -> tuple[float, float] | None:
+    """``bw`` as a share (%) of the probe's fastest and of its slowest pass; None without either."""
+    if bw is None or sweep is None or not sweep.bw_probe_json:
+        return None
+    stored = json.loads(sweep.bw_probe_json)
+    fastest, slowest = stored.get("pass_max_gbps"), stored.get("pass_min_gbps")
+    if not fastest or not slowest:
+        return None
+    return round(100.0 * bw / fastest, 1), round(100.0 * bw / slowest, 1)
+
+
+def probe_spread(stored: dict[str, Any]) -> str:
+    """The probe's own spread over its passes and what it makes of a share: "passes 5.6 / 18.3 / 27.3 GB/s
+    min/median/max (a share of it can be off by as much)"; "" for a probe stored before it was kept."""
+    lo, mid, hi = (stored.get(k) for k in ("pass_min_gbps", "pass_median_gbps", "pass_max_gbps"))
+    if lo is None or mid is None or hi is None:
+        return ""
+    return (
+        f"the probe's {stored.get('passes', '?')} passes read {lo:.1f} / {mid:.1f} / {hi:.1f} GB/s "
+        f"min/median/max, so a share of it is good to about {100 * (hi - lo) / hi:.0f} %"
+    )
 
 
 def bandwidth_note(rows: list[dict[str, Any]], session: Session | None = None) -> str | None:
@@ -109,7 +154,9 @@ def bandwidth_note(rows: list[dict[str, Any]], session: Session | None = None) -
     if session is not None:
         sweep = session.get(Sweep, int(rows[0]["sweep_id"]))
         if sweep is not None and sweep.bw_probe_json:
-            parts.append(str(json.loads(sweep.bw_probe_json).get("method", "")))
+            stored = json.loads(sweep.bw_probe_json)
+            parts.append(probe_spread(stored))
+            parts.append(str(stored.get("method", "")))
         if sweep is not None and sweep.bw_datasheet_source:
             parts.append(f"source: {sweep.bw_datasheet_source}")
     return "; ".join(p for p in parts if p) or None

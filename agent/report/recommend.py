@@ -1,6 +1,9 @@
-"""The answer: which variant to run here, per condition — (model group, runner, ctx, depth, ngl, threads,
-workload, and every other llama.cpp parameter of the sweep). Only the files of a group (its quants) compete
-within one condition: another depth or thread count is another question, never a rival.
+"""The answer: which variant to run here, per condition — (model group, runner, workload, ctx, depth, and
+every other parameter held fixed, agent/plan/budget.py). The files of a group (its quants) compete within one
+condition, and so do the llama.cpp parameters a user tunes for speed alone (threads, batch, ngl, ...): a
+variant is a file with its parameters, and where a parameter decided, a line says by how much ("threads 1:
+12× faster than threads 2 here"). Another ctx or depth is another question, never a rival. The rivals'
+steady reps ran interleaved (agent/sweep/interleave.py), and their speed ratio is taken over paired blocks.
 
 The rules, each for a reason:
 - a variant competes only when it ran (a config predicted not to fit is stored ``skipped_memory`` and never
@@ -15,6 +18,9 @@ The rules, each for a reason:
   tie and the tie goes to quality (lower KLD; without KLD, more bits per weight);
 - rows marked ``contended`` or ``unstable``, or with fewer than ``min_reps`` steady reps, never decide: their
   medians may say more about the machine than about the file, so the line says "no decision" and names them.
+  Except where the rivals ran interleaved (at least ``MIN_PAIRED_BLOCKS`` blocks each, alternating): then
+  the other work fell on every rival alike, block by block, the paired-block interval carries its noise, and
+  the decision stands, with a note that it was made under that load. Too few reps never decide.
 """
 
 from __future__ import annotations
@@ -25,35 +31,41 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgeprof.plan import QualityBudget
-from edgeprof.report.reference import PARAM_KEYS
-from edgeprof.report.speed_ratio import SpeedRatio, speed_ratio
+from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
+from edgeprof.report.speed_ratio import SpeedRatio, blocked_ratio
 from edgeprof.runners.registry import DEFAULT_RUNNER
 
-# Named in every recommendation line; the other parameters only where the sweep varies them.
-NAMED_AXES = ("ctx", "depth", "ngl", "threads")
+# Named in every recommendation line (ngl and threads where all its rivals share them; where they do not,
+# each variant's label names its own); the other held parameters only where the sweep varies them.
+NAMED_AXES = ("ctx", "depth")
+NAMED_RIVALS = ("ngl", "threads")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """What is held fixed while the quants of a group compete."""
+    """What is held fixed while the quants of a group and the competing parameters compete."""
 
     model_group: str
     workload: str
     runner: str
-    params: tuple[tuple[str, Any], ...]  # every PARAM_KEYS value, depth None read as 0
+    params: tuple[tuple[str, Any], ...]  # every held parameter's value, depth None read as 0
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Condition:
-        params = tuple((k, (row.get(k) or 0) if k == "depth" else row.get(k)) for k in PARAM_KEYS)
+        params = held_values(row)
         return cls(
             str(row["model_group"]), str(row["workload"]), str(row.get("runner") or DEFAULT_RUNNER), params
         )
 
-    def describe(self, varying: Sequence[str] = (), show_group: bool = True) -> str:
+    def describe(
+        self, varying: Sequence[str] = (), show_group: bool = True, shared: Sequence[tuple[str, Any]] = ()
+    ) -> str:
+        """``shared``: the competing parameters every variant of the condition has alike, to name too."""
         values = dict(self.params)
         parts = [f"{k} {values[k]}" for k in NAMED_AXES]
+        parts += [f"{k} {_word(v)}" for k, v in shared if k in NAMED_RIVALS]
         parts += [self.workload, self.runner]
-        parts += [f"{k} {_word(values[k])}" for k in PARAM_KEYS if k in varying and k not in NAMED_AXES]
+        parts += [f"{k} {_word(values[k])}" for k in HELD_PARAMS if k in varying and k not in NAMED_AXES]
         where = ", ".join(parts)
         return f"{self.model_group}: {where}" if show_group else where
 
@@ -72,15 +84,25 @@ class Candidate:
     kld_mean: float | None
     same_top_pct: float | None
     is_reference: bool
+    rivals_shown: tuple[str, ...] = ()  # the competing parameters that vary in its condition
 
     @property
     def label(self) -> str:
-        return str(self.row["model_label"])
+        """The file's label, and the competing parameters where the condition varies them."""
+        params = " ".join(f"{k} {_word(self.row.get(k))}" for k in self.rivals_shown)
+        return f"{self.row['model_label']} {params}" if params else str(self.row["model_label"])
 
     @property
     def reps(self) -> list[float]:
         """The steady reps' tg t/s (attached by agent/report/fit.py from the stored measurements)."""
         return [float(v) for v in self.row.get("_tg_tps_reps") or [] if v is not None and v > 0]
+
+    @property
+    def blocks(self) -> dict[int, list[float]]:
+        """The steady reps by the block they ran in (all in block 0 where no blocks were attached)."""
+        blocks = self.row.get("_tg_tps_blocks") or {}
+        found = {int(k): [float(v) for v in vs if v is not None and v > 0] for k, vs in blocks.items()}
+        return {k: vs for k, vs in found.items() if vs} or {0: self.reps}
 
     @property
     def median(self) -> float:
@@ -111,13 +133,16 @@ class Recommendation:
     caveat: str | None = None  # the only variant left: why its own figures are not clean
     noisy: bool = False  # an undecided row is contended or unstable
     too_few: bool = False  # an undecided row has fewer than min_reps steady reps
+    advice: list[str] = field(default_factory=list)  # what each competing parameter of the best's file did
+    shared: tuple[tuple[str, Any], ...] = ()  # the competing parameters all its variants have alike
+    notes: list[str] = field(default_factory=list)  # labels that name one file (equal sha256)
 
     @property
     def model_group(self) -> str:
         return self.condition.model_group
 
     def lines(self, show_group: bool = True, varying: Sequence[str] = ()) -> list[str]:
-        where = self.condition.describe(varying, show_group)
+        where = self.condition.describe(varying, show_group, self.shared)
         if self.decision == "none":
             why = "; ".join(self.excluded) if self.excluded else "no variant ran"
             return [f"Recommendation ({where}): none — {why}"]
@@ -127,6 +152,8 @@ class Recommendation:
             out = [f"Recommendation ({where}): {self.best.label} — {self._rule()}"]
             out.append(f"  evidence: {evidence(self.best)}")
             out += self._runner_up_lines()
+            out += [f"  advice: {a}" for a in self.advice]
+        out += [f"  note: {n}" for n in self.notes]
         return out + [f"  excluded: {x}" for x in self.excluded]
 
     def _rule(self) -> str:
@@ -206,7 +233,10 @@ def evidence(c: Candidate) -> str:
     if mem:
         parts.append(", ".join(mem))
     if r.get("bw_pct") is not None:
-        parts.append(f"{r['bw_pct']:.0f} % of measured bandwidth")
+        spread = r.get("_bw_pct_range")
+        # the probe's own spread: the share of its fastest and of its slowest pass
+        within = f" ({spread[0]:.0f}–{spread[1]:.0f} % over the probe's passes)" if spread else ""
+        parts.append(f"{r['bw_pct']:.0f} % of measured bandwidth{within}")
     return " · ".join(parts)
 
 
@@ -263,13 +293,32 @@ CONTENDED = "contended"
 UNSTABLE = "unstable"
 
 
-def noise_flags(c: Candidate, budget: QualityBudget) -> list[str]:
-    """Why ``c``'s speed cannot decide anything (empty: it can)."""
+def machine_flags(c: Candidate) -> list[str]:
+    """What the row's verdicts say of the machine while it ran: contended, unstable."""
     flags = []
     if c.row.get("interference_verdict") == "contended":
         flags.append(CONTENDED)
     if c.row.get("stability_verdict") == "unstable":
         flags.append(UNSTABLE)
+    return flags
+
+
+# Blocks two rivals must share before their ratio stands on pairs rather than on their whole runs.
+MIN_PAIRED_BLOCKS = 2
+
+
+def interleaved(eligible: Sequence[Candidate]) -> bool:
+    """Whether every rival's steady reps ran in blocks alternating with every other's (agent/sweep/
+    interleave.py): then what the machine did fell on all of them alike, and the paired-block interval
+    (agent/report/speed_ratio.py ``blocked_ratio``) already carries its noise."""
+    shared = set.intersection(*(set(c.blocks) for c in eligible)) if eligible else set()
+    return len(shared) >= MIN_PAIRED_BLOCKS
+
+
+def noise_flags(c: Candidate, budget: QualityBudget, paired: bool = False) -> list[str]:
+    """Why ``c``'s speed cannot decide anything (empty: it can). ``paired``: the rivals ran interleaved, so
+    a contended or unstable machine no longer stops a decision (the rivals shared it, block by block)."""
+    flags = [] if paired else machine_flags(c)
     n = len(c.reps)
     if n < budget.min_reps:
         flags.append(f"{n} steady reps < {budget.min_reps}")
@@ -286,8 +335,17 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
         rec.decision, rec.best = "only", eligible[0]
         rec.caveat = ", ".join(noise_flags(eligible[0], budget)) or None
         return
+    paired = interleaved(eligible)
+    if paired:
+        loaded = [f"{c.label} ({', '.join(f)})" for c in eligible if (f := machine_flags(c))]
+        if loaded:
+            rec.notes.append(
+                f"measured under other work: {'; '.join(loaded)}; the variants ran interleaved, so it fell "
+                "on each of them alike, and the interval is over their paired blocks: the ratio holds "
+                "for this load"
+            )
     for c in eligible:
-        flags = noise_flags(c, budget)
+        flags = noise_flags(c, budget, paired)
         if flags:
             rec.reasons[int(c.row["run_id"])] = ", ".join(flags)
             rec.undecided.append(f"{c.label} ({', '.join(flags)})")
@@ -298,7 +356,7 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
         return
     by_speed = sorted(eligible, key=lambda c: -c.median)
     fastest = by_speed[0]
-    vs_fastest = {id(c): speed_ratio(fastest.reps, c.reps, budget.confidence_pct) for c in by_speed[1:]}
+    vs_fastest = {id(c): ratio_of(fastest, c, budget.confidence_pct) for c in by_speed[1:]}
     tied = [fastest] + [c for c in by_speed[1:] if not _faster(vs_fastest[id(c)])]
     if len(tied) == 1:
         rec.decision, rec.best, rec.runner_up = "faster", fastest, by_speed[1]
@@ -309,7 +367,66 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
     assert best is not None
     for c in eligible:
         if c is not best:
-            rec.ratios[int(c.row["run_id"])] = speed_ratio(best.reps, c.reps, budget.confidence_pct)
+            rec.ratios[int(c.row["run_id"])] = ratio_of(best, c, budget.confidence_pct)
+    rec.advice = parameter_advice(best, eligible, rec.ratios)
+
+
+def parameter_advice(
+    best: Candidate, eligible: Sequence[Candidate], ratios: Mapping[int, SpeedRatio]
+) -> list[str]:
+    """For each competing parameter the condition varies: the best's value against each other value of it on
+    the same file, every other parameter as the best's ("threads 1: 12× faster than threads 2 here")."""
+    out: list[str] = []
+    for name in best.rivals_shown:
+        others = [k for k in best.rivals_shown if k != name]
+        for c in eligible:
+            same_file = c.row["model_label"] == best.row["model_label"]
+            if c is best or not same_file or any(c.row.get(k) != best.row.get(k) for k in others):
+                continue
+            ratio = ratios[int(c.row["run_id"])]
+            mine, theirs = f"{name} {_word(best.row.get(name))}", f"{name} {_word(c.row.get(name))}"
+            if ratio.decided and ratio.ratio > 1.0:
+                out.append(f"{mine}: {_times(ratio.ratio)} faster than {theirs} here ({ratio.describe()})")
+            else:
+                out.append(f"{mine} and {theirs}: within noise here ({ratio.describe()})")
+    return out
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+
+
+def file_notes(members: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What a file's own tensors say against its name: requantized, or mostly of other types."""
+    out: list[str] = []
+    for row in members:
+        label = str(row["model_label"])
+        if row.get("requantized_from") and not any(n.startswith(f"{label} was") for n in out):
+            out.append(f"{label} was requantized from {row['requantized_from']}: precision lost twice")
+        if row.get("tensor_mix_warning") and not any(n.startswith(f"{label} (") for n in out):
+            quant = row.get("quant") or "?"
+            out.append(f"{label} ({quant}): {row['tensor_mix_warning']} ({row['tensor_mix']})")
+    return out
+
+
+def same_file_notes(members: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Labels of one condition whose files have the same sha256: one file, whatever their speeds say."""
+    labels: dict[str, list[str]] = {}
+    for row in members:
+        sha, label = row.get("model_sha256"), str(row["model_label"])
+        if sha and label not in labels.setdefault(str(sha), []):
+            labels[str(sha)].append(label)
+    return [
+        f"{' and '.join(names)} are one file (sha256 {sha[:12]}…): "
+        "any difference between them is the machine's"
+        for sha, names in labels.items()
+        if len(names) > 1
+    ]
+
+
+def ratio_of(a: Candidate, b: Candidate, confidence_pct: float) -> SpeedRatio:
+    """``a``'s speed over ``b``'s, its interval over the blocks they ran in side by side."""
+    return blocked_ratio(a.blocks, b.blocks, confidence_pct)
 
 
 def _faster(r: SpeedRatio) -> bool:
@@ -330,13 +447,16 @@ def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = 
     out: list[Recommendation] = []
     for condition, members in _conditions(rows).items():
         cands: list[Candidate] = []
+        shown = tuple(k for k in RIVAL_PARAMS if len({_word(r.get(k)) for r in members}) > 1)
         for row in members:
             kld, top = _quality_of(row, rows)
             ref_label = row.get("quality_reference_label") or row.get("reference_label")
             is_ref = ref_label is not None and row["model_label"] == ref_label
-            cands.append(Candidate(row, kld, top, is_ref))
+            cands.append(Candidate(row, kld, top, is_ref, shown))
         quality_known = any(c.kld_mean is not None for c in cands)
         rec = Recommendation(condition, budget, None, None, quality_known)
+        rec.notes = same_file_notes(members) + file_notes(members)
+        rec.shared = tuple((k, members[0].get(k)) for k in RIVAL_PARAMS if k not in shown)
         eligible: list[Candidate] = []
         for c in cands:
             reason = exclusion(c, budget, quality_known)

@@ -17,12 +17,19 @@ Chosen over a bootstrap of the medians because:
 
 Beyond ``EXACT_MAX_PAIRS`` pairs the U quantile comes from the normal approximation (continuity-corrected),
 which is then accurate to far better than the interval's own resolution.
+
+Variants measured interleaved (agent/sweep/interleave.py: block i of every variant of a condition runs in
+round i, the rounds in alternating order) get the same interval over **paired blocks** (``blocked_ratio``):
+only the differences within a block pair enter, and the null distribution of U is that of the sum of
+the blocks' own Mann–Whitney statistics (the convolution of their Gaussian binomials). The host's drift
+between rounds then moves both sides of every difference alike and cannot pass for a difference between the
+variants; with a single block this is the interval above.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -74,10 +81,26 @@ def u_counts(m: int, n: int) -> tuple[int, ...]:
 def cut_count(m: int, n: int, confidence_pct: float) -> int:
     """k: the largest number of pairwise differences that may be cut off at each end so that the interval
     between them still covers with at least ``confidence_pct`` (0: no interval is possible)."""
+    return blocked_cut_count([(m, n)], confidence_pct)
+
+
+def blocked_cut_count(sizes: Sequence[tuple[int, int]], confidence_pct: float) -> int:
+    """``cut_count`` for blocks of (m_i, n_i) reps whose differences are taken within each block only: U is
+    the sum of the blocks' independent U statistics."""
     alpha_half = (1.0 - confidence_pct / 100.0) / 2.0
-    if m * n <= EXACT_MAX_PAIRS:
-        counts = u_counts(min(m, n), max(m, n))
-        total = math.comb(m + n, m)
+    sizes = [(m, n) for m, n in sizes if m > 0 and n > 0]
+    n_pairs = sum(m * n for m, n in sizes)
+    if n_pairs <= EXACT_MAX_PAIRS:
+        counts: list[int] = [1]
+        total = 1
+        for m, n in sizes:
+            block = u_counts(min(m, n), max(m, n))
+            total *= math.comb(m + n, m)
+            summed = [0] * (len(counts) + len(block) - 1)
+            for i, c in enumerate(counts):
+                for j, d in enumerate(block):
+                    summed[i + j] += c * d
+            counts = summed
         cumulative, k = 0, 0
         for c in counts:  # P(U ≤ k) ≤ α/2 for the cut-off U = 0 … k − 1
             cumulative += c
@@ -85,8 +108,8 @@ def cut_count(m: int, n: int, confidence_pct: float) -> int:
                 break
             k += 1
         return k
-    mean = m * n / 2.0
-    sd = math.sqrt(m * n * (m + n + 1) / 12.0)
+    mean = n_pairs / 2.0
+    sd = math.sqrt(sum(m * n * (m + n + 1) / 12.0 for m, n in sizes))
     z = NormalDist().inv_cdf(1.0 - alpha_half)
     return max(0, math.floor(mean - z * sd - 0.5) + 1)
 
@@ -103,3 +126,43 @@ def speed_ratio(a: Sequence[float], b: Sequence[float], confidence_pct: float = 
     diffs = sorted(math.log(x) - math.log(y) for x in a for y in b)
     low, high = math.exp(diffs[k - 1]), math.exp(diffs[len(diffs) - k])
     return SpeedRatio(ratio, low, high, confidence_pct)
+
+
+def blocked_ratio(
+    a_blocks: Mapping[int, Sequence[float]],
+    b_blocks: Mapping[int, Sequence[float]],
+    confidence_pct: float = 95.0,
+) -> SpeedRatio:
+    """The ratio of the medians of all of ``a``'s reps to all of ``b``'s, its interval over the paired blocks
+    (block id -> that block's speeds): differences only within a block both sides have."""
+    a = [x for reps in a_blocks.values() for x in reps]
+    b = [y for reps in b_blocks.values() for y in reps]
+    med_a, med_b = median(a), median(b)
+    if med_a is None or med_b is None or med_b <= 0 or min(*a, *b) <= 0:
+        raise ValueError("blocked_ratio needs two non-empty samples of positive speeds")
+    shared = sorted(set(a_blocks) & set(b_blocks))
+    sizes = [(len(a_blocks[i]), len(b_blocks[i])) for i in shared]
+    k = blocked_cut_count(sizes, confidence_pct)
+    ratio = med_a / med_b
+    if k < 1:
+        return SpeedRatio(ratio, None, None, confidence_pct)
+    diffs = sorted(math.log(x) - math.log(y) for i in shared for x in a_blocks[i] for y in b_blocks[i])
+    return SpeedRatio(ratio, math.exp(diffs[k - 1]), math.exp(diffs[len(diffs) - k]), confidence_pct)
+
+
+def reps_by_block(
+    loads: Sequence[tuple[float, int]], reps: Sequence[tuple[float | None, float]]
+) -> dict[int, list[float]]:
+    """Block id -> the speeds of the steady reps run in it: each rep (start time, speed) belongs to the block
+    of the last child load (start time, block id) before it; a rep without a time, or a run measured in one
+    child, is block 0."""
+    ordered = sorted(loads)
+    out: dict[int, list[float]] = {}
+    for t, value in reps:
+        block = 0
+        for t_load, b in ordered:
+            if t is None or t_load > t:
+                break
+            block = b
+        out.setdefault(block, []).append(value)
+    return out

@@ -34,6 +34,7 @@ from edgeprof.gguf import (
     read_model_shape,
     weights_read_per_token,
 )
+from edgeprof.gguf.quantizer import QuantizeError, tensor_mix
 from edgeprof.plan import RunSpec, estimate_prompt_tokens
 from edgeprof.storage.models import Run, Sweep
 
@@ -110,6 +111,7 @@ class FitChecker:
         # A discrete GPU's own memory is checked apart from the host's (on a Jetson it is the same pool).
         self.gpu_free_mb = gpu_free_mb or nvml_gpu_free_mb
         self._shapes: dict[str, ModelShape | None] = {}
+        self._mixes: dict[str, dict[str, Any] | None] = {}
         self.errors: dict[str, str] = {}
         # The runtime's own memory (interpreter, llama.cpp, a CUDA context on a GPU build) as this machine's
         # finished runs show it; None until one has: the measured constant of memory_model is used.
@@ -124,6 +126,15 @@ class FitChecker:
                 self._shapes[path] = None
                 self.errors[path] = str(exc)
         return self._shapes[path]
+
+    def mix(self, path: str) -> dict[str, Any] | None:
+        """The file's tensor-type mix (agent/gguf/quantizer.py) as stored with the prediction."""
+        if path not in self._mixes:
+            try:
+                self._mixes[path] = tensor_mix(path).to_json()
+            except QuantizeError:
+                self._mixes[path] = None
+        return self._mixes[path]
 
     def assess(self, run: Run, spec: RunSpec) -> FitCheck | None:
         """Store the prediction on ``run``; the check's outcome, or None where no prediction is possible."""
@@ -163,6 +174,9 @@ class FitChecker:
         detail = pred.to_json()
         detail["reserve_mb"] = self.reserve_mb
         detail["runtime_calibrated_from_run"] = self.runtime_from
+        # what the same tensor table says of the file's types (the report's tensor-type mix and the
+        # requantization mark), read here once per file like its shape
+        detail["tensor_mix"] = self.mix(spec.model.path)
         run.mem_prediction_json = json.dumps(detail, sort_keys=True)
         run.weights_read_bytes_per_token = weights_read_per_token(shape)
         run.kv_read_bytes_per_position = kv_read_per_token(shape, 1, p.n_ctx, p.n_ubatch, p.type_k, p.type_v)
@@ -227,7 +241,13 @@ def record_sweep_bandwidth(
     sweep.bw_probe_gbps = round(result.gbps, 3)
     sweep.bw_probe_json = json.dumps(result.to_json(), sort_keys=True)
     if say is not None:
+        spread = ""
+        if result.pass_min_gbps is not None and result.pass_max_gbps is not None:
+            spread = (
+                f"; {result.passes} passes {result.pass_min_gbps:.1f} / {result.pass_median_gbps:.1f} / "
+                f"{result.pass_max_gbps:.1f} GB/s min/median/max"
+            )
         say(
             f"memory bandwidth probe: {result.gbps:.1f} GB/s (read {result.read_gbps:.1f}, copy "
-            f"{result.copy_gbps:.1f}; {result.method})"
+            f"{result.copy_gbps:.1f}{spread}; {result.method})"
         )

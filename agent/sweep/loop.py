@@ -41,9 +41,10 @@ from edgeprof.run_states import FINISHED_STATUSES, SKIPPED_MEMORY, utcnow
 from edgeprof.storage.guard import error_line
 from edgeprof.storage.models import Device, Run, Sweep
 from edgeprof.sweep.fit import FitChecker, record_sweep_bandwidth
+from edgeprof.sweep.interleave import OpenConfig, measure_rivals, rival_units
 from edgeprof.sweep.lease import Lease, lease_key, mark_interrupted, reconcile_plan
 from edgeprof.sweep.lease import acquire as acquire_lease
-from edgeprof.sweep.models import ModelRows, hash_models, model_group
+from edgeprof.sweep.models import ModelRows, hash_models, model_group, same_file_lines
 from edgeprof.sweep.progress import Progress
 from edgeprof.sweep.runs import interrupted_before, new_run, store_interrupted
 
@@ -228,6 +229,8 @@ def _run_plan_held(engine: Engine, plan: Plan, *, held: _Held, opts: SweepOption
         todo = _still_to_measure(session, sweep, specs, opts.retry_failed)
         outcome = SweepOutcome(sweep_id=sweep.id, n_specs=len(specs), n_skipped=len(specs) - len(todo))
         progress = Progress(len(specs), opts.out or sys.stdout)
+        for line in same_file_lines(plan, models) if todo else ():
+            progress.line(line)
         fitter = _preflight(session, plan, sweep, device, start_state, bool(todo), outcome, progress, opts)
         tele, hooks = _start_telemetry(opts, sweep.id, bool(todo), progress, held)
         configs = ConfigLoop(
@@ -386,18 +389,29 @@ class ConfigLoop:
         self.index = self.outcome.n_skipped
 
     def measure_all(self, todo: list[RunSpec]) -> None:
-        for spec in todo:
+        """Each config, or each set of rival configs measured interleaved (agent/sweep/interleave.py)."""
+        for unit in rival_units(todo, lambda s: model_group(s, self.plan.model_info.get(s.model.path))):
             stop_reason = self.opts.should_start() if self.opts.should_start is not None else None
             if stop_reason:
                 self.outcome.paused = stop_reason
                 where = f"sweep {self.sweep.id} paused before config {self.index + 1}"
                 self.progress.line(f"{where}: {stop_reason}")
                 return
-            self.index += 1
-            self.measure_one(spec)
+            if len(unit) == 1:
+                self.measure_one(unit[0])
+            else:
+                measure_rivals(self, unit)
 
     def measure_one(self, spec: RunSpec) -> None:
         """One config, from its run row to its finished line; a refused config is a stored row too."""
+        opened = self.open_config(spec, spec)
+        if opened is not None:
+            self.close_config(opened)
+
+    def open_config(self, spec: RunSpec, first: RunSpec) -> OpenConfig | None:
+        """A config's run row, power mode, fit check and first child (``first``: the spec it runs with, the
+        spec itself or its first block of steady reps); None when it was refused (stored and said so)."""
+        self.index += 1
         session = self.session
         executor = executor_of_spec(spec)
         label = executor.label(spec)
@@ -410,24 +424,30 @@ class ConfigLoop:
         session.commit()
         if switch_error is not None:
             self.refuse(run, label, "error", f"power mode switch failed: {switch_error}", "ERROR")
-            return
+            return None
         fit = self.fitter.assess(run, spec)
         session.commit()
         if fit is not None and fit.fits is False:  # not started: it would be OOM-killed
             self.refuse(run, label, SKIPPED_MEMORY, f"predicted not to fit: {fit.message()}", "SKIPPED")
-            return
+            return None
         self.progress.start(self.index, label)
         if interrupted_before(session, self.sweep, spec, run) and spec.workload.kind == "soak":
             self.progress.line(f"run {run.id} {label}: soak restarts (a soak is one measurement)")
-        t0 = time.monotonic()
-        self.execute(executor, run, spec)
+        opened = OpenConfig(spec, run, executor, label, self.index, time.monotonic())
+        self.execute(executor, run, first)
+        return opened
+
+    def close_config(self, opened: OpenConfig) -> None:
+        """After a config's last child: bandwidth, the memory calibration, telemetry's analysis, its line."""
+        session, run, spec = self.session, opened.run, opened.spec
         _guarded(session, self.progress, "computing bandwidth", self.fitter.annotate_bandwidth, run, spec)
         self.fitter.calibrate(run, spec)
         session.commit()
         if self.hooks is not None:
             _guarded(session, self.progress, "analysing the run", self.hooks.after_run, session, run, spec)
         self.outcome.count(run.status)
-        self.finish_line(run, label, describe_outcome(session, run), time.monotonic() - t0)
+        seconds = time.monotonic() - opened.t0
+        self.finish_line(run, opened.label, describe_outcome(session, run), seconds, opened.index)
 
     def set_power_mode(self, spec: RunSpec) -> str | None:
         """Switch to the spec's power mode (a plan axis) unless the device is in it; the error, or None."""
@@ -461,15 +481,23 @@ class ConfigLoop:
         self.outcome.count(status)
         self.finish_line(run, label, f"{word}: {run.reason}", 0.0)
 
-    def finish_line(self, run: Run, label: str, outcome: str, seconds: float) -> None:
+    def finish_line(
+        self, run: Run, label: str, outcome: str, seconds: float, index: int | None = None
+    ) -> None:
         n_left = self.outcome.n_specs - self.index
-        self.progress.finish(self.index, f"run {run.id} {label}", outcome, seconds, n_left)
+        where = self.index if index is None else index
+        self.progress.finish(where, f"run {run.id} {label}", outcome, seconds, n_left)
 
     def execute(self, executor: Executor, run: Run, spec: RunSpec) -> None:
         """The executor runs the config, the telemetry hooks around it, every child event relayed to both."""
         session, progress, hooks = self.session, self.progress, self.hooks
         if hooks is not None:
             _guarded(session, progress, "before the run", hooks.before_run, session, run, spec)
+        executor.execute(session, run, spec, self.run_context(run))
+
+    def run_context(self, run: Run) -> RunContext:
+        """What an executor's children report to: progress and telemetry, the lease, the cooldown."""
+        session, progress, hooks = self.session, self.progress, self.hooks
 
         def relay(event: dict[str, Any]) -> None:
             progress.event(event)
@@ -481,7 +509,7 @@ class ConfigLoop:
         def cool(event: dict[str, Any]) -> float:
             return float(pace(session, run, event)) if pace is not None else 0.0
 
-        ctx = RunContext(
+        return RunContext(
             plan=self.plan,
             on_event=relay,
             env=self.opts.env,
@@ -489,7 +517,6 @@ class ConfigLoop:
             between_reps=cool if pace is not None else None,
             say=progress.line,
         )
-        executor.execute(session, run, spec, ctx)
 
 
 def describe_outcome(session: Session, run: Run) -> str:

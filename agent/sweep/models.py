@@ -83,3 +83,19 @@ def hash_models(session: Session, plan: Plan, heartbeat: Callable[[], None]) -> 
 def model_group(spec: RunSpec, info: GGUFInfo | None) -> str:
     """Which quants are 'the same model': an explicit group, else GGUF name + arch + parameter count."""
     return group_of(spec.model, info)
+
+
+def same_file_lines(plan: Plan, rows: ModelRows) -> list[str]:
+    """A line for each set of the plan's model labels whose files have one sha256: one file, whatever their
+    rows will say (its copies on two disks differ in their cold start only)."""
+    labels: dict[str, list[str]] = {}
+    for model in plan.models:
+        sha = rows.sha256.get(model.path)
+        if sha is not None and not is_server_entry(model.path):
+            labels.setdefault(sha, []).append(model.label)
+    return [
+        f"note: {' and '.join(names)} are one file (sha256 {sha[:12]}…): their steady speeds can differ "
+        "only by the machine"
+        for sha, names in labels.items()
+        if len(names) > 1
+    ]

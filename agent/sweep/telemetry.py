@@ -276,6 +276,11 @@ class Telemetry:
             )
         session.commit()
 
+    def resume_run(self, session: Session, run: Run) -> None:
+        """A later block of ``run``'s steady reps (agent/sweep/interleave.py): its samples are this run's
+        again, without another cooldown or idle baseline (the blocks of its rivals ran just before)."""
+        self.sampler.set_run(run.id)
+
     def between_reps(self, session: Session, run: Run, event: dict[str, Any]) -> float:
         """``[cooldown] per_rep``: the same wait as before a config, before each steady rep; returns the
         seconds waited (the child's timeout is moved by as much)."""

@@ -89,7 +89,8 @@ def report_rows(db: Path) -> list[Mapping[str, object]]:
 def test_scraped_during_a_real_sweep_and_as_a_textfile_after(tmp_path: Path, tiny_models) -> None:
     queue, db, port = tmp_path / "queue", tmp_path / "m.db", free_port()
     queue.mkdir()
-    plan = two_quant_plan(tiny_models, name="prom", timeout=120, repeat={"steady": 3})  # median != max
+    # median != max; apart: q8 done before q4 starts
+    plan = two_quant_plan(tiny_models, name="prom", timeout=120, repeat={"steady": 3}, apart=True)
     (queue / "plan.toml").write_text(plan)
     # the second config (q4) hangs in decode: the sweep is certainly still running when it is scraped
     env = clean_env(f"hang@decode:{tiny_models['Q4_K_M'].name}")

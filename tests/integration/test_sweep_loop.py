@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select, text
+from support.plans import plan_toml
 from support.runs import children_of, clean_env, running_runs, two_quant_plan, wait_for
 
 from edgeprof.gguf import read_gguf_info
@@ -148,8 +149,18 @@ def test_a_full_disk_mid_sweep_is_one_line_the_sweep_interrupted_and_finished_co
 ) -> None:
     db = tmp_path / "full.db"
     engine = open_engine(db)
-    # enough output per config that the second config's rows need new pages, which the full disk refuses
-    more = two_quant_plan(tiny_models, n_predict=64, repeat={"steady": 8})
+    # enough output per config that the second config's rows need new pages, which the full disk refuses;
+    # a group per model: two conditions, not rivals measured interleaved (whose runs finish together)
+    more = plan_toml(
+        [
+            {"path": str(tiny_models["Q8_0"]), "label": "q8", "group": "a"},
+            {"path": str(tiny_models["Q4_K_M"]), "label": "q4", "group": "b"},
+        ],
+        name="hard",
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 64}],
+        repeat={"cold": 1, "warmup": 0, "steady": 8},
+        run={"timeout_s": 60},
+    )
     plan = parse_plan(more, source=str(tmp_path / "p.toml"), base=tmp_path)
     with pytest.raises(SweepAborted) as info:
         run_plan(engine, plan, out=io.StringIO(), env=clean_env(), telemetry=FillTheDisk)

@@ -29,11 +29,17 @@ def two_quant_plan(
     repeat: Mapping[str, Any] | None = None,
     run: Mapping[str, Any] | None = None,
     tables: Mapping[str, Mapping[str, Any]] | None = None,
+    apart: bool = False,
 ) -> str:
     """Q8_0 (label q8) then Q4_K_M (q4) of the tiny models at ctx 256, one thread, 16 prompt tokens and
-    ``n_predict`` generated; one cold and one steady rep, no warm-up, ``timeout`` s per config."""
+    ``n_predict`` generated; one cold and one steady rep, no warm-up, ``timeout`` s per config.
+    ``apart``: each model in a group of its own, so the two are no rivals and q8 finishes before q4 starts
+    (rivals with more than one block of steady reps are measured interleaved and finish together)."""
+    entries: Any = {"q8": models["Q8_0"], "q4": models["Q4_K_M"]}
+    if apart:
+        entries = [{"path": str(path), "label": label, "group": label} for label, path in entries.items()]
     return plan_toml(
-        {"q8": models["Q8_0"], "q4": models["Q4_K_M"]},
+        entries,
         name=name,
         workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": n_predict}],
         repeat={"cold": 1, "warmup": 0, "steady": 1, **(repeat or {})},

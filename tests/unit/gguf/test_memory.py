@@ -151,6 +151,22 @@ def test_probe_measures_something_and_says_how() -> None:
     r = probe_bandwidth(buffer_mb=32, budget_s=0.2, threads=1)
     assert r.gbps > 0 and r.read_gbps > 0 and r.copy_gbps > 0 and r.passes >= 2
     assert "numpy" in r.method and r.to_json()["threads"] == 1
+    # its own spread over at least 5 passes: the best pass is the figure, the passes' range beside it
+    assert r.passes >= 5
+    assert r.pass_min_gbps is not None and r.pass_median_gbps is not None and r.pass_max_gbps is not None
+    assert r.pass_min_gbps <= r.pass_median_gbps <= r.pass_max_gbps
+    assert r.gbps >= r.pass_max_gbps * 0.999  # each pass's figure is one of its read/copy, the best is max
+
+
+def test_the_bandwidth_note_gives_the_probes_spread() -> None:
+    from edgeprof.report.fit import probe_spread
+
+    stored = {"passes": 12, "pass_min_gbps": 5.6, "pass_median_gbps": 18.3, "pass_max_gbps": 27.3}
+    assert probe_spread(stored) == (
+        "the probe's 12 passes read 5.6 / 18.3 / 27.3 GB/s min/median/max, "
+        "so a share of it is good to about 79 %"
+    )
+    assert probe_spread({"passes": 2}) == ""  # a probe stored before the spread was kept
 
 
 def test_sweep_records_the_datasheet_figure_for_the_power_mode() -> None:

@@ -178,18 +178,20 @@ def test_compare_sweeps_from_the_database(any_db: str) -> None:
             s,
             "a",
             [
-                ("m-q4", 512, "ok", [10.0, 11.0, 12.0], [50.0, 52.0, 54.0]),
+                ("m-q4", 512, "ok", [10.0, 11.0, 12.0, 10.5, 11.5], [50.0, 52.0, 54.0, 51.0, 53.0]),
                 ("m-q8", 512, "ok", [6.0, 6.1, 6.2], [70.0, 71.0, 72.0]),
                 ("m-f16", 512, "oom", [], []),
+                ("m-q5", 512, "ok", [10.0, 10.2, 10.1], [50.0, 50.0, 50.0]),
             ],
         )
         b = add_sweep(
             s,
             "b",
             [
-                ("m-q4", 512, "ok", [14.0, 15.0, 16.0], [40.0, 41.0, 42.0]),
+                ("m-q4", 512, "ok", [14.0, 15.0, 16.0, 14.5, 15.5], [40.0, 41.0, 42.0, 40.5, 41.5]),
                 ("m-q8", 512, "ok", [6.1, 6.2, 6.4], [69.0, 70.0, 71.5]),
                 ("m-q4", 1024, "ok", [9.0, 9.0, 9.0], [60.0, 60.0, 60.0]),
+                ("m-q5", 512, "ok", [15.7, 15.9, 16.0], [50.0, 50.0, 50.0]),
             ],
         )
         out = compare_sweeps(s, a, b)
@@ -198,16 +200,20 @@ def test_compare_sweeps_from_the_database(any_db: str) -> None:
     by = {(r["model_label"], r["ctx"], r["match"]): r for r in out}
     q4 = by[("m-q4", 512, "both")]
     assert q4["tg_tps_ratio"] == pytest.approx(15.0 / 11.0, abs=1e-4)
-    assert q4["tg_tps_within_noise"] is False
-    # TTFT: ratio of p50s, noise judged on min–max of the steady reps (the cold request is not a rep)
+    assert q4["tg_tps_within_noise"] is False  # 5 reps a side, the rank interval excludes 1
+    # TTFT: ratio of p50s, noise judged by the same interval on the steady reps (the cold request is no rep)
     assert q4["ttft_ms_a"] == 52.0 and q4["ttft_ms_b"] == 41.0
     assert q4["ttft_ms_ratio"] == pytest.approx(41.0 / 52.0, abs=1e-4)
     assert q4["ttft_ms_within_noise"] is False
     q8 = by[("m-q8", 512, "both")]
     assert q8["tg_tps_within_noise"] is True and q8["ttft_ms_within_noise"] is True
+    # ×1.57 with every rep of B above every rep of A, but 3 reps a side: no 95 % rank interval can exclude 1
+    q5 = by[("m-q5", 512, "both")]
+    assert q5["tg_tps_ratio"] == pytest.approx(1.574, abs=1e-3)
+    assert q5["tg_tps_within_noise"] is True
     assert by[("m-f16", 512, "only_a")]["a_status"] == "oom"
     assert ("m-q4", 1024, "only_b") in by
-    assert len(out) == 4
+    assert len(out) == 5
 
 
 # -- naming A and B, fitting the terminal ----------------------------------------------------------------

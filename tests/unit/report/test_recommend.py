@@ -4,6 +4,7 @@ exclusions, the reference check) is in test_recommend_evidence.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -108,7 +109,8 @@ def build_fixture_db(db: Path | str, plan_text: str = "") -> tuple[Any, int]:
         s.flush()
         seq = 0
         for label, quant, size, tgs, kld, top, status in VARIANTS:
-            mf = ModelFile(path=f"/m/{label}.gguf", sha256=label[:1] * 64, size_bytes=size, mtime_ns=1)
+            sha = hashlib.sha256(label.encode()).hexdigest()  # files of their own: no two labels share one
+            mf = ModelFile(path=f"/m/{label}.gguf", sha256=sha, size_bytes=size, mtime_ns=1)
             mf.n_params, mf.quant_type = N_PARAMS, quant
             s.add(mf)
             s.flush()

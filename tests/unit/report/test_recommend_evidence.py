@@ -197,30 +197,46 @@ def test_the_plan_sets_the_reps_a_decision_needs(tmp_path: Path) -> None:
     assert "faster beyond noise (ratio 1.20, 95 % CI" in recommendation_text(rows)[2]
 
 
-def test_depth_and_thread_rows_never_compete(tmp_path: Path) -> None:
+def test_depth_rows_never_compete_thread_counts_do(tmp_path: Path) -> None:
     variants = []
-    # The same file at another depth or thread count is faster than the other quant: ranked together, the
-    # runner-up would be the winner itself.
+    # Another depth is another question; another thread count on the same file is a rival, as a quant is.
     for label, quant, bpw, kld, speed in (("demo-q4_k_m", "Q4_K_M", 4.9, 0.02, 30.0),
                                           ("demo-q8_0", "Q8_0", 8.5, 0.002, 20.0)):  # fmt: skip
         for depth, threads, factor in ((0, 1, 1.0), (64, 1, 0.95), (0, 2, 1.5), (64, 2, 1.4)):
             run = {"depth": depth, "n_threads": threads}
             variants.append(Variant(label, quant, bpw, scaled(speed * factor), kld=kld, run=run))
     rows = rows_of(tmp_path, variants)
-    lines = [x for x in recommendation_text(rows) if x.startswith("Recommendation")]
+    text = recommendation_text(rows)
+    lines = [x for x in text if x.startswith("Recommendation")]
     assert [x.split(": demo")[0] for x in lines] == [
-        f"Recommendation (ctx 512, depth {d}, ngl 0, threads {t}, gen, llama-cpp)"
-        for d, t in ((0, 1), (64, 1), (0, 2), (64, 2))
+        f"Recommendation (ctx 512, depth {d}, ngl 0, gen, llama-cpp)" for d in (0, 64)
     ]
-    assert all(": demo-q4_k_m — fastest" in x for x in lines)
-    runner_ups = [x for x in recommendation_text(rows) if x.startswith("  runner-up:")]
-    assert len(runner_ups) == 4 and all(x.startswith("  runner-up: demo-q8_0 (Q8_0)") for x in runner_ups)
+    assert all(": demo-q4_k_m threads 2 — fastest" in x for x in lines)
+    runner_ups = [x for x in text if x.startswith("  runner-up:")]
+    assert len(runner_ups) == 2
+    assert all(x.startswith("  runner-up: demo-q4_k_m threads 1 (Q4_K_M)") for x in runner_ups)
+    advice = [x for x in text if x.startswith("  advice:")]
+    assert advice[0].startswith("  advice: threads 2: 1.5× faster than threads 1 here (ratio 1.50")
+    # 1.4 / 0.95
+    assert advice[1].startswith("  advice: threads 2: 1.5× faster than threads 1 here (ratio 1.47")
     for depth in (0, 64):
-        for threads in (1, 2):
-            same = [
-                r for r in rows if r["workload"] == "gen" and r["depth"] == depth and r["threads"] == threads
-            ]
-            assert sorted(r["recommendation"] for r in same) == ["best", "runner_up"]
+        same = [r for r in rows if r["workload"] == "gen" and r["depth"] == depth]
+        assert sorted(str(r["recommendation"]) for r in same) == ["None", "None", "best", "runner_up"]
+
+
+def test_thread_counts_within_noise_are_said_so() -> None:
+    from edgeprof.report.recommend import recommend, render_recommendations
+
+    rows = [
+        _speed_row(1, "q4", 4.9, scaled(20.0), threads=1),
+        _speed_row(2, "q4", 4.9, scaled(20.05), threads=2),
+    ]
+    (rec,) = recommend(rows)
+    assert rec.decision == "tie"
+    lines = render_recommendations([rec])
+    assert lines[0].startswith("Recommendation (ctx 512, depth 0, ngl 0, gen, llama-cpp): q4 threads 2 — tie")
+    noise = "  advice: threads 2 and threads 1: within noise here (ratio 1.00"
+    assert any(x.startswith(noise) for x in lines)
 
 
 # variant -> what its reason says, in every format
@@ -399,6 +415,28 @@ def test_a_parameter_the_sweep_varies_is_a_condition_and_is_named() -> None:
     from edgeprof.report.recommend import recommend
 
     rows = [
+        _speed_row(i, label, bpw, scaled(speed), type_k=kv)
+        for i, (label, bpw, speed, kv) in enumerate(
+            (
+                ("q8", 8.5, 20.0, "f16"),
+                ("q4", 4.9, 30.0, "f16"),
+                ("q8", 8.5, 26.0, "q8_0"),
+                ("q4", 4.9, 25.0, "q8_0"),
+            )
+        )
+    ]
+    heads = [x for x in render_recommendations(recommend(rows)) if x.startswith("Recommendation")]
+    rule = 'fastest that fits in memory; quality NOT measured (add a kind = "quality" workload)'
+    assert heads == [
+        f"Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp, type_k f16): q4 — {rule}",
+        f"Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp, type_k q8_0): q8 — {rule}",
+    ]
+
+
+def test_a_speed_parameter_competes_within_the_file() -> None:
+    from edgeprof.report.recommend import recommend, render_recommendations
+
+    rows = [
         _speed_row(i, label, bpw, scaled(speed), flash_attn=fa)
         for i, (label, bpw, speed, fa) in enumerate(
             (
@@ -409,9 +447,69 @@ def test_a_parameter_the_sweep_varies_is_a_condition_and_is_named() -> None:
             )
         )
     ]
-    heads = [x for x in render_recommendations(recommend(rows)) if x.startswith("Recommendation")]
-    rule = 'fastest that fits in memory; quality NOT measured (add a kind = "quality" workload)'
-    assert heads == [
-        f"Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp, flash_attn off): q4 — {rule}",
-        f"Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp, flash_attn on): q8 — {rule}",
+    lines = render_recommendations(recommend(rows))
+    head = "Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): q4 flash_attn off — fastest"
+    assert lines[0].startswith(head)
+    ratio = "ratio 1.200, 95 % CI 1.195–1.205"
+    advice = f"  advice: flash_attn off: 1.2× faster than flash_attn on here ({ratio})"
+    assert advice in lines
+
+
+def test_contended_rivals_decide_only_when_they_ran_interleaved() -> None:
+    from edgeprof.report.recommend import recommend, render_recommendations
+
+    loaded = {"interference_verdict": "contended"}
+    alone = [
+        _speed_row(1, "q4", 4.9, scaled(30.0), **loaded),
+        _speed_row(2, "q8", 8.5, scaled(20.0), **loaded),
     ]
+    (rec,) = recommend(alone)
+    assert rec.decision == "no_decision"  # one after the other: the load may have moved between them
+    blocks = {0: scaled(30.0)[:2], 1: scaled(30.0)[2:4], 2: scaled(30.0)[4:]}
+    slower = {k: [x * 2 / 3 for x in v] for k, v in blocks.items()}
+    paired = [
+        _speed_row(1, "q4", 4.9, scaled(30.0), _tg_tps_blocks=blocks, **loaded),
+        _speed_row(2, "q8", 8.5, scaled(20.0), _tg_tps_blocks=slower, **loaded),
+    ]
+    (rec,) = recommend(paired)
+    assert rec.decision == "faster" and rec.best is not None and rec.best.label == "q4"
+    lines = render_recommendations([rec])
+    assert any(x.startswith("  note: measured under other work: q4 (contended); q8 (contended); the variants "
+                            "ran interleaved") for x in lines)  # fmt: skip
+    one_block = [dict(r, _tg_tps_blocks={0: r["_tg_tps_reps"], 1: []}) for r in paired]
+    (rec,) = recommend(one_block)
+    assert rec.decision == "no_decision"  # a single shared block is no pairing
+
+
+def test_the_bandwidth_share_is_shown_with_the_probes_spread() -> None:
+    from edgeprof.report.recommend import Candidate, evidence
+
+    row = _speed_row(1, "q4", 4.9, scaled(20.0), bw_pct=11.2, _bw_pct_range=(11.2, 39.6))
+    shown = evidence(Candidate(row, None, None, True))
+    assert "11 % of measured bandwidth (11–40 % over the probe's passes)" in shown
+    row["_bw_pct_range"] = None  # a probe stored before its passes were kept
+    assert evidence(Candidate(row, None, None, True)).endswith("11 % of measured bandwidth")
+
+
+def test_a_files_tensor_mix_and_requantization_are_said_in_the_report() -> None:
+    from edgeprof.report.columns import fmt_mix
+    from edgeprof.report.fit import mix_fields
+    from edgeprof.report.recommend import recommend, render_recommendations
+
+    warning = "only 2 of 10 weight matrices are Q5_K: the rest fell back to other types"
+    stored = {"shares": {"Q8_0": 0.3, "Q5_0": 0.68, "F32": 0.02}, "named": "Q5_K", "named_share": 0.2,
+              "n_matrices": 10, "requantized_from": "Q8_0 (sha256 abc)", "warning": warning}  # fmt: skip
+    fields = mix_fields(stored)
+    assert fields == {
+        "tensor_mix": "Q5_0 68 %, Q8_0 30 %, F32 2 %",
+        "tensor_mix_warning": stored["warning"],
+        "requantized_from": "Q8_0 (sha256 abc)",
+    }
+    assert mix_fields(None) == {"tensor_mix": None, "tensor_mix_warning": None, "requantized_from": None}
+    row = _speed_row(1, "q5", 5.5, scaled(20.0), quant="Q5_K_M", **fields)
+    cell = fmt_mix(row)
+    assert cell.startswith("Q5_0 68 %, Q8_0 30 %, F32 2 %; ! only 2 of 10")
+    assert "! requantized from Q8_0" in cell
+    lines = render_recommendations(recommend([row]))
+    assert "  note: q5 was requantized from Q8_0 (sha256 abc): precision lost twice" in lines
+    assert any(x.startswith("  note: q5 (Q5_K_M): only 2 of 10 weight matrices are Q5_K") for x in lines)

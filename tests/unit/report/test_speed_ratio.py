@@ -85,3 +85,33 @@ def test_speeds_must_be_positive() -> None:
         speed_ratio([], [1.0])
     with pytest.raises(ValueError):
         speed_ratio([1.0, 0.0], [1.0])
+
+
+# -- over paired blocks (rivals measured interleaved) ------------------------------------------------------
+def test_blocked_cut_count_is_the_convolution_of_the_blocks() -> None:
+    # one block: the plain interval; 2,2,1 reps a side (5 steady reps in blocks of 2): only the extreme
+    # ordering in every block is cut (P = 1/6 · 1/6 · 1/2 = 1/72 per tail), P(U <= 1) = 4/72 > 2.5 %
+    assert sr.blocked_cut_count([(5, 5)], 95.0) == cut_count(5, 5, 95.0)
+    assert sr.blocked_cut_count([(2, 2), (2, 2), (1, 1)], 95.0) == 1
+    # five pairs of single reps: the sign test, whose least two-sided p is 1/16 — no 95 % interval; six: one
+    assert sr.blocked_cut_count([(1, 1)] * 5, 95.0) == 0
+    assert sr.blocked_cut_count([(1, 1)] * 6, 95.0) == 1
+    assert sr.blocked_cut_count([(2, 2)] * 3, 95.0) == 2  # P(U <= 1) = 4/216 < 2.5 % < P(U <= 2)
+
+
+def test_blocked_ratio_takes_differences_within_blocks_only() -> None:
+    # the host slowed down by half between the rounds: across blocks, b's slow block overlaps a's fast one
+    a = {0: [10.0, 10.2], 1: [5.0, 5.1], 2: [10.1]}
+    b = {0: [9.0, 9.1], 1: [4.5, 4.6], 2: [9.05]}
+    paired = sr.blocked_ratio(a, b, 95.0)
+    assert paired.decided and paired.low is not None and paired.low > 1.0
+    pooled = speed_ratio([x for v in a.values() for x in v], [x for v in b.values() for x in v], 95.0)
+    assert not pooled.decided  # the drift hides what the pairing sees
+    assert paired.ratio == pooled.ratio  # the figure shown is the same ratio of medians
+
+
+def test_reps_are_assigned_to_the_block_of_the_load_before_them() -> None:
+    loads = [(10.0, 0), (30.0, 1), (50.0, 2), (40.0, 0)]  # an extra cold-only child loads at 40
+    reps = [(11.0, 5.0), (12.0, 6.0), (31.0, 7.0), (51.0, 8.0), (None, 9.0)]
+    assert sr.reps_by_block(loads, reps) == {0: [5.0, 6.0, 9.0], 1: [7.0], 2: [8.0]}
+    assert sr.reps_by_block([], [(1.0, 2.0)]) == {0: [2.0]}

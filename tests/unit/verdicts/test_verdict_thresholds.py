@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 from support.roles import declared_roles
-from support.throttle_runs import STEADY_TPS, cool_metrics, flat, inputs, series
+from support.throttle_runs import STEADY_TPS, TRIPS, cool_metrics, flat, inputs, reps_of, series
 
 from edgeprof.verdicts.interference import Rep, interference_verdict
 from edgeprof.verdicts.soak import judge_soak
 from edgeprof.verdicts.soak_telemetry import WindowSpeed
 from edgeprof.verdicts.stability import stability
-from edgeprof.verdicts.throttle import throttle_verdict
+from edgeprof.verdicts.throttle import ThrottleInputs, throttle_verdict
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,6 +67,50 @@ def test_throttle_drift_is_a_last_third_more_than_5_percent_below_the_first(
 ) -> None:
     tps = [100.0, 100.0, 100.0, 100.0, last_tps, last_tps]  # first third 100, last third last_tps
     result = throttle_verdict(inputs(tps, cool_metrics()))
+    assert result.value == value, result.evidence["reasons"]
+
+
+def _warming(c_per_min: float, rep_s: float) -> ThrottleInputs:
+    """Six steady reps of ``rep_s``; a CPU warming at ``c_per_min`` from 50 °C whose 2000-MHz clock is at
+    1400 MHz from half-way on: throttled exactly when the warming counts as rising."""
+    reps = reps_of(STEADY_TPS, rep_s)
+    end = 6 * rep_s
+    metrics = {
+        "temp.cpu_c": series(lambda t: 50.0 + c_per_min * t / 60.0, t_end=end),
+        "cpufreq.policy0.cur_mhz": series(lambda t: 2000.0 if t < end / 2 else 1400.0, t_end=end),
+        "cpufreq.policy0.max_mhz": series(flat(2000.0), t_end=end),
+        "cpufreq.policy0.hw_max_mhz": series(flat(2000.0), t_end=end),
+    }
+    return ThrottleInputs(reps=reps, series=metrics, load_start=0.0, load_end=reps[-1].t_end,
+                          trip_points=TRIPS, roles=declared_roles(metrics))  # fmt: skip
+
+
+@pytest.mark.parametrize(("c_per_min", "value"), [(0.55, "throttled"), (0.45, "not_throttled")])
+def test_throttle_rising_is_a_slope_above_half_a_degree_per_minute(c_per_min: float, value: str) -> None:
+    # three minutes of load: 1.65 and 1.35 °C of rise, both past the 1 °C minimum; the slope decides
+    assert throttle_verdict(_warming(c_per_min, rep_s=30.0)).value == value
+
+
+@pytest.mark.parametrize(("c_per_min", "value"), [(1.05, "throttled"), (0.95, "not_throttled")])
+def test_throttle_rising_needs_a_fitted_rise_of_1_c(c_per_min: float, value: str) -> None:
+    # 59 s of readings: 1.03 and 0.93 °C of fitted rise, both slopes past 0.5 °C/min; the rise decides
+    assert throttle_verdict(_warming(c_per_min, rep_s=10.0)).value == value
+
+
+@pytest.mark.parametrize(
+    ("tps", "value"),
+    [
+        ([99.0, 100.0, 91.0, 98.0, 90.0, 97.0], "throttled"),  # Spearman(tg_tps, temperature) -0.66
+        ([99.0, 97.0, 98.0, 100.0, 90.0, 91.0], "inconclusive"),  # -0.54
+    ],
+)
+def test_throttle_speed_tracking_heat_without_clocks_needs_spearman_at_most_minus_0_6(
+    tps: list[float], value: str
+) -> None:
+    # no clock measured, the board heating 30 °C/min, the last third 8 % below the first: throttling is
+    # claimed only when the speed falls as the temperature rises
+    metrics: dict[str, list[Any]] = {"temp.cpu_c": series(lambda t: 50.0 + 0.5 * t)}
+    result = throttle_verdict(inputs(tps, metrics))
     assert result.value == value, result.evidence["reasons"]
 
 
@@ -142,6 +186,17 @@ def test_soak_steady_state_is_a_slope_under_half_a_degree_per_minute(slope: floa
 def test_soak_steady_state_is_judged_over_the_trailing_120_s(window_s: float, value: str) -> None:
     # 12 windows end at 121.2 s (one whole span in: flat, so steady) or at 118.8 s (no span yet)
     assert _soak(window_s=window_s) == value
+
+
+@pytest.mark.parametrize(("rise_c", "value"), [(2.1, "throttled"), (1.9, "slowdown_not_thermal")])
+def test_soak_a_speed_drop_is_throttling_once_the_board_heated_2_c(rise_c: float, value: str) -> None:
+    # the last third 10 % below burst (beyond the 5 % noise), no clock measured; the zone steps up by
+    # ``rise_c`` at 75 s: heat only from 2 °C on
+    speeds = [WindowSpeed(i, i * 10.0, (i + 1) * 10.0, 100, 1.0, 90.0 if i >= 8 else 100.0, None)
+              for i in range(12)]  # fmt: skip
+    metrics = {"temp.cpu_c": [(float(t), 60.0 + (rise_c if t >= 75 else 0.0)) for t in range(121)]}
+    result = judge_soak(speeds, metrics, declared_roles(metrics))
+    assert result.value == value, result.evidence["reasons"]
 
 
 # -- stability: coefficient of variation above 10 %, one rep beyond 1.25x the median ----------------------
