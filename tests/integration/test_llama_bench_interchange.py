@@ -136,6 +136,22 @@ def test_key_fields_are_llama_benchs_own(same_command: dict[str, Any]) -> None:
 
 
 @needs_llama_bench
+def test_report_prints_llama_benchs_own_table(same_command: dict[str, Any]) -> None:
+    """``report --format llama-bench-md``: llama-bench's default output, its header and rows as its own."""
+    work, db = same_command["work"], same_command["db"]
+    theirs = llama_bench(["-m", ",".join(sorted(p.name for p in work.glob("*.gguf"))), *ARGS], work)
+    done = edgeprof(["report", "--format", "llama-bench-md"], db, work)
+    assert done.returncode == 0, done.stderr
+    ours, theirs_lines = done.stdout.splitlines(), theirs.splitlines()
+    assert ours[:2] == theirs_lines[:2]
+    assert len(ours) == len(theirs_lines) == 2 + 4 + 2  # header, 4 tests, blank, build line
+    # model, size, params, backend, threads, test: the same in every row (t/s is this run's)
+    assert sorted(line.split("|")[1:7] for line in ours[2:6]) == sorted(
+        line.split("|")[1:7] for line in theirs_lines[2:6]
+    )
+
+
+@needs_llama_bench
 def test_compare_llama_bench_py_pairs_every_test(same_command: dict[str, Any]) -> None:
     pytest.importorskip("git", reason="compare-llama-bench.py needs GitPython (pip install -e .[dev])")
     pytest.importorskip("tabulate", reason="compare-llama-bench.py needs tabulate (pip install -e .[dev])")
