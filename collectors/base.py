@@ -11,6 +11,7 @@ Metric names follow ``<domain>[.<instance>].<name>_<unit>`` (DESIGN §5), e.g. `
 from __future__ import annotations
 
 import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -131,6 +132,37 @@ def numbered_names(names: Iterable[str]) -> list[str]:
         seen[name] = seen.get(name, 0) + 1
         out.append(name if seen[name] == 1 else f"{name}_{seen[name]}")
     return out
+
+
+def numbered_entries(base: Path, prefix: str) -> list[tuple[int, Path]]:
+    """``(N, path)`` of every entry of ``base`` named ``<prefix>N`` (``thermal_zone3``, ``policy4``,
+    ``cpu12``), in numeric order; [] where ``base`` is absent or cannot be listed. The discovery every
+    sysfs collector starts with, and the same never-raising rule for all of them."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)")
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    found = [(int(m.group(1)), p) for p in entries if (m := pattern.fullmatch(p.name))]
+    return sorted(found, key=lambda item: item[0])
+
+
+def listed_names(base: Path) -> list[str]:
+    """The names in the folder ``base`` ([] where it cannot be listed)."""
+    try:
+        return [p.name for p in base.iterdir()]
+    except OSError:
+        return []
+
+
+def count_of(n: int, one: str, many: str | None = None) -> str:
+    """``3 zones``, ``1 zone``, ``2 policies``: the counts every ``available()`` reason starts with."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def nothing_found(what: str, where: str, why: str) -> Availability:
+    """The "not here" answer of a sysfs collector: what was looked for, where, and the usual reason."""
+    return Availability(False, f"no {what} under {where} ({why})")
 
 
 def read_text(path: Path) -> str | None:

@@ -16,7 +16,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    listed_names,
+    read_int,
+    read_text,
+)
 from edgeprof.collectors.roles import MetricRole
 
 HWMON_DIR = "/sys/class/hwmon"
@@ -48,10 +56,7 @@ class JetsonOcEventsCollector(Collector):
         for device in devices:
             if read_text(device / "name") != HWMON_NAME:
                 continue
-            try:
-                files = [p.name for p in device.iterdir()]
-            except OSError:
-                continue
+            files = listed_names(device)
             alarms = sorted(int(m.group(1)) for f in files if (m := _EVENT_FILE.fullmatch(f)))
             if alarms:
                 self._device, self._alarms = device, alarms

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, numbered_names
+from edgeprof.collectors.evidence import celsius_or_none
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.tegrastats import jetson_role
 
@@ -53,7 +54,6 @@ JTOP_SOCKET = "/run/jtop.sock"
 JTOP_GROUP = "jtop"
 KIB_PER_MIB = 1024.0
 KHZ_PER_MHZ = 1000.0
-OFFLINE_TEMP_C = -256.0
 
 # Always present (None when the board lacks them), so every sample has the same columns on a board.
 _FIXED: tuple[tuple[str, str, str], ...] = (
@@ -377,7 +377,7 @@ def _read_temperature(temperature: Any) -> SampleValues:
         celsius = _number(entry.get("temp")) if entry else _number(raw)
         if entry and not _online(entry):
             celsius = None
-        values[f"temp.{key}_c"] = celsius if celsius is not None and celsius > OFFLINE_TEMP_C else None
+        values[f"temp.{key}_c"] = celsius_or_none(celsius)
     return values
 
 

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Availability, Collector, Metric, MetricKind, SampleValues
-from edgeprof.collectors.roles import MetricRole, temperature
+from edgeprof.collectors.evidence import thermometer_role
+from edgeprof.collectors.roles import MetricRole
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +387,7 @@ class NvmlCollector(Collector):
 # suffix of ``gpuN.<suffix>`` -> its role; every one is on the discrete card, so it speaks only for a run
 # that offloaded to it.
 _NVML_ROLES: dict[str, MetricRole] = {
-    "temp_c": temperature("gpu", discrete=True),
+    "temp_c": thermometer_role("gpu", "gpu", discrete=True),
     "power_mw": MetricRole("power", "mW", "gpu", scope="device", discrete=True),
     "energy_mj": MetricRole("energy", "mJ", "gpu", scope="device", discrete=True),
     "util_pct": MetricRole("utilization", "pct", "gpu", discrete=True),
@@ -395,6 +396,9 @@ _NVML_ROLES: dict[str, MetricRole] = {
     "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True),
     "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True),
     "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True),
+    # read from an nvidia-smi log (``--query-gpu=clocks.max.sm,power.limit``), not sampled live
+    "sm_clock_max_mhz": MetricRole("clock_limit", "MHz", "gpu", domain="gpu", discrete=True),
+    "power_limit_mw": MetricRole("other", "mW", "gpu", discrete=True),
 }
 
 

@@ -20,6 +20,7 @@ from edgeprof.collectors.base import (
     Collector,
     Metric,
     SampleValues,
+    count_of,
     counter_delta,
     read_int,
     read_text,
@@ -146,12 +147,12 @@ class RaplCollector(Collector):
             except OSError:
                 continue
             readable.append(zone.label)
-        found = f"{len(zones)} RAPL zone{'s' if len(zones) != 1 else ''} found"
+        found = f"{count_of(len(zones), 'RAPL zone')} found"
         if denied and not readable:
             return Availability(False, f"{found}, but {ROOT_ONLY_REASON}")
         if not readable:
             return Availability(False, f"{found}, but no energy_uj could be read")
-        reason = f"{len(readable)} RAPL zone{'s' if len(readable) != 1 else ''}: {', '.join(readable)}"
+        reason = f"{count_of(len(readable), 'RAPL zone')}: {', '.join(readable)}"
         if denied:
             reason += f"; not readable: {', '.join(denied)}"
         return Availability(True, reason)

@@ -53,7 +53,10 @@ class MetricRole:
       None: not judged, e.g. the memory controller) and the instance a cap limits (``"policy0"``).
     - ``per_core``: a single core's reading, used only where no per-cluster (cpufreq policy) clock exists.
     - ``discrete``: measured on a separate device (a dGPU): says nothing about a run that did not offload.
-    - ``thermometer``: False for a sensor that reports a fixed value (Tegra PMIC-Die at 100 °C).
+    - ``thermometer``: False for a sensor that reports a fixed value (Tegra PMIC-Die at 100 °C); the rule
+      is ``edgeprof.collectors.evidence``.
+    - ``observable``: False for a clock whose readings never moved over a run that worked (a static
+      ``/proc/cpuinfo`` figure): set by ``evidence.judge_evidence``, never by a collector.
     - ``instance``: which device of several the metric belongs to (``gpu0``): one figure per device is
       summed into a run's energy, never a device's counter and its gauge together.
     - ``wrap``: the value at which an energy counter rolls over (None: never, or known only per device,
@@ -70,6 +73,7 @@ class MetricRole:
     per_core: bool = False
     discrete: bool = False
     thermometer: bool = True
+    observable: bool = True
     wrap: float | None = None
     instance: str | None = None
 

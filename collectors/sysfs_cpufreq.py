@@ -11,7 +11,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    count_of,
+    numbered_entries,
+    read_int,
+    read_text,
+)
 from edgeprof.collectors.roles import MetricRole
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -75,21 +84,12 @@ class CpuFreqCollector(Collector):
         self._policies: list[_Policy] | None = None
 
     def _candidate_dirs(self) -> list[Path]:
-        base = self.path(POLICY_DIR)
-        try:
-            dirs = [p for p in base.iterdir() if re.fullmatch(r"policy\d+", p.name)]
-        except OSError:
-            dirs = []
+        dirs = [path for _, path in numbered_entries(self.path(POLICY_DIR), "policy")]
         if dirs:
-            return sorted(dirs, key=_trailing_int)
+            return dirs
         # Kernels before 4.4 have no policyN directories, only per-CPU cpufreq/ (shared ones symlinked).
-        try:
-            cpu_dirs = [
-                p / "cpufreq" for p in self.path(CPU_DIR).iterdir() if re.fullmatch(r"cpu\d+", p.name)
-            ]
-        except OSError:
-            cpu_dirs = []
-        return sorted((d for d in cpu_dirs if d.is_dir()), key=_trailing_int)
+        cpu_dirs = [path / "cpufreq" for _, path in numbered_entries(self.path(CPU_DIR), "cpu")]
+        return [d for d in cpu_dirs if d.is_dir()]
 
     def _discover(self) -> list[_Policy]:
         policies: list[_Policy] = []
@@ -130,7 +130,7 @@ class CpuFreqCollector(Collector):
             cpus = _format_cpus(policy.cpus)
             governor = read_text(policy.path / "scaling_governor")
             parts.append(f"{policy.name} (cpu{cpus}{', ' + governor if governor else ''})")
-        head = f"{len(policies)} cpufreq polic{'ies' if len(policies) != 1 else 'y'}"
+        head = f"{count_of(len(policies), 'cpufreq policy', 'cpufreq policies')}"
         if driver:
             head += f" via {driver}"
         return Availability(True, f"{head}: {', '.join(parts)}")

@@ -11,23 +11,25 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int, read_text
-from edgeprof.collectors.roles import MetricRole, component_of_sensor, temperature
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    count_of,
+    listed_names,
+    nothing_found,
+    numbered_entries,
+    read_int,
+    read_text,
+)
+from edgeprof.collectors.evidence import celsius_or_none, is_thermometer_name, thermometer_role
+from edgeprof.collectors.evidence import hottest_c as evidence_hottest_c
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.tegrastats_parse import SECOND_TEMP_SUFFIX
 
 THERMAL_CLASS = "/sys/class/thermal"
 
-# Tegra prints -256C for a power-gated sensor (GPU/CV zones on Orin with the GPU idle, see the tegrastats
-# captures) and its thermal driver returns the same sentinel through sysfs; anything at or below it is
-# "sensor off", never a temperature.
-OFFLINE_MILLI_C = -256_000
-
-# Types that are not thermometers: Tegra's PMIC-Die zone reports a fixed 100 C (tegrastats captures from
-# Nano, TX1, TX2 and Xavier show PMIC@100C next to CPU@36C on idle boards), which would keep a cooldown
-# waiting forever. Compared after sanitising.
-NOT_A_THERMOMETER = frozenset({"pmic_die"})
-
-_ZONE_RE = re.compile(r"^thermal_zone(\d+)$")
 _TRIP_RE = re.compile(r"^trip_point_(\d+)_temp$")
 _SUFFIX_RE = re.compile(r"_(therm|thermal)$")
 _METRIC_RE = re.compile(r"^temp\.(.+?)(?:_zone\d+)?_c$")
@@ -38,11 +40,6 @@ def sanitize_type(zone_type: str) -> str:
     name = re.sub(r"[^a-z0-9]+", "_", zone_type.lower()).strip("_")
     stripped = _SUFFIX_RE.sub("", name)
     return stripped or name
-
-
-def _zone_index(path: Path) -> int:
-    match = _ZONE_RE.match(path.name)
-    return int(match.group(1)) if match else -1
 
 
 class _Zone:
@@ -68,15 +65,10 @@ class ThermalZonesCollector(Collector):
         self._zones: list[_Zone] | None = None
 
     def _discover(self) -> list[_Zone]:
-        base = self.path(THERMAL_CLASS)
-        try:
-            entries = [p for p in base.iterdir() if _ZONE_RE.match(p.name)]
-        except OSError:
-            entries = []
-        zones: list[_Zone] = []
-        for path in sorted(entries, key=_zone_index):
-            index = _zone_index(path)
-            zones.append(_Zone(path, index, read_text(path / "type") or f"zone{index}"))
+        zones = [
+            _Zone(path, index, read_text(path / "type") or f"zone{index}")
+            for index, path in numbered_entries(self.path(THERMAL_CLASS), "thermal_zone")
+        ]
         counts: dict[str, int] = {}
         for zone in zones:
             counts[zone.base_name] = counts.get(zone.base_name, 0) + 1
@@ -94,21 +86,17 @@ class ThermalZonesCollector(Collector):
         if read_text(zone.path / "mode") == "disabled":
             return None
         milli = read_int(zone.path / "temp")
-        if milli is None or milli <= OFFLINE_MILLI_C:
-            return None
-        return milli / 1000.0
+        return celsius_or_none(milli / 1000.0) if milli is not None else None
 
     def available(self) -> Availability:
         zones = self._discover()
         if not zones:
-            return Availability(
-                False, f"no thermal zones under {THERMAL_CLASS} (common in VMs and containers)"
-            )
+            return nothing_found("thermal zones", THERMAL_CLASS, "common in VMs and containers")
         readings = {zone.metric: self._read_temp_c(zone) for zone in zones}
         labels = [
             zone.type if readings[zone.metric] is not None else f"{zone.type} (offline)" for zone in zones
         ]
-        summary = f"{len(zones)} zone{'s' if len(zones) != 1 else ''}: {', '.join(labels)}"
+        summary = f"{count_of(len(zones), 'zone')}: {', '.join(labels)}"
         if all(value is None for value in readings.values()):
             return Availability(False, f"{summary}; none readable now (disabled or read errors)")
         return Availability(True, summary)
@@ -131,11 +119,7 @@ class ThermalZonesCollector(Collector):
         result: dict[str, list[tuple[str, float]]] = {}
         for zone in self._get_zones():
             trips: list[tuple[int, str, float]] = []
-            try:
-                names = [p.name for p in zone.path.iterdir()]
-            except OSError:
-                names = []
-            for file_name in names:
+            for file_name in listed_names(zone.path):
                 match = _TRIP_RE.match(file_name)
                 if not match:
                     continue
@@ -154,28 +138,19 @@ class ThermalZonesCollector(Collector):
 
 
 def is_thermometer(metric: str) -> bool:
-    """False for ``temp.*`` metrics of zones listed in ``NOT_A_THERMOMETER`` (judged from the name alone)."""
-    match = _METRIC_RE.match(metric)
-    return not (match and match.group(1) in NOT_A_THERMOMETER)
+    """False for ``temp.*`` metrics of known pseudo-sensors (``edgeprof.collectors.evidence``)."""
+    return is_thermometer_name(metric)
 
 
 def hottest_c(sample: SampleValues) -> float | None:
-    """Highest ``temp.*`` value in ``sample`` that is a real thermometer reading; None if there is none.
-
-    Works on names only, so a cooldown loop can call it on any mix of collectors' samples.
-    """
-    values = [
-        value
-        for name, value in sample.items()
-        if value is not None and name.startswith("temp.") and is_thermometer(name)
-    ]
-    return max(values) if values else None
+    """Highest thermometer reading in ``sample``; None if there is none (``evidence.hottest_c``)."""
+    return evidence_hottest_c(sample)
 
 
 def thermal_role(metric: str) -> MetricRole | None:
-    """``temp.<zone>_c``: a temperature of the part the zone's type names (``thermometer`` False for the
-    fixed-value zones of ``NOT_A_THERMOMETER``)."""
+    """``temp.<zone>_c``: a temperature of the part the zone's type names (no thermometer for a known
+    pseudo-sensor, ``evidence.thermometer_role``)."""
     match = _METRIC_RE.match(metric)
     if match is None or match.group(1).endswith(SECOND_TEMP_SUFFIX):
         return None  # tegrastats' undocumented second value of a JetPack 7 zone (``jetson_role``)
-    return temperature(component_of_sensor(match.group(1)), thermometer=is_thermometer(metric))
+    return thermometer_role(match.group(1))

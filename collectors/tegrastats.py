@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import IO
 
 from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
-from edgeprof.collectors.roles import Component, MetricRole, component_of_sensor, temperature
+from edgeprof.collectors.evidence import thermometer_role
+from edgeprof.collectors.roles import Component, MetricRole, component_of_sensor
 from edgeprof.collectors.tegrastats_parse import (
     SECOND_TEMP_SUFFIX,
     TEGRASTATS_METRIC_UNITS,
@@ -467,8 +468,6 @@ BOARD_INPUT_RAILS = frozenset({"power.vdd_in_mw", "power.pom_5v_in_mw", "power.v
 
 def jetson_role(metric: str) -> MetricRole | None:
     """Roles of the metric names tegrastats and jtop share (``record_to_metrics``, ``collectors/jtop``)."""
-    from edgeprof.collectors.sysfs_thermal import is_thermometer
-
     head, _, leaf = metric.partition(".")
     is_core = head.startswith("cpu") and head[3:].isdigit()
     if head == "mem":
@@ -486,7 +485,7 @@ def jetson_role(metric: str) -> MetricRole | None:
         if leaf.endswith(SECOND_TEMP_SUFFIX + "_c"):
             # JetPack 7's undocumented second value of ``name@a/bC``: stored, never judged.
             return MetricRole("other", "C", component_of_sensor(leaf))
-        return temperature(component_of_sensor(leaf[:-2]), thermometer=is_thermometer(metric))
+        return thermometer_role(leaf[:-2])
     if head == "power" and leaf.endswith("_mw"):
         rail = leaf[:-3]
         if metric in BOARD_INPUT_RAILS:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from edgeprof.collectors.base import numbered_names
+from edgeprof.collectors.evidence import celsius_or_none
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ __all__ = [
     "record_to_metrics",
 ]
 
-# tegrastats reports an offline thermal zone as -256C; anything at or below it is not a temperature.
-OFFLINE_TEMP_C = -256.0
 # JetPack 7 prints some temperatures as ``name@a/bC``. NVIDIA does not say what ``b`` is, so it is kept
 # under its own metric name (``temp.<name>_2nd_c``) and never taken for the zone's temperature.
 SECOND_TEMP_SUFFIX = "_2nd"
@@ -334,10 +333,10 @@ def _take_temp(b: _Builder, m: re.Match[str]) -> None:
         b.reject(f"duplicate:{name}@", m.group(0))
         return
     celsius = float(value)
-    b.temps[name] = None if celsius <= OFFLINE_TEMP_C else celsius
+    b.temps[name] = celsius_or_none(celsius)
     if second is not None:
         other = float(second)
-        b.temps_second[name] = None if other <= OFFLINE_TEMP_C else other
+        b.temps_second[name] = celsius_or_none(other)
 
 
 # Each field's pattern and what to do with a match, tried in this order at every token.

@@ -7,11 +7,18 @@ once per package (``topology/physical_package_id``), from whichever of its CPUs 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_int
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    Metric,
+    SampleValues,
+    count_of,
+    numbered_entries,
+    read_int,
+)
 from edgeprof.collectors.roles import MetricRole
 
 CPU_DIR = "/sys/devices/system/cpu"
@@ -25,11 +32,6 @@ _PACKAGE_FILES = {
     "package_throttle_count": ("count", "count", "package thermal-throttle events"),
     "package_throttle_total_time_ms": ("time_ms", "ms", "time spent package-throttled"),
 }
-
-
-def _cpu_index(path: Path) -> int:
-    match = re.fullmatch(r"cpu(\d+)", path.name)
-    return int(match.group(1)) if match else -1
 
 
 @dataclass
@@ -63,15 +65,11 @@ class ThrottleCountersCollector(Collector):
         cpus: list[_Cpu] = []
         packages: dict[int, _Package] = {}
         self._no_topology = []
-        try:
-            cpu_dirs = [p for p in self.path(CPU_DIR).iterdir() if _cpu_index(p) >= 0]
-        except OSError:
-            cpu_dirs = []
-        for cpu_dir in sorted(cpu_dirs, key=_cpu_index):
+        for index, cpu_dir in numbered_entries(self.path(CPU_DIR), "cpu"):
             throttle = cpu_dir / "thermal_throttle"
             if not throttle.is_dir():
                 continue
-            cpu = _Cpu(_cpu_index(cpu_dir), throttle, [f for f in _CORE_FILES if (throttle / f).exists()])
+            cpu = _Cpu(index, throttle, [f for f in _CORE_FILES if (throttle / f).exists()])
             cpus.append(cpu)
             package_files = [f for f in _PACKAGE_FILES if (throttle / f).exists()]
             if not package_files:
@@ -101,8 +99,8 @@ class ThrottleCountersCollector(Collector):
                 "VMs usually hide them)",
             )
         reason = (
-            f"{len(cpus)} CPU{'s' if len(cpus) != 1 else ''}, {len(self._packages)} "
-            f"package{'s' if len(self._packages) != 1 else ''} with thermal-throttle counters"
+            f"{count_of(len(cpus), 'CPU')}, {count_of(len(self._packages), 'package')} "
+            "with thermal-throttle counters"
         )
         if self._no_topology:
             reason += f"; package counters skipped for cpu {self._no_topology} (no physical_package_id)"

@@ -175,31 +175,6 @@ def echo_wrapped(line: str) -> None:
     typer.echo(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False))
 
 
-def verdicts_json(sweep_id: int, results: Mapping[int, list[Any]]) -> dict[str, Any]:
-    """``analyse --json``: each run's verdicts with their evidence, as stored."""
-    import json
-
-    def evidence(text: str) -> Any:
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None
-
-    return {
-        "sweep_id": sweep_id,
-        "runs": [
-            {
-                "run_id": run_id,
-                "verdicts": [
-                    {"kind": v.kind, "value": v.value, "evidence": evidence(v.evidence_json)}
-                    for v in verdicts
-                ],
-            }
-            for run_id, verdicts in results.items()
-        ],
-    }
-
-
 # "  key   value": the key column of doctor's lines, up to where their values start.
 _KEY_COLUMN = re.compile(r"(\s*\S+(?: \S+)*\s{2,})\S")
 

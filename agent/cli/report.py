@@ -4,7 +4,6 @@ or write it, and a mistyped ``--db`` creates nothing (``analyse`` writes verdict
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +23,6 @@ from edgeprof.cli.common import (
     sqlite_file,
     sweep_of_device,
     terminal_width,
-    verdicts_json,
 )
 
 
@@ -113,6 +111,7 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
+            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its verdict per session
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db, wide)
@@ -125,7 +124,9 @@ def report(
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
         typer.echo(f"HTML report written to {html}", err=True)
-    if llama_bench is not None:
+    if log_text is not None:
+        typer.echo(log_text)
+    elif llama_bench is not None:
         typer.echo(llama_bench, nl=False)
     elif fmt is ReportFormat.table:
         typer.echo(
@@ -133,6 +134,24 @@ def report(
         )
     else:
         typer.echo(RENDERERS[fmt.value](rows))
+
+
+def _log_report(session: Any, sweep: int | None, fmt: str) -> str | None:
+    """The report of an imported log (its verdict, sessions and excluded zones) in ``fmt``; None for a
+    sweep of runs."""
+    from edgeprof.report import latest_sweep_id
+    from edgeprof.storage.models import Sweep
+    from edgeprof.verdicts.log_store import is_imported
+
+    sweep_id = sweep if sweep is not None else latest_sweep_id(session)
+    if sweep_id is None or not is_imported(session.get(Sweep, sweep_id)):
+        return None
+    from edgeprof.report.render.log import render_log_json, render_log_markdown, render_log_text
+    from edgeprof.verdicts.log_store import judge_imported
+
+    result = judge_imported(session, sweep_id)
+    render = {"json": render_log_json, "md": render_log_markdown}.get(fmt, render_log_text)
+    return render(result)
 
 
 def _write_html(session: Any, sweep: int | None, html: Path, db: str | None, wide: bool = False) -> None:
@@ -210,12 +229,31 @@ def compare(
     typer.echo(render_compare(rows, fmt.value, sides=sides, width=width))
 
 
-def analyse(db: DbOption = None, sweep: SweepOption = None, as_json: JsonOption = False) -> None:
-    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry."""
+AnalyseFormatOption = Annotated[
+    str, typer.Option("--format", "-f", help="table or json (json: an imported log's verdict per session).")
+]
+IntervalMsOption = Annotated[
+    float | None,
+    typer.Option("--interval-ms", min=1.0, help="An imported log without timestamps: its line spacing."),
+]
+
+
+def analyse(
+    db: DbOption = None,
+    sweep: SweepOption = None,
+    fmt: AnalyseFormatOption = "table",
+    interval_ms: IntervalMsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry; for an imported
+    log, the verdict on it per session."""
+    if as_json:  # --json, as on every command that prints results: the same as --format json
+        fmt = "json"
     from edgeprof.report import latest_sweep_id
     from edgeprof.storage.db import new_session
     from edgeprof.storage.models import Sweep
     from edgeprof.verdicts import analyse_sweep, summary_line
+    from edgeprof.verdicts.log_store import is_imported
 
     path = sqlite_file(db)
     if path is not None and not path.is_file():  # it writes verdicts, but never creates a database
@@ -226,14 +264,27 @@ def analyse(db: DbOption = None, sweep: SweepOption = None, as_json: JsonOption 
         sweep_id = sweep if sweep is not None else latest_sweep_id(session)
         if sweep_id is None or session.get(Sweep, sweep_id) is None:
             fail(f"no sweep {sweep_id if sweep_id is not None else ''} in this database".replace("  ", " "))
+        if fmt not in ("table", "json"):
+            fail(f"--format must be table or json, not {fmt!r}")
+        if is_imported(session.get(Sweep, sweep_id)):  # a log, not runs: judged per session
+            from edgeprof.cli.tegrastats import show_log_verdict
+
+            show_log_verdict(session, sweep_id, fmt, interval_ms)
+            return
         results = analyse_sweep(session, sweep_id)
-        if as_json:
-            typer.echo(json.dumps(verdicts_json(sweep_id, results), indent=2))
+        if fmt == "json":
+            import json
+
+            judged = {
+                str(run_id): {
+                    v.kind: {"value": v.value, "evidence": json.loads(v.evidence_json)} for v in verdicts
+                }
+                for run_id, verdicts in results.items()
+            }
+            typer.echo(json.dumps(judged, indent=2, allow_nan=False))
             return
         for run_id, verdicts in results.items():
             echo_wrapped(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
-
-
 
 
 def register(app: typer.Typer) -> None:

@@ -1,11 +1,12 @@
-"""The ``import-tegrastats`` command, kept apart from the importer so that registering it costs nothing: the
-importer (SQLAlchemy, numpy, the storage layer) is loaded only when the command runs."""
+"""The ``import-tegrastats`` and ``import-log`` commands and the verdict on an imported log, kept apart from
+the importers so that registering them costs nothing: the importers (SQLAlchemy, numpy, the storage layer)
+are loaded only when a command runs."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,20 +26,136 @@ JsonLinesOption = Annotated[
 StoreOption = Annotated[
     str | None, typer.Option("--db", help="Store the records as samples of a new sweep in this database.")
 ]
+IntervalOption = Annotated[
+    float | None,
+    typer.Option(
+        "--interval-ms",
+        min=1.0,
+        help="The line spacing of a log without timestamps (tegrastats --interval); default 1000, said.",
+    ),
+]
 
 
-def import_tegrastats(log: LogArgument, as_json: JsonLinesOption = False, db: StoreOption = None) -> None:
-    """Read a tegrastats log: summarise it, print it as JSON lines, or store it as samples."""
+DeviceNameOption = Annotated[
+    str | None, typer.Option("--device-name", help="Name the board the log was recorded on (stored).")
+]
+
+
+def verdict_lines(result: dict[str, Any]) -> list[str]:
+    """One line per session: its span and verdict with the reason."""
+    from edgeprof.report.render.log import spacing_line
+
+    out = []
+    for s in result["sessions"]:
+        hottest = f", hottest {s['hottest_zone']} {s['hottest_max_c']:g} °C" if s["hottest_zone"] else ""
+        excluded = f", excluded {', '.join(s['excluded_zones'])}" if s["excluded_zones"] else ""
+        out.append(
+            f"verdict (session {s['session']}: {s['start']} .. {s['end']}, {s['lines']} lines"
+            f"{hottest}{excluded}): "
+            f"{s['verdict']}: {s['reason']}"
+        )
+    if result["spacing_assumed"]:
+        out.append(spacing_line(result))
+    return out
+
+
+# the format of a log -> the live collector of the same source, whose roles its metrics have
+COLLECTOR_OF = {"tegrastats": "tegrastats", "jtop_csv": "jtop", "nvidia_smi_csv": "nvml"}
+
+
+def _judge_file(
+    log: Path, interval_ms: float | None, fmt: str = "tegrastats", rows: list[Any] | None = None
+) -> dict[str, Any]:
+    from edgeprof.collectors import roles_for
+    from edgeprof.telemetry.log_formats import read_rows
+    from edgeprof.telemetry.tegrastats_import import series_of_rows, tegrastats_series
+    from edgeprof.verdicts.log_store import power_budget_mw
+    from edgeprof.verdicts.log_verdict import LogInputs, judge_log
+
+    interval_s = interval_ms / 1000.0 if interval_ms else None
+    if rows:  # the records the import has just read
+        found = series_of_rows(rows, interval_s, len(rows))
+    elif fmt == "tegrastats":
+        found = tegrastats_series(log, interval_s)
+    else:
+        read = read_rows(log, fmt)
+        found = series_of_rows(read, interval_s, len(read))
+    roles = roles_for(found.series, dict.fromkeys(found.series, COLLECTOR_OF[fmt]))
+    budget = power_budget_mw(found.series)
+    inputs = LogInputs(found.series, roles, found.spacing_s, found.spacing_assumed, found.wall_t0, budget)
+    return judge_log(inputs)
+
+
+def import_tegrastats(
+    log: LogArgument,
+    as_json: JsonLinesOption = False,
+    db: StoreOption = None,
+    interval_ms: IntervalOption = None,
+    device_name: DeviceNameOption = None,
+) -> None:
+    """Read a tegrastats log: summarise it with a verdict per session, print it as JSON lines, or store it."""
     from edgeprof.telemetry import TegrastatsImportError, import_log
 
     try:
-        import_log(log, as_json, db, sys.stdout)
+        rows: list[Any] = []
+        import_log(log, as_json, db, sys.stdout, device_name=device_name, rows=None if as_json else rows)
+        if not as_json:
+            for line in verdict_lines(_judge_file(log, interval_ms, rows=rows)):
+                typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))
 
 
+FileArgument = Annotated[
+    Path, typer.Argument(metavar="FILE", help="A tegrastats log, jtop's CSV log or an nvidia-smi CSV log.")
+]
+
+
+def import_log_file(
+    file: FileArgument,
+    db: StoreOption = None,
+    interval_ms: IntervalOption = None,
+    device_name: DeviceNameOption = None,
+) -> None:
+    """Read a log users already have (format recognised from its content): a verdict per session, and with
+    --db its readings stored as an imported sweep (`edgeprof analyse --sweep N` judges it again)."""
+    from edgeprof.telemetry import TegrastatsImportError, import_log
+    from edgeprof.telemetry.log_formats import EXPECTED, detect_format, read_rows, store_rows
+
+    try:
+        fmt = detect_format(file)
+        if fmt is None:
+            fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}")
+        rows: list[Any] = []
+        if fmt == "tegrastats":
+            import_log(file, False, db, sys.stdout, device_name=device_name, rows=rows)
+        else:
+            rows = read_rows(file, fmt)
+            typer.echo(f"{file.name}: {len(rows)} records ({fmt})")
+            if db is not None:
+                sweep_id, stored = store_rows(db, file, rows, fmt, device_name)
+                typer.echo(
+                    f"imported {len(rows)} records from {file.name} into sweep {sweep_id} (imported)"
+                    if stored
+                    else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
+                )
+        for line in verdict_lines(_judge_file(file, interval_ms, fmt, rows)):
+            typer.echo(line)
+    except TegrastatsImportError as exc:
+        fail(str(exc))
+
+
+def show_log_verdict(session: Any, sweep_id: int, fmt: str, interval_ms: float | None) -> None:
+    """``analyse`` of an imported sweep: the verdict on its log, as a table or JSON."""
+    from edgeprof.report.render.log import render_log_json, render_log_text
+    from edgeprof.verdicts.log_store import judge_imported
+
+    result = judge_imported(session, sweep_id, interval_ms)
+    typer.echo(render_log_json(result) if fmt == "json" else render_log_text(result))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``import-tegrastats`` to ``app``; bad input is ``edgeprof: error: <msg>`` on stderr, exit 2."""
+    """Add ``import-tegrastats``; bad input is ``edgeprof: error: <msg>`` on stderr, exit 2."""
     app.command(
         "import-tegrastats",
         epilog=(
@@ -46,3 +163,10 @@ def register(app: typer.Typer) -> None:
             "edgeprof import-tegrastats tegrastats.log --db night.db"
         ),
     )(import_tegrastats)
+    app.command(
+        "import-log",
+        epilog=(
+            "Example: edgeprof import-log tegrastats.log  ·  edgeprof import-log jtop.csv --db night.db  ·  "
+            "edgeprof import-log smi.csv --db night.db --device-name rig1"
+        ),
+    )(import_log_file)

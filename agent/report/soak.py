@@ -88,6 +88,7 @@ def soak_fields(run: Run) -> dict[str, Any]:
             "cpu_mhz": w.cpu_mhz,
             "gpu_mhz": w.gpu_mhz,
             "j_per_token": w.j_per_token,
+            "other_cores": w.other_cores,
         }
         for w in ordered
     ]

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
 from edgeprof.collectors import Collector, build_collectors, roles_for
+from edgeprof.collectors.evidence import judge_evidence
 from edgeprof.executors import EnergyOver, executor_of_run
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
@@ -217,10 +218,15 @@ class Telemetry:
             session.commit()
 
     def current_temp_c(self) -> float | None:
-        for state in self.sampler.states:
-            if state.ok and state.collector.name == "sysfs_thermal":
-                values, _err = state.collector.safe_sample()
-                return hottest_c(values)
+        """The hottest thermometer now (the evidence rule: no pseudo-sensor), from the thermal zones, else
+        from tegrastats or jtop where a board has only those."""
+        for name in ("sysfs_thermal", "tegrastats", "jtop"):
+            for state in self.sampler.states:
+                if state.ok and state.collector.name == name:
+                    values, _err = state.collector.safe_sample()
+                    temp = hottest_c(values)
+                    if temp is not None:
+                        return temp
         return None
 
     # -- hooks ------------------------------------------------------------------------------------------
@@ -310,7 +316,9 @@ class Telemetry:
         run.energy_sources = power.name if power else None
         run.energy_basis = power.basis if power else None
         run.energy_whole_board = power.whole_board if power else None
-        roles = roles_for(series, self._owners)
+        # the evidence rule over this run: a fixed zone is no thermometer in any aggregate, column or verdict
+        declared = roles_for(series, self._owners)
+        roles = judge_evidence(series, declared).apply(declared)
         phases = list(session.scalars(select(Phase).where(Phase.run_id == run.id)))
         _memory_peaks(run, series, roles)
 

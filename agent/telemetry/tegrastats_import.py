@@ -28,9 +28,11 @@ import hashlib
 import json
 import math
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -38,6 +40,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof.collectors import TegrastatsRecord, has_data, parse_line, record_to_json, record_to_metrics
+from edgeprof.collectors.evidence import is_thermometer_name
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
@@ -74,14 +77,14 @@ def parse_timestamp(text: str | None) -> datetime | None:
     return None
 
 
-def _local_epoch(dt: datetime) -> float | None:
+def local_epoch(dt: datetime) -> float | None:
     try:
         return dt.timestamp()  # naive: local time of this machine
     except (OverflowError, OSError, ValueError):
         return None
 
 
-def _utc_naive(epoch: float) -> datetime:
+def utc_naive(epoch: float) -> datetime:
     """Like ``edgeprof.run_states.utcnow``: naive UTC, the form every other datetime column holds."""
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
 
@@ -89,7 +92,7 @@ def _utc_naive(epoch: float) -> datetime:
 # -- reading -----------------------------------------------------------------------------------------------
 
 
-def _check_path(path: Path) -> None:
+def check_path(path: Path) -> None:
     try:
         if path.is_dir():
             raise TegrastatsImportError(f"{path} is a directory, not a tegrastats log")
@@ -117,7 +120,7 @@ def _bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes]:
         yield raw
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
+def text_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
     """(1-based line number, text, too long) of every line; raises on binary data or a read error. A line
     longer than MAX_LINE_CHARS bytes comes cut (tegrastats writes ASCII: bytes are characters), flagged."""
     try:
@@ -148,7 +151,7 @@ class ImportCounts:
 
 
 def _records(path: Path, counts: ImportCounts) -> Iterator[TegrastatsRecord]:
-    for _number, text, too_long in _text_lines(path):
+    for _number, text, too_long in text_lines(path):
         if too_long:
             counts.skipped += 1
             continue
@@ -218,6 +221,7 @@ class Summary:
         if self.temps:
             parts = [
                 f"{_short(name, 'temp.', '_c')} {stat.peak:g}"
+                + (" (no thermometer: a fixed value)" if not is_thermometer_name(name) else "")
                 if stat.n
                 else f"{_short(name, 'temp.', '_c')} off"
                 for name, stat in self.temps.items()
@@ -249,12 +253,91 @@ def _duration(seconds: float) -> str:
 # -- the database ------------------------------------------------------------------------------------------
 
 
+def log_identity(first: TegrastatsRecord) -> dict[str, Any]:
+    """What a tegrastats line itself tells of the board: exact RAM (MB), cores (and how many are off),
+    its rail names and the GPU's form (with or without a clock, per-GPC)."""
+    gpu = first.gpu[0] if first.gpu else None
+    gpu_form = (
+        "no GPU field"
+        if gpu is None
+        else f"{gpu.name} with {len(gpu.freq_mhz)} clocks (per GPC)"
+        if len(gpu.freq_mhz) > 1
+        else f"{gpu.name} with a clock"
+        if gpu.freq_mhz
+        else f"{gpu.name} without a clock"
+    )
+    return {
+        "ram_total_mb": first.ram.total_mb if first.ram is not None else None,
+        "cpu_count": len(first.cpus) or None,
+        "cpus_off": sum(1 for c in first.cpus if c is None),
+        "rails": [r.name for r in first.rails],
+        "gpu_form": gpu_form,
+    }
+
+
+def imported_facts(
+    identity: dict[str, Any], device_name: str | None, source: str = "tegrastats"
+) -> dict[str, Any]:
+    """The device row's facts of an imported log. The log was measured on some board, not necessarily this
+    machine: it goes to a device named by ``--device-name`` (default "imported") and described by what the
+    log itself tells (exact RAM in MB, cores, rails, GPU form), which is in its fingerprint: two boards are
+    never merged, and nothing is claimed that the log does not say."""
+    ram = identity.get("ram_total_mb")
+    parts = [
+        f"RAM {ram:g} MB" if ram else "RAM unknown",
+        f"{identity.get('cpu_count') or '?'} cores ({identity.get('cpus_off', 0)} off)",
+        "rails " + "/".join(identity.get("rails") or ["none"]),
+        str(identity.get("gpu_form") or "GPU unknown"),
+    ]
+    return {
+        "hostname": device_name or IMPORTED_HOSTNAME,
+        "machine_id": None,
+        "arch": "unknown",
+        "cpu_model": None,
+        "cpu_count": identity.get("cpu_count"),
+        "ram_total_mb": ram,
+        "board_model": f"imported {source} log: " + ", ".join(parts),
+        "l4t_release": None,
+        "gpu": None,
+        "kernel": None,
+        "os_release": None,
+        "source": f"{source} log import: only what the log shows is known",
+    }
+
+
+def already_imported(session: Session, path: Path) -> int | None:
+    """The sweep a file with the same sha256 was imported as, if any."""
+    from sqlalchemy import select
+
+    return session.scalar(
+        select(Sweep.id).where(Sweep.plan_hash == file_sha256(path), Sweep.status == SWEEP_STATUS).limit(1)
+    )
+
+
+def _store_error(exc: SQLAlchemyError, db: str | None) -> TegrastatsImportError:
+    from edgeprof.storage.db import mask_url, scrub
+
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}")
+
+
+def _imported_before(session: Session, path: Path, notes: TextIO) -> bool:
+    """True (the session closed, the user told) where the same file was imported already."""
+    existing = already_imported(session, path)
+    if existing is None:
+        return False
+    session.close()
+    notes.write(f"{path.name} already imported as sweep {existing} (same sha256): nothing stored\n")
+    return True
+
+
 class _DbWriter:
     """Streams records into sample blocks of one new sweep; nothing is visible before ``commit``."""
 
-    def __init__(self, session: Session, path: Path) -> None:
+    def __init__(self, session: Session, path: Path, device_name: str | None = None) -> None:
         self.session = session
         self.path = path
+        self.device_name = device_name
         self.sweep_id: int | None = None
         self.ticks: list[Tick] = []
         self.n_pending = 0
@@ -269,31 +352,13 @@ class _DbWriter:
         from edgeprof.device import get_or_create_device
         from edgeprof.run_states import utcnow
 
-        # The log was measured on some Jetson, not necessarily this machine: filing it under this machine's
-        # device row would put a board's numbers next to another board's in reports. It goes to a device
-        # named "imported" instead, identified only by what the log itself tells (core count and RAM
-        # size), so imports from similar boards share it and nothing is claimed that the log does not say.
-        facts: dict[str, Any] = {
-            "hostname": IMPORTED_HOSTNAME,
-            "machine_id": None,
-            "arch": "unknown",
-            "cpu_model": None,
-            "cpu_count": len(first.cpus) or None,
-            "ram_total_mb": first.ram.total_mb if first.ram is not None else None,
-            "board_model": None,
-            "l4t_release": None,
-            "gpu": None,
-            "kernel": None,
-            "os_release": None,
-            "source": "tegrastats log import: only core count and RAM size are known",
-        }
-        device = get_or_create_device(self.session, facts)
+        device = get_or_create_device(self.session, imported_facts(log_identity(first), self.device_name))
         now = utcnow()
         sweep = Sweep(
             name=f"import:{self.path.name}",
             plan_path=str(self.path.resolve()),
             plan_text="",  # no plan: nothing was run, a log was read
-            plan_hash=_file_sha256(self.path),  # the same log imported twice is recognisable
+            plan_hash=file_sha256(self.path),  # the same log imported twice is recognisable
             device_id=device.id,
             edgeprof_version=__version__,
             started_at=now,
@@ -309,7 +374,7 @@ class _DbWriter:
     def add(self, rec: TegrastatsRecord, index: int, ts: datetime | None) -> None:
         if self.sweep_id is None:
             self.sweep_id = self._begin(rec)
-        epoch = _local_epoch(ts) if ts is not None else None
+        epoch = local_epoch(ts) if ts is not None else None
         if epoch is not None:
             if self.first_epoch is None:
                 self.first_epoch = epoch
@@ -336,8 +401,13 @@ class _DbWriter:
         if self.sweep is None:
             return
         if self.min_epoch is not None and self.max_epoch is not None:
-            self.sweep.started_at = _utc_naive(self.min_epoch)
-            self.sweep.ended_at = _utc_naive(self.max_epoch)
+            self.sweep.started_at = utc_naive(self.min_epoch)
+            self.sweep.ended_at = utc_naive(self.max_epoch)
+        else:
+            # no timestamp: the file's last write is the one date the log has (its end, at the latest), so
+            # an old log does not sort as the newest sweep
+            written = utc_naive(self.path.stat().st_mtime)
+            self.sweep.started_at = self.sweep.ended_at = written
         clock = "timestamps" if counts.timestamped == counts.records else "record_index"
         if 0 < counts.timestamped < counts.records:
             clock = "mixed"
@@ -356,7 +426,7 @@ class _DbWriter:
         )
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -364,7 +434,7 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _open_session(db: str) -> Session:
+def open_import_session(db: str) -> Session:
     from edgeprof.storage.db import DatabaseError, default_db_path, mask_url, new_session, open_engine, scrub
     from edgeprof.storage.guard import StorageGuardError, check_before_write, sqlite_path_of
     from edgeprof.storage.migrations import SchemaTooNewError
@@ -388,23 +458,31 @@ def _open_session(db: str) -> Session:
 # -- the command -------------------------------------------------------------------------------------------
 
 
-def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: TextIO | None = None) -> int:
-    """Import or show the tegrastats log ``path``; returns the number of records read.
+def import_log(
+    path: Path,
+    as_json: bool,
+    db: str | None,
+    out: TextIO,
+    *,
+    err: TextIO | None = None,
+    device_name: str | None = None,
+    rows: list[tuple[float | None, dict[str, float | None]]] | None = None,
+) -> int:
+    """Import or show the tegrastats log ``path``; returns the number of records read (0: already there).
 
     ``as_json``: JSON lines on ``out``. ``db``: store in that database (path or URL). Neither: a summary on
-    ``out``. Notes (lines with unknown fields, skipped lines, where the samples went) go to ``err``, by
-    default ``sys.stderr`` with ``as_json`` (so ``out`` stays pure JSON lines) and ``out`` otherwise.
-    """
+    ``out``. Notes go to ``err``, by default ``sys.stderr`` with ``as_json`` and ``out`` otherwise.
+    ``rows``: filled with each record's (epoch or None, metrics), for the verdict on the log."""
     path = Path(path)
     notes = err if err is not None else (sys.stderr if as_json else out)
-    _check_path(path)
+    check_path(path)
     counts = ImportCounts()
-    # A first pass rejects binary input before any output is written or anything is stored.
-    for _ in _text_lines(path):
-        pass
+    deque(text_lines(path), maxlen=0)  # a first pass rejects binary input before anything is written
 
-    session = _open_session(db) if db is not None else None
-    writer = _DbWriter(session, path) if session is not None else None
+    session = open_import_session(db) if db is not None else None
+    if session is not None and _imported_before(session, path, notes):
+        return 0
+    writer = _DbWriter(session, path, device_name) if session is not None else None
     summary = Summary() if not as_json and db is None else None
     try:
         for index, rec in enumerate(_records(path, counts)):
@@ -417,6 +495,8 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
                 summary.add(rec, ts)
             if writer is not None:
                 writer.add(rec, index, ts)
+            if rows is not None:
+                rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
         if counts.records == 0:
             raise TegrastatsImportError(f"no tegrastats lines in {path}")
         if writer is not None and session is not None:
@@ -425,10 +505,7 @@ def import_log(path: Path, as_json: bool, db: str | None, out: TextIO, *, err: T
     except SQLAlchemyError as exc:
         if session is not None:
             session.rollback()
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        from edgeprof.storage.db import mask_url, scrub
-
-        raise TegrastatsImportError(f"cannot store samples in {mask_url(db)}: {scrub(first, db)}") from None
+        raise _store_error(exc, db) from None
     except BaseException:
         if session is not None:
             session.rollback()
@@ -465,3 +542,54 @@ def _tell(
         )
     if counts.skipped:
         notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
+
+
+# -- a log as series, for the verdict on it ------------------------------------------------------------------
+@dataclass
+class LogSeries:
+    """A whole log as ``(t, value)`` series: ``t`` in seconds from the first timestamp, or the line index x
+    ``spacing_s`` where the log has none (``spacing_assumed``: nobody said what the spacing was)."""
+
+    series: dict[str, list[tuple[float, float | None]]]
+    wall_t0: float | None
+    spacing_s: float
+    spacing_assumed: bool
+    records: int
+
+
+# tegrastats' default --interval: the spacing of a log without timestamps unless the user states it
+DEFAULT_SPACING_S = 1.0
+
+
+def tegrastats_series(path: Path, interval_s: float | None = None) -> LogSeries:
+    """The records of a tegrastats log as series (bad input raises ``TegrastatsImportError``)."""
+    check_path(Path(path))
+    counts = ImportCounts()
+    rows: list[tuple[float | None, dict[str, float | None]]] = []
+    for rec in _records(Path(path), counts):
+        ts = parse_timestamp(rec.timestamp)
+        rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
+    if not rows:
+        raise TegrastatsImportError(f"no tegrastats lines in {path}")
+    return series_of_rows(rows, interval_s, counts.records)
+
+
+def series_of_rows(
+    rows: list[tuple[float | None, dict[str, float | None]]], interval_s: float | None, records: int
+) -> LogSeries:
+    """Rows of (epoch or None, values) as series: timestamps where every row has one, else the index x the
+    stated ``interval_s`` (or ``DEFAULT_SPACING_S``, then marked assumed)."""
+    epochs = [e for e, _ in rows]
+    timed = all(e is not None for e in epochs) and interval_s is None
+    first = epochs[0] if timed else None
+    spacing = interval_s or DEFAULT_SPACING_S
+    series: dict[str, list[tuple[float, float | None]]] = {}
+    for i, (epoch, values) in enumerate(rows):
+        t = (epoch - first) if timed and epoch is not None and first is not None else i * spacing
+        for metric, value in values.items():
+            series.setdefault(metric, []).append((t, value))
+    if timed:
+        times = sorted({t for s in series.values() for t, _ in s})
+        steps = sorted(b - a for a, b in pairwise(times) if b > a)
+        spacing = steps[len(steps) // 2] if steps else DEFAULT_SPACING_S
+    return LogSeries(series, first, spacing, not timed and interval_s is None, records)

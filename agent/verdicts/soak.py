@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from edgeprof.collectors import MetricRole
+from edgeprof.collectors.evidence import Evidence
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
 from edgeprof.verdicts.interference import InterferenceThresholds
@@ -39,7 +40,7 @@ from edgeprof.verdicts.soak_telemetry import (
     soak_telemetry,
     windows_of,
 )
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds
+from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds, excluded_notes
 
 SoakValue = Literal["throttled", "not_throttled", "not_steady", "slowdown_not_thermal", "inconclusive"]
 
@@ -136,33 +137,48 @@ def _slopes(
 
 
 def _thermal(tel: SoakTelemetry, windows: Sequence[SoakWindow], th: SoakThresholds) -> dict[str, Any]:
-    """Heating over the soak and thermal steady state: the first window end from which on every span's
-    slope stayed under the threshold, and the hottest zone's median temperature from that span on."""
+    """Heating over the soak and thermal steady state (``thermal_state``) of the hottest zone."""
     if tel.hottest is None or not windows:
         return {"measured": False}
     t0, t1 = windows[0].t_start, windows[-1].t_end
-    readings = tel.hottest.inside(t0, t1)
-    if not readings:
+    if not tel.hottest.inside(t0, t1):
         return {"measured": False, "note": "thermometers present but no reading during the soak"}
     temps = [w.temp_max_c for w in windows if w.temp_max_c is not None]
-    slopes = _slopes(tel.hottest, t0, [w.t_end for w in windows], th)
+    state = thermal_state(tel.hottest, t0, t1, [w.t_end for w in windows], th, temps[0] if temps else None)
+    return {"measured": True, "zones": sorted(tel.zones)} | state  # (the key order the evidence always had)
+
+
+def thermal_state(
+    hottest: Readings,
+    t0: float,
+    t1: float,
+    ends: Sequence[float],
+    th: SoakThresholds,
+    start_c: float | None = None,
+) -> dict[str, Any]:
+    """The soak's thermal figures of the hottest thermometer's readings over [t0, t1]: start, max, rise,
+    the slope at the end, and thermal steady state: the first of ``ends`` from which on every span's slope
+    stayed under the threshold, with the median temperature from that span on. Shared with the verdict on
+    an imported log, so "steady" means one thing."""
+    readings = hottest.inside(t0, t1)
+    slopes = _slopes(hottest, t0, ends, th)
     steady_from: float | None = None
     for te, slope in reversed(slopes):
         if abs(slope) >= th.steady_c_per_min:
             break
         steady_from = te
-    steady = tel.hottest.values(steady_from - th.steady_span_s, t1) if steady_from is not None else []
+    steady = hottest.values(steady_from - th.steady_span_s, t1) if steady_from is not None else []
     end_slope = slopes[-1][1] if slopes and slopes[-1][0] == t1 else None
     end_span = th.steady_span_s
     if end_slope is None and t1 - t0 < th.steady_span_s and len(readings) >= th.min_span_readings:
         whole = slope_per_s(readings)  # a soak shorter than the span: its whole length says the trend
         end_slope, end_span = (whole * 60.0 if whole is not None else None), t1 - t0
+    first = start_c if start_c is not None else readings[0][1]
     return {
         "measured": True,
-        "zones": sorted(tel.zones),
-        "start_c": temps[0] if temps else readings[0][1],
+        "start_c": first,
         "max_c": max(v for _, v in readings),
-        "rise_c": (max(v for _, v in readings) - (temps[0] if temps else readings[0][1])),
+        "rise_c": max(v for _, v in readings) - first,
         "end_slope_c_per_min": end_slope,
         "end_slope_span_s": end_span,
         "steady_criterion": {"c_per_min": th.steady_c_per_min, "span_s": th.steady_span_s},
@@ -256,12 +272,21 @@ def _cause(slow: Sequence[SoakWindow], burst: Sequence[SoakWindow], th: SoakThre
     )
 
 
+def _coincides(slow: Sequence[SoakWindow]) -> str:
+    """What the slow windows coincide with, by the interference counters (no cause is claimed)."""
+    now = median(w.other_cores for w in slow if w.other_cores is not None)
+    if now is None:
+        return "other processes' CPU work not measured"
+    return f"the slowdown coincides with {now:.2f} cores of other work"
+
+
 def _slowdown(
     windows: Sequence[SoakWindow],
     figures: dict[str, Any],
     thermal: dict[str, Any],
     th: SoakThresholds,
     evidence: dict[str, Any],
+    found: Evidence,
 ) -> SoakValue:
     """Sustained fell below the hold mark with no throttle signal: heat or not, and what else?"""
     reasons: list[str] = evidence["reasons"]
@@ -275,9 +300,13 @@ def _slowdown(
     evidence.update({"slow_windows": [w.index for w in slow], "clocks": clocks, "cause": cause})
     heated = thermal["measured"] and thermal["rise_c"] >= th.heating_rise_c
     if not thermal["measured"]:
+        missing = found.missing()
+        if missing is not None:  # "not thermal" would rest on nothing: say what coincides instead
+            reasons.append(f"{missing}; {_coincides(slow)}")
+            return "inconclusive"
         reasons.append("temperature not measured")
-        if cause == "contention":
-            reasons.append(why)
+        if cause == "contention" and clocks == "held":
+            reasons.append("clocks held: " + why)
             return "slowdown_not_thermal"
         reasons.append("without a thermometer heat can be neither shown nor ruled out: " + why)
         return "inconclusive"
@@ -361,7 +390,9 @@ def judge_soak(
     drops = _speed_drops(windows, figures, thermal, th)
     first = _first_throttle(windows, drops)
     evidence: dict[str, Any] = {"thresholds": asdict(th), "reasons": [], "notes": []}
-    value = _decide(windows, figures, thermal, first, th, evidence)
+    evidence["evidence"] = tel.evidence.as_json()
+    evidence["notes"].extend(excluded_notes(tel.evidence))
+    value = _decide(windows, figures, thermal, first, th, evidence, tel.evidence)
     evidence.update(_rounded_figures(figures, thermal))
     t0 = windows[0].t_start if windows else 0.0
     evidence["first_throttle"] = (
@@ -391,6 +422,7 @@ def _decide(
     first: tuple[float, int, str] | None,
     th: SoakThresholds,
     evidence: dict[str, Any],
+    found: Evidence,
 ) -> SoakValue:
     reasons: list[str] = evidence["reasons"]
     n = figures["windows_with_speed"]
@@ -416,5 +448,5 @@ def _decide(
         return "throttled"
     if ratio is None or ratio < th.hold_fraction:
         reasons.append(how_much + f", below the {_pct(th.hold_fraction)} hold mark")
-        return _slowdown(windows, figures, thermal, th, evidence)
+        return _slowdown(windows, figures, thermal, th, evidence, found)
     return _held_verdict(figures, thermal, th, reasons)

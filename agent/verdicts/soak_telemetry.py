@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from edgeprof.collectors import MetricRole, counter_delta, decode_clock_event_reasons
+from edgeprof.collectors.evidence import Evidence, judge_evidence
 from edgeprof.stats import median
 from edgeprof.telemetry import EnergySource, SeriesLike, choose_energy_source, energy_j, energy_per_token
 from edgeprof.verdicts.interference import Rep, judge_rep
@@ -101,11 +102,14 @@ class SoakTelemetry:
     cpu_time: dict[str, Readings]  # the interference counters
     energy: dict[str, Readings]
     source: EnergySource | None
+    evidence: Evidence  # the zones that are no thermometer and the clocks that never moved, left out above
 
 
 def soak_telemetry(
     series: Mapping[str, SeriesLike], roles: Mapping[str, MetricRole], gpu: bool
 ) -> SoakTelemetry:
+    found = judge_evidence(series, roles)
+    roles = found.apply(roles)
     of = {m: roles[m] for m in sorted(series) if m in roles}
     zones = {m: Readings(points(series[m])) for m in of if is_temperature(m, gpu, roles)}
     domains = clock_domains(list(of), gpu, roles)
@@ -127,6 +131,7 @@ def soak_telemetry(
         },
         energy={p.metric: Readings(points(series[p.metric])) for p in (source.parts if source else ())},
         source=source,
+        evidence=found,
     )
 
 

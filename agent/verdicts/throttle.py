@@ -19,10 +19,11 @@ anything either way is ``inconclusive`` — never a guess of "fine".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from edgeprof.collectors import MetricRole, counter_delta, decode_clock_event_reasons
+from edgeprof.collectors.evidence import Evidence, judge_evidence
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
 from edgeprof.verdicts.result import VerdictResult, rounded
@@ -126,8 +127,9 @@ def is_temperature(metric: str, gpu_in_use: bool, roles: Mapping[str, MetricRole
 
 
 def is_clock(role: MetricRole | None, gpu_in_use: bool = True) -> bool:
-    """A CPU or GPU clock the throttle verdict judges (not a memory-controller clock, not a cap)."""
-    if role is None or role.role != "clock" or role.domain not in ("cpu", "gpu"):
+    """A CPU or GPU clock the throttle verdict judges (not a memory-controller clock, not a cap, not a
+    clock that never moved: ``edgeprof.collectors.evidence``)."""
+    if role is None or role.role != "clock" or role.domain not in ("cpu", "gpu") or not role.observable:
         return False
     return gpu_in_use or role.domain != "gpu"
 
@@ -275,7 +277,7 @@ def _lowest_throttling_trip(trips: Sequence[tuple[str, float]]) -> tuple[str, fl
     return min(candidates, key=lambda kt: kt[1]) if candidates else None
 
 
-def _zone(
+def zone_figures(
     readings: list[tuple[float, float]], trips: Sequence[tuple[str, float]], th: ThrottleThresholds
 ) -> dict[str, Any]:
     """The figures of one thermometer's readings under load: peak, trend and margin to its trip point."""
@@ -316,7 +318,7 @@ def _temperatures(
         if len(readings) < th.min_load_samples:
             detail[metric] = {"n": len(readings), "status": "too_few_samples"}
         else:
-            detail[metric] = _zone(readings, inputs.trip_points.get(metric, ()), th)
+            detail[metric] = zone_figures(readings, inputs.trip_points.get(metric, ()), th)
     judged = [e for e in detail.values() if e["status"] != "too_few_samples"]
     if any(e["near_trip"] for e in judged):
         return "near_trip", detail
@@ -493,6 +495,22 @@ def _too_little_data(sig: _Signals, th: ThrottleThresholds, reasons: list[str]) 
     return few_reps or few_samples
 
 
+def excluded_notes(found: Evidence) -> list[str]:
+    """One note per zone left out as no thermometer, with the reason (shown wherever the verdict is)."""
+    return [f"{m} is no thermometer: {r}" for m, r in found.excluded_zones.items()]
+
+
+def _no_evidence(found: Evidence, reasons: list[str]) -> bool:
+    """Neither a thermometer nor an observable clock: no claim about heat or clocks can be made."""
+    missing = found.missing()
+    if missing is None:
+        return False
+    reasons.append(missing)
+    reasons.extend(f"{m}: {r}" for m, r in found.excluded_zones.items())
+    reasons.extend(found.unobservable_clocks.values())
+    return True
+
+
 def _not_throttled_notes(sig: _Signals) -> list[str]:
     notes = []
     if sig.temp_status == "unknown":
@@ -529,8 +547,12 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
     if window is None:
         reasons.append("no load window: no steady reps and no load phases")
         return VerdictResult("inconclusive", evidence)
+    found = judge_evidence(inputs.series, inputs.roles, inputs.max_freq_mhz)
+    inputs = replace(inputs, roles=found.apply(inputs.roles))
     sig = _gather(inputs, *window, th)
     evidence.update(_evidence_of(sig, *window))
+    evidence["evidence"] = found.as_json()
+    evidence["notes"].extend(excluded_notes(found))
     if sig.flags:
         signals.append("hardware")
         reasons.extend(sig.flags)
@@ -542,6 +564,10 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
             signals.append("drift")
             reasons.append(sig.drift_text())
         return VerdictResult("throttled", evidence)
+    if _no_evidence(found, reasons):
+        if sig.drift_status == "falling":
+            reasons.append(sig.drift_text())
+        return VerdictResult("inconclusive", evidence)
     if sig.drift_status == "falling":
         return VerdictResult(_slowdown(sig, th, signals, reasons), evidence)
     if _too_little_data(sig, th, reasons):

@@ -44,8 +44,14 @@ class FakeHwmonBoard(Collector):
             Metric("hwmon0.board_mw", "mW")
         ]
 
+    def __init__(self, root: Path | str = "/") -> None:
+        super().__init__(root)
+        self.n = 0
+
     def sample(self) -> SampleValues:
-        return {"hwmon0.edge_c": 41.0, "hwmon0.sclk_mhz": 2400.0, "hwmon0.board_mw": BOARD_MW}
+        # the clock with the 1-MHz jitter of a real one: a clock that never moves is no evidence
+        self.n += 1
+        return {"hwmon0.edge_c": 41.0, "hwmon0.sclk_mhz": 2400.0 - self.n % 2, "hwmon0.board_mw": BOARD_MW}
 
 
 @pytest.mark.llama

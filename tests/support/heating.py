@@ -116,7 +116,9 @@ def simulate(dev: Device) -> Soak:
             dev.t0 + t_s,
             {
                 "temp.zone0_c": round(temp, 3),  # sysfs thermal zones read in millidegrees
-                "cpufreq.policy0.cur_mhz": cap,  # the busy policy runs at its cap
+                # the busy policy runs at its cap, read with the 1-MHz jitter of a real clock (the Orin
+                # capture's 1189-1190): a clock that never moves would be no evidence at all
+                "cpufreq.policy0.cur_mhz": cap - (i % 2),
                 "cpufreq.policy0.max_mhz": cap,
                 "host.cpu_busy_s": busy,
                 "host.cpu_total_s": dev.cpus * t_s,
@@ -188,6 +190,7 @@ class LiveDevice:
         self.soak_t0: float | None = None
         self.trip_t: float | None = None  # CLOCK_MONOTONIC of the simulation's trip
         self.hottest_c = ambient_c
+        self._steps = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="simulated-device", daemon=True)
         trips = [("passive", round(trip_c * 1000))] if trip_c is not None else []
@@ -248,6 +251,12 @@ class LiveDevice:
         self.temp_c = self.temp_at(t)
         self.hottest_c = max(self.hottest_c, self.temp_c)
         self.root.replace(THERMAL / "thermal_zone0" / "temp", round(self.temp_c * 1000))
+        # the current clock at its cap with the 1-MHz jitter of a real one (a clock that never moves is no
+        # evidence that it held: edgeprof.collectors.evidence)
+        self._steps += 1
+        cap_khz = self.capped_khz if self.trip_t is not None else self.max_khz
+        cur_khz = cap_khz - 1000 * (self._steps % 2)
+        self.root.replace(CPU / "cpufreq" / "policy0" / "scaling_cur_freq", cur_khz)
         t_trip = self.trip_after_s()
         if t0 is not None and t_trip is not None and self.trip_t is None and t >= t_trip:
             self.trip_t = t0 + t_trip

@@ -29,6 +29,12 @@ def flat(value: float) -> Callable[[float], float]:
     return lambda _t: value
 
 
+def ramping(value: float) -> Callable[[float], float]:
+    """A real clock held at ``value``: one lower reading at t=0 while the governor ramps up. A clock that
+    never moves at all is no evidence (``edgeprof.collectors.evidence``)."""
+    return lambda t: value - 100.0 if t == 0 else value
+
+
 def inputs(
     tps: Sequence[float | None],
     metrics: dict[str, list[Any]],

@@ -80,4 +80,19 @@ def _panel(ax: Any, soak: Mapping[str, Any]) -> None:
             color="0.4",
         )
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    handles += draw_contention(ax, windows)
     ax.legend(handles=handles, fontsize=7, loc="lower left")
+
+
+def draw_contention(ax: Any, windows: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Other processes' CPU work per window (cores, the interference counters) on an axis of its own: what
+    a slowdown coincides with where no thermometer or clock can say whether it was heat."""
+    cx, cores = _xs(windows, "other_cores")
+    if not cores or max(cores) <= 0.05:
+        return []
+    third = ax.twinx()
+    third.spines["right"].set_position(("axes", 1.1))
+    third.fill_between(cx, cores, step="mid", color="0.5", alpha=0.25, label="other processes (cores)")
+    third.set_ylim(0, max(1.0, max(cores) * 1.2))
+    third.set_ylabel("other processes (cores)")
+    return list(third.get_legend_handles_labels()[0])

@@ -22,6 +22,7 @@ from matplotlib.patches import Patch
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.collectors.evidence import judge_evidence
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.report.figures.canvas import (
     COLORS,
@@ -60,7 +61,9 @@ def timeline_panels(
 ) -> dict[str, dict[str, Points]]:
     """The timeline's series per panel (``temp``, ``cpu``, ``cap``, ``gpu``, ``power``), chosen by each
     metric's role as its collector declared it (``roles``: as stored with the sweep)."""
-    panels: dict[str, dict[str, Points]] = {k: {} for k in ("temp", "cpu", "cpu_core", "cap", "gpu", "power")}
+    kinds = ("temp", "cpu", "cpu_core", "cap", "gpu", "gpu_load", "power")
+    panels: dict[str, dict[str, Points]] = {k: {} for k in kinds}
+    roles = judge_evidence(samples, roles).apply(roles)  # fixed zones drawn as no thermometer
     for metric, points in samples.items():
         role = roles.get(metric)
         if role is None:
@@ -75,14 +78,36 @@ def timeline_panels(
             panels["cap"][metric] = points
         elif role.role == "power":
             panels["power"][metric] = points
+        elif _is_gpu_load(role):
+            panels["gpu_load"][metric] = points
     # Per-cluster clocks where sysfs has them; single cores' clocks otherwise.
     panels["cpu"] = panels["cpu"] or panels.pop("cpu_core")
     panels.pop("cpu_core", None)
     return panels
 
 
+def _is_gpu_load(role: MetricRole) -> bool:
+    return role.role == "utilization" and role.component == "gpu"
+
+
 def _on_a_panel(role: MetricRole | None) -> bool:
-    return role is not None and role.role in PANEL_ROLES
+    return role is not None and (role.role in PANEL_ROLES or _is_gpu_load(role))
+
+
+# A panel's value axis spans at least 10 % of its values: a clock flat at 1189-1190 MHz (0.08 % jitter)
+# drawn on a 1188-1190 axis looks like deep throttling dips. With this floor a change under 2 % of the
+# value fills at most a fifth of the panel, and a real throttle step (15 % and more) still fills it.
+MIN_AXIS_SPAN_FRACTION = 0.10
+
+
+def keep_in_proportion(ax: Axes) -> None:
+    """Widen ``ax``'s value axis around its data to ``MIN_AXIS_SPAN_FRACTION`` of the values' size."""
+    lo, hi = ax.get_ylim()
+    size = max(abs(lo), abs(hi))
+    floor = MIN_AXIS_SPAN_FRACTION * size
+    if size > 0 and hi - lo < floor:
+        mid = (lo + hi) / 2.0
+        ax.set_ylim(mid - floor / 2.0, mid + floor / 2.0)
 
 
 def load_samples(
@@ -137,23 +162,56 @@ def _with_breaks(points: Points, min_gap_s: float = 5.0) -> Points:
     return out
 
 
+# A pause of more than 5 minutes and 20 sampling intervals (a log with two sessions 20 h apart, a sweep
+# resumed the next day) is cut out of the time axis and marked, so the sessions are drawn side by side
+# instead of as two slivers at the ends of a day.
+AXIS_GAP_MIN_S = 300.0
+AXIS_GAP_STEPS = 20.0
+
+
+def _cut_gaps(times: Sequence[float]) -> tuple[tuple[float, float], ...]:
+    """(where, seconds removed) of each gap cut out of the axis; each keeps 2 % of the remaining span."""
+    ts = sorted(set(times))
+    steps = sorted(b - a for a, b in pairwise(ts))
+    if not steps:
+        return ()
+    limit = max(AXIS_GAP_MIN_S, AXIS_GAP_STEPS * steps[len(steps) // 2])
+    gaps = [(a, b - a) for a, b in pairwise(ts) if b - a > limit]
+    kept = (ts[-1] - ts[0]) - sum(g for _, g in gaps)
+    shown = max(0.02 * kept, 1e-6)
+    return tuple((a, g - shown) for a, g in gaps)
+
+
 @dataclass(frozen=True)
 class TimeAxis:
-    """Seconds since the sweep's first event, in minutes past a quarter of an hour."""
+    """Seconds since the sweep's first event, in minutes past a quarter of an hour, with long pauses cut
+    out (``cuts``: where, and how many seconds removed)."""
 
     t0: float
     scale: float
     unit: str
+    cuts: tuple[tuple[float, float], ...] = ()
 
     @classmethod
     def over(cls, times: Sequence[float]) -> TimeAxis:
         t0, t1 = min(times), max(times)
-        span = max(t1 - t0, 1e-6)
+        cuts = _cut_gaps(times)
+        span = max(t1 - t0 - sum(removed for _, removed in cuts), 1e-6)
         scale, unit = (60.0, "min") if span > 900 else (1.0, "s")
-        return cls(t0, scale, unit)
+        return cls(t0, scale, unit, cuts)
 
     def x(self, t: float) -> float:
-        return (t - self.t0) / self.scale
+        removed = sum(r for at, r in self.cuts if t > at)
+        return (t - self.t0 - removed) / self.scale
+
+    def mark_cuts(self, ax: Axes) -> None:
+        """A dashed line and the length of the pause where the axis was cut."""
+        for at, removed in self.cuts:
+            x = self.x(at) + 0.5 * (self.x(at + removed + 1e-9) - self.x(at))
+            ax.axvline(x, color="#9e9e9e", lw=1.0, ls=(0, (4, 3)))
+            hours = removed / 3600.0
+            label = f"{hours:.1f} h gap" if hours >= 1 else f"{removed / 60.0:.0f} min gap"
+            ax.text(x, 0.5, f" {label}", transform=ax.get_xaxis_transform(), fontsize=7, color="#616161")
 
 
 def plot_lines(
@@ -165,12 +223,16 @@ def plot_lines(
     scale_v: float = 1.0,
     group_label: str = "",
     linestyle: str = "-",
+    x: Callable[[float], float] | None = None,
 ) -> int:
-    """Plot each series (or max/min envelopes when there are too many); returns how many were drawn."""
+    """Plot each series (or max/min envelopes when there are too many); returns how many were drawn.
+    ``x``: time -> axis position (a ``TimeAxis`` with pauses cut out); default ``(t - t0) / scale_t``."""
     if not lines:
         return 0
 
     def xs(points: Points) -> list[float]:
+        if x is not None:
+            return [x(t) for t, _ in _with_breaks(points)]
         return [(t - t0) / scale_t for t, _ in _with_breaks(points)]
 
     def ys(points: Points) -> list[float]:
@@ -291,7 +353,7 @@ def read_timeline(session: Session, sweep: Sweep) -> SweepTimeline:
 
 def _draw_temperatures(ax: Axes, temps: Mapping[str, Points], axis: TimeAxis, trips: TripPoints) -> None:
     """Each zone's temperature, and its passive/hot trip points (as ``ThermalZonesCollector.trip_points``)."""
-    plot_lines(ax, temps, axis.t0, axis.scale)
+    plot_lines(ax, temps, axis.t0, axis.scale, x=axis.x)
     for metric, zone_trips in trips.items():
         if metric not in temps:
             continue
@@ -313,15 +375,22 @@ def _draw_temperatures(ax: Axes, temps: Mapping[str, Points], axis: TimeAxis, tr
 
 
 def _draw_clocks(ax: Axes, panels: Mapping[str, Mapping[str, Points]], axis: TimeAxis) -> None:
-    plot_lines(ax, panels["cpu"], axis.t0, axis.scale, group_label="cpu")
-    plot_lines(ax, panels["cap"], axis.t0, axis.scale, group_label="cap", linestyle="--")
-    plot_lines(ax, panels["gpu"], axis.t0, axis.scale, group_label="gpu")
+    plot_lines(ax, panels["cpu"], axis.t0, axis.scale, group_label="cpu", x=axis.x)
+    plot_lines(ax, panels["cap"], axis.t0, axis.scale, group_label="cap", linestyle="--", x=axis.x)
+    plot_lines(ax, panels["gpu"], axis.t0, axis.scale, group_label="gpu", x=axis.x)
     ax.legend(loc="upper left", fontsize=7, ncol=2)
     ax.set_ylabel("clock (MHz)")
 
 
+def _draw_gpu_load(ax: Axes, load: Mapping[str, Points], axis: TimeAxis) -> None:
+    plot_lines(ax, load, axis.t0, axis.scale, group_label="gpu load", x=axis.x)
+    ax.legend(loc="upper left", fontsize=7, ncol=2)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("GPU load (%)")
+
+
 def _draw_power(ax: Axes, power: Mapping[str, Points], axis: TimeAxis) -> None:
-    plot_lines(ax, power, axis.t0, axis.scale, scale_v=1e-3, group_label="power")
+    plot_lines(ax, power, axis.t0, axis.scale, scale_v=1e-3, group_label="power", x=axis.x)
     ax.legend(loc="upper left", fontsize=7, ncol=2)
     ax.set_ylabel("power (W)")
 
@@ -408,6 +477,31 @@ def _mark_run_starts(axes: Sequence[Axes], ax_tps: Axes, data: SweepTimeline, ax
         )
 
 
+def _mark_log_throttles(session: Session, sweep: Sweep, axes: Sequence[Axes], axis: TimeAxis) -> None:
+    """An imported log has no runs: its verdict's throttle points (when, which clock, how deep) are drawn."""
+    from edgeprof.verdicts.log_store import is_imported, judge_imported
+
+    if not is_imported(sweep):
+        return
+    for s in judge_imported(session, sweep.id)["sessions"]:
+        for name, clock in s["clocks"].items():
+            drop = clock.get("drop")
+            if s["verdict"] != "throttled" or not drop:
+                continue
+            x = axis.x(drop["t_s"])
+            for ax in axes:
+                ax.axvline(x, color=THROTTLED_COLOR, lw=1.2)
+            axes[0].text(
+                x,
+                1.0,
+                f" throttled: {name} {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz at {drop['temp_c']:g} °C",
+                transform=axes[0].get_xaxis_transform(),
+                va="bottom",
+                fontsize=7,
+                color=THROTTLED_COLOR,
+            )
+
+
 def _legend(strip: Axes) -> None:
     handles = [Patch(facecolor=c, alpha=0.5, label=n) for n, c in PHASE_COLORS.items()]
     handles += [
@@ -432,11 +526,13 @@ def measured_panels(
          lambda ax: _draw_temperatures(ax, panels["temp"], axis, trip_points)),
         ("CPU/GPU clocks", bool(panels["cpu"] or panels["cap"] or panels["gpu"]),
          lambda ax: _draw_clocks(ax, panels, axis)),
+        ("GPU load", bool(panels["gpu_load"]), lambda ax: _draw_gpu_load(ax, panels["gpu_load"], axis)),
         ("power", bool(panels["power"]), lambda ax: _draw_power(ax, panels["power"], axis)),
         ("steady decode tokens/s", bool(tokens), lambda ax: _draw_tokens(ax, data, tokens)),
     ]  # fmt: skip
     drawn = [(name, draw) for name, measured, draw in candidates if measured]
-    return drawn, [name for name, measured, _draw in candidates if not measured]
+    # GPU load is context where a source reports it (tegrastats, jtop), never missed where none does
+    return drawn, [name for name, measured, _draw in candidates if not measured and name != "GPU load"]
 
 
 def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | None = None) -> Figure | str:
@@ -459,9 +555,13 @@ def timeline_figure(session: Session, sweep_id: int, trip_points: TripPoints | N
     fig.suptitle(title + (f"\nnot measured: {', '.join(missing)}" if missing else ""), fontsize=12)
     for ax, (_name, draw) in zip(axes, drawn, strict=True):
         draw(ax)
-    axes[-1].set_xlabel(f"time since sweep start ({axis.unit})")
+        keep_in_proportion(ax)
+        axis.mark_cuts(ax)
+    cut = ", long pauses cut out" if axis.cuts else ""
+    axes[-1].set_xlabel(f"time since sweep start ({axis.unit}{cut})")
     _mark_throttled(axes, axes[0], data, axis)
     _mark_run_starts(axes, axes[-1], data, axis)
+    _mark_log_throttles(session, sweep, axes, axis)
     _legend(strip)
     return fig
 

@@ -142,6 +142,18 @@ def _figures_to_draw(
     return figures
 
 
+def _verdicts(session: Session, sweep: Sweep, runs: Sequence[Run]) -> str:
+    """The verdicts of the sweep's runs; of an imported log, the verdict on the log per session."""
+    from edgeprof.verdicts.log_store import is_imported
+
+    if not is_imported(sweep):
+        return verdict_section(session, runs)
+    from edgeprof.report.render.log import render_log_html
+    from edgeprof.verdicts.log_store import judge_imported
+
+    return render_log_html(judge_imported(session, sweep.id))
+
+
 def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:
     from edgeprof.report.figures import plain_text
 
@@ -245,7 +257,7 @@ def render_html(
         f"{_configs_part(rows, serving, wide)}"
         f"{serving_section(serving, rows)}"
         f"<h2>Figures</h2>{figures}"
-        f"<h2>Verdicts</h2>{verdict_section(session, runs)}"
+        f"<h2>Verdicts</h2>{_verdicts(session, sweep, runs)}"
         f"<h2>Failed runs</h2>{failures_section(runs, latest_ids)}"
         f"<h2>Device, build and power mode</h2>{device_section(session, sweep, runs)}"
         f"<h2>Telemetry collectors</h2>{collectors_section(session, sweep)}"

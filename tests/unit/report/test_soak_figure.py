@@ -44,3 +44,14 @@ def test_the_soak_chart_is_a_png_with_and_without_temperatures(tmp_path: Path) -
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     empty = soak_png([], tmp_path / "none.png")
     assert empty.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_other_processes_work_is_drawn_on_its_own_axis_where_there_was_some() -> None:
+    from edgeprof.report.figures.canvas import new_figure
+    from edgeprof.report.figures.soak import draw_contention
+
+    windows = [{"t_mid_s": 10.0 * i, "other_cores": 1.0 if i >= 3 else 0.0} for i in range(6)]
+    ax = new_figure(6, 3).add_subplot()
+    assert [h.get_label() for h in draw_contention(ax, windows)] == ["other processes (cores)"]
+    quiet = [{**w, "other_cores": 0.0} for w in windows]
+    assert draw_contention(new_figure(6, 3).add_subplot(), quiet) == []

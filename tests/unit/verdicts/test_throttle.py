@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from support.throttle_runs import FALLING_TPS, STEADY_TPS, cool_metrics, flat, inputs, series
+from support.throttle_runs import FALLING_TPS, STEADY_TPS, cool_metrics, flat, inputs, ramping, series
 
 from edgeprof.verdicts import ThrottleInputs, ThrottleThresholds, throttle_verdict
 
@@ -148,7 +148,8 @@ def test_lowered_cpufreq_cap_counts_as_a_clock_drop() -> None:
 def test_an_idle_cluster_at_a_low_clock_is_not_a_drop() -> None:
     metrics = cool_metrics()
     metrics["temp.cpu_c"] = series(lambda t: 50.0 + 0.5 * t)  # heating, as any loaded board does
-    metrics["cpufreq.policy4.cur_mhz"] = series(flat(600.0))  # the other cluster, idle all along
+    metrics["cpufreq.policy0.cur_mhz"] = series(ramping(2000.0))  # a real clock: the governor ramps up
+    metrics["cpufreq.policy4.cur_mhz"] = series(ramping(600.0))  # the other cluster, idle all along
     result = throttle_verdict(inputs(STEADY_TPS, metrics))
     assert result.value == "not_throttled"
     assert result.evidence["clocks"]["domains"]["cpu"]["observed_mhz"] == 2000.0
@@ -158,7 +159,7 @@ def test_a_dgpu_run_is_judged_on_the_gpu_sensor_and_sm_clock() -> None:
     metrics = {
         "gpu0.temp_c": series(lambda t: 60.0 + 0.3 * t),  # NVML's own sensor, no thermal zone
         "gpu0.sm_clock_mhz": series(lambda t: 1800.0 if t < 30 else 1300.0),
-        "cpufreq.policy0.cur_mhz": series(flat(3000.0)),
+        "cpufreq.policy0.cur_mhz": series(ramping(3000.0)),
     }
     result = throttle_verdict(inputs(STEADY_TPS, metrics, gpu=True))
     assert result.value == "throttled"

@@ -1,0 +1,71 @@
+"""An imported log read back from the database and judged (``log_verdict``): the samples of a sweep of
+status ``imported``, the roles of the collector whose format the log has, and the spacing the import
+recorded (or the one the user states)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from edgeprof.collectors import MetricRole, roles_for
+from edgeprof.storage.models import Sweep
+from edgeprof.storage.samples import read_samples
+from edgeprof.verdicts.log_verdict import LogInputs, judge_log, line_times, measured_spacing_s
+
+IMPORTED_STATUS = "imported"
+# The import's sample source -> the collector that reads the same format live (its roles are the log's).
+SOURCE_COLLECTOR = {"tegrastats_import": "tegrastats", "jtop_import": "jtop", "nvidia_smi_import": "nvml"}
+
+
+def is_imported(sweep: Sweep | None) -> bool:
+    return sweep is not None and sweep.status == IMPORTED_STATUS
+
+
+def _sampler(sweep: Sweep) -> dict[str, Any]:
+    try:
+        data = json.loads(sweep.sampler_json or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None) -> LogInputs:
+    """The imported sweep's samples as a log. Without timestamps the import spaced lines 1 s apart; a
+    stated ``interval_ms`` replaces that spacing (and is then no longer "assumed")."""
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is None:
+        raise ValueError(f"no sweep {sweep_id}")
+    meta = _sampler(sweep)
+    timed = meta.get("clock") == "timestamps"
+    stated = interval_ms / 1000.0 if interval_ms else None
+    scale = stated if (stated and not timed) else 1.0
+    series: dict[str, list[tuple[float, float | None]]] = {}
+    sources: dict[str, str] = {}
+    wall_t0: float | None = None
+    for s in read_samples(session, sweep_id):
+        series.setdefault(s.metric, []).append((s.t_mono * scale, s.value))
+        sources.setdefault(s.metric, SOURCE_COLLECTOR.get(s.source, s.source))
+        if timed and s.t_mono == 0.0:
+            wall_t0 = s.t_wall
+    roles: dict[str, MetricRole] = roles_for(series, sources)
+    spacing = stated or (measured_spacing_s(line_times(series)) if timed else 1.0) or 1.0
+    return LogInputs(series, roles, spacing, not timed and stated is None, wall_t0, power_budget_mw(series))
+
+
+def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> float | None:
+    """The board's power budget where the log states it (nvidia-smi's power.limit; jtop's power mode where
+    its name is a wattage, ``15W``)."""
+    stated = [m for m in series if m.endswith(".power_limit_mw") or m == "nvp.budget_mw"]
+    limits = [v for m in stated for _, v in series[m] if v is not None]
+    return max(limits) if limits else None
+
+
+def judge_imported(session: Session, sweep_id: int, interval_ms: float | None = None) -> dict[str, Any]:
+    """The verdict on an imported sweep's log, with the file it came from."""
+    sweep = session.get(Sweep, sweep_id)
+    out = judge_log(log_inputs(session, sweep_id, interval_ms))
+    meta = _sampler(sweep) if sweep is not None else {}
+    return {"sweep_id": sweep_id, "file": meta.get("file"), "format": meta.get("format", "tegrastats")} | out
