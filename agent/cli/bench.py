@@ -39,7 +39,7 @@ BENCH_HELP = (
     "-ngl N (-1 = all), -b N (2048), -ub N (512), -fa on|off|auto (auto), -ctk/-ctv TYPE (f16), -r N (5), "
     "-nkvo 0|1 (0), -nopo 0|1 (0), --poll 0..100 (50), --delay S (0), --no-warmup, "
     "-o md|csv|json|jsonl|sql (md), -oe FMT (a copy on stderr), --progress and -v (progress is always on "
-    "stderr); -C, --cpu-strict, --prio and -embd at llama-bench's default only.\n\n"
+    "stderr), -C HEX (0x0), --cpu-strict 0|1 (0), --prio -1..3 (0); -embd 0 only.\n\n"
     "Exit 0 when every config ran, 1 when any failed, 2 on a bad flag."
 )
 BENCH_EPILOG = (
