@@ -30,7 +30,7 @@ from edgeprof.cli.common import (
 
 NoTelemetryOption = Annotated[
     bool,
-    typer.Option("--no-telemetry", help="No sampling of temperature, clocks, power; no cooldown or idle."),
+    typer.Option("--no-telemetry", help="No sampling of temperature, clocks, power during the tests."),
 ]
 BENCH_HELP = (
     "Run llama-bench's command line as an edgeprof sweep; print llama-bench's output.\n\n"
