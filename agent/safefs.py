@@ -174,7 +174,7 @@ def archive(queue: Path, folder: str, name: str, data: bytes, error: str | None)
         stored = create_new(dfd, name, data)
         if error is not None:
             stem = stored.rsplit(".", 1)[0]
-            create_new(dfd, f"{stem}.error.txt", (error + "\n").encode())
+            create_new(dfd, f"{stem}.error.txt", (error + "\n").encode("utf-8", "backslashreplace"))
     finally:
         os.close(dfd)
     return queue / folder / stored
@@ -300,6 +300,8 @@ class OutputKind:
 REPORT_MARKERS = (b'<meta name="generator" content="edgeprof">', b"<title>edgeprof sweep ")
 REPORT = OutputKind("report", REPORT_MARKERS, anywhere_in_head=True)
 EXPORT = OutputKind("export", (b'{"edgeprof_export"',))
+# node_exporter's textfile: every family edgeprof writes is named edgeprof_*, and the text opens with its HELP
+PROM = OutputKind("metrics textfile", (b"# HELP edgeprof_",))
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 _ANOTHER = "(give another file name)"
 

@@ -12,7 +12,10 @@ instead of showing what was stored. Here every control or format character is wr
 from __future__ import annotations
 
 import html
+import logging
+import re
 import unicodedata
+import warnings
 from typing import Any
 
 NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -56,3 +59,56 @@ def esc(value: Any) -> str:
     then ``<``, ``>``, ``&`` and both quotes escaped, so it is shown, never parsed as markup or an
     attribute's end. ``None`` is the empty string."""
     return html.escape(safe_text(value, keep="\n\t"), quote=True)
+
+
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection"): text starting with one of these.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value for the csv module: text that a spreadsheet would take for a formula gets a leading ``'``
+    (OWASP's advice; numbers are left as numbers), and a bare CR is written ``\\r``: the writer (line
+    terminator ``\\n``) quotes a newline but not a CR, which split the row in a spreadsheet."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START):
+        value = "'" + value
+    return value.replace("\r", "\\r")
+
+
+# What turns text into Markdown markup: a tag's start (``<script``, ``</x``, ``<!--``, an autolink
+# ``<http:``), a link's or image's middle ``](`` and an image's start ``![``, and a backslash that would
+# undo an escape of one of them. Only these are escaped, so ranges (``[1–2]``), ``< 5`` and code spans
+# print as before.
+_MD_MARKUP = re.compile(r"\\(?=[<\[\]!])|<(?=[A-Za-z/!?])|\]\(|!\[")
+
+
+def md_text(value: Any) -> str:
+    """A label in Markdown: control characters escaped (one line), a table cell's ``|`` escaped, and
+    nothing from data becomes markup (raw HTML, ``[x](javascript:…)``, a remote image)."""
+    text = safe_text(value)
+    if not (len(text) > 1 and text[0] == text[-1] == "`"):  # a code span shows what it holds literally
+        text = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), text)
+    return text.replace("|", "\\|")
+
+
+class SafeLogFormatter(logging.Formatter):
+    """A log line whose message (plan and file names, labels, reasons, anything a record quotes) has every
+    control character escaped, its newlines too: no record can forge another line or act on the terminal
+    reading the journal. A traceback appended to the record keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return safe_text(super().formatMessage(record))
+
+
+def install_warning_sanitiser() -> None:
+    """Warnings printed to stderr (matplotlib's "Glyph 27 missing" quotes a label's ESC) go through
+    ``safe_text``: a warning line never carries a control sequence to the terminal."""
+    original = warnings.formatwarning
+
+    def formatwarning(
+        message: Any, category: Any, filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        return safe_text(original(message, category, filename, lineno, line), keep="\n")
+
+    warnings.formatwarning = formatwarning

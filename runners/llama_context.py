@@ -88,6 +88,34 @@ def _context_params(ll: Any, params: dict[str, Any]) -> Any:
     return cparams
 
 
+def check_model_file(path: str, identity: dict[str, Any] | None) -> None:
+    """RuntimeError unless the file at ``path`` is still the one the agent hashed (its size and mtime, as
+    stored with its sha256): a model replaced after it was hashed is never measured under the old one's
+    sha256, quant and bits per weight."""
+    if not identity:
+        return
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise RuntimeError(f"the model file {path} cannot be read now ({exc.strerror})") from None
+    now, hashed = (st.st_size, st.st_mtime_ns), (identity.get("size_bytes"), identity.get("mtime_ns"))
+    if now != hashed:
+        raise RuntimeError(
+            f"the model file {path} changed after it was hashed (size, mtime_ns {hashed[0]}, {hashed[1]} "
+            f"-> {now[0]}, {now[1]}); not measured under the hashed file's identity (run the plan again)"
+        )
+
+
+def check_loaded_size(model_size_bytes: int, identity: dict[str, Any] | None) -> None:
+    """RuntimeError when llama.cpp's size of the model it loaded is not the hashed file's tensor bytes."""
+    expected = (identity or {}).get("tensor_bytes")
+    if expected and model_size_bytes != expected:
+        raise RuntimeError(
+            f"llama.cpp loaded {model_size_bytes} bytes of tensors, the hashed file has {expected}: the "
+            "model loaded is not the model hashed (replaced while the sweep ran?)"
+        )
+
+
 def load_model(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     """(model, context, the parameters in effect) for ``job``; RuntimeError with the reason when llama.cpp
     cannot load the model, create the context, or give it the threadpool a non-default ``poll`` needs.
@@ -96,9 +124,17 @@ def load_model(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     params = job["params"]
     path = job["model_path"]
     mparams = _model_params(ll, params)
+    identity = job.get("model_identity")
+    check_model_file(path, identity)
     model = ll.llama_model_load_from_file(path.encode(), mparams)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path} (see log tail)")
+    try:  # replaced while it loaded, or not the file hashed: llama.cpp's own size of what it loaded
+        check_model_file(path, identity)
+        check_loaded_size(int(ll.llama_model_size(model)), identity)
+    except RuntimeError:
+        ll.llama_model_free(model)
+        raise
     cparams = _context_params(ll, params)
     poll = int(params.get("poll", DEFAULT_POLL))
     KV_LOG.clear()

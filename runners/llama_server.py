@@ -263,11 +263,13 @@ async def _get_json(
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            r = await c.get(base + path, timeout=timeout_s)
+            code, data, _problem = await loadgen.get_bytes(c, base + path, timeout_s)
+            if data is None:
+                return code, None
             try:
-                return r.status_code, r.json()
+                return code, loadgen.loads(data)
             except ValueError:
-                return r.status_code, r.text
+                return code, data.decode("utf-8", "replace")
     except (httpx.HTTPError, OSError):
         return None, None
 
@@ -281,10 +283,10 @@ async def scrape_metrics(base: str, timeout_s: float = 5.0, client: Any = None) 
     try:
         async with contextlib.AsyncExitStack() as stack:
             c = client if client is not None else await stack.enter_async_context(httpx.AsyncClient())
-            r = await c.get(base + "/metrics", timeout=timeout_s)
-            if r.status_code != 200:
+            code, data, _problem = await loadgen.get_bytes(c, base + "/metrics", timeout_s)
+            if code != 200 or data is None:
                 return None
-            return loadgen.parse_prometheus(r.text)
+            return loadgen.parse_prometheus(data.decode("utf-8", "replace"))
     except (httpx.HTTPError, OSError):
         return None
 

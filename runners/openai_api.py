@@ -26,34 +26,28 @@ from edgeprof.runners.llama_server import ServingResult, scrape_metrics, token_p
 def _record_usage_and_timings(rec: loadgen.RequestRecord, data: dict[str, Any]) -> None:
     """The counts of ``usage`` (OpenAI) and the figures of ``timings`` (llama-server's extension), where the
     chunk has them (vLLM sends ``"usage": null`` on every chunk but the last)."""
-    for choice in data.get("choices") or ():
-        reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    for choice in loadgen.choices(data):
+        reason = loadgen.text(choice.get("finish_reason"), 64)
         if reason:
-            rec.finish_reason = str(reason)
+            rec.finish_reason = reason
     usage = data.get("usage")
     if isinstance(usage, dict):
-        out, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
-        if isinstance(out, int) and not isinstance(out, bool):
+        out = loadgen.count(usage.get("completion_tokens"))
+        prompt = loadgen.count(usage.get("prompt_tokens"))
+        if out is not None:
             rec.output_tokens, rec.token_source = out, "usage"
-        if isinstance(prompt, int) and not isinstance(prompt, bool):
+        if prompt is not None:
             rec.prompt_tokens = prompt
     timings = data.get("timings")
     if isinstance(timings, dict):
-        rec.server_prompt_ms = _number(timings.get("prompt_ms"))
-        rec.server_predicted_ms = _number(timings.get("predicted_ms"))
-        cache_n = timings.get("cache_n")
-        rec.server_cache_n = int(cache_n) if isinstance(cache_n, int) else None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        rec.server_prompt_ms = loadgen.number(timings.get("prompt_ms"))
+        rec.server_predicted_ms = loadgen.number(timings.get("predicted_ms"))
+        rec.server_cache_n = loadgen.count(timings.get("cache_n"))
 
 
 def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    choices = data.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        return choices[0]
-    return {}
+    choices = loadgen.choices(data)
+    return choices[0] if choices else {}
 
 
 def _text_arrived(rec: loadgen.RequestRecord, text: Any, t_arrival: float) -> None:
@@ -150,25 +144,15 @@ def payload_for(job: dict[str, Any], model: str | None, idx: int) -> dict[str, A
 
 
 async def _get(client: Any, url: str, timeout_s: float = 5.0) -> tuple[int | None, Any, str | None]:
-    """(HTTP status, JSON body or None, the connection error) of one GET."""
-    import httpx
-
-    try:
-        r = await client.get(url, timeout=timeout_s)
-    except (httpx.HTTPError, OSError) as exc:
-        return None, None, f"{type(exc).__name__}: {exc}"[:200]
-    try:
-        return r.status_code, r.json(), None
-    except ValueError:
-        return r.status_code, None, None
+    """(HTTP status, JSON body or None, the problem) of one GET, whole within ``timeout_s``."""
+    return await loadgen.get_json(client, url, timeout_s)
 
 
 def identity_of(target: str, endpoint: str, models: Any, props: Any) -> dict[str, Any]:
     """What the server says it is: the model ids of ``/v1/models`` (and llama-server's ``meta`` of the
     first), and from ``/props`` its build and model file; a field the server does not offer is None."""
-    data = models.get("data") if isinstance(models, dict) else None
-    entries = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if data else []
-    props = props if isinstance(props, dict) else {}
+    entries = loadgen.models_reply(models)
+    props = loadgen.props_reply(props)
     gen = props.get("default_generation_settings")
     meta = entries[0].get("meta") if entries else None
     return {
@@ -263,6 +247,9 @@ class _Drive:
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
+    def control_s(self, cap_s: float = loadgen.CONTROL_DEADLINE_S) -> float:
+        return loadgen.deadline_left(self.deadline, cap_s)
+
     async def run(self) -> None:
         async with control_client(self.headers) as self.control:
             await self.steps()
@@ -274,23 +261,23 @@ class _Drive:
         n_warm = int(self.serving.get("warmup_requests", self.conc))
         if n_warm and not await self.level("warmup", n_warm, None, 0):
             return
-        res.metrics_before = await scrape_metrics(self.target, client=self.control)
+        res.metrics_before = await scrape_metrics(self.target, self.control_s(), client=self.control)
         self.has_metrics = res.metrics_before is not None  # llama-server --metrics; most others: none
         n_req = self.serving.get("requests")
         n = int(n_req) if n_req is not None else None
         if not await self.level("measured", n, self.serving.get("duration_s"), n_warm):
             return
         if self.has_metrics:
-            res.metrics_after = await scrape_metrics(self.target, client=self.control)
+            res.metrics_after = await scrape_metrics(self.target, self.control_s(), client=self.control)
         self.judge_level()
 
     async def identify(self) -> bool:
         """``/v1/models`` (an unreachable target ends the config here), ``/props`` where offered."""
-        code, models, error = await _get(self.control, self.target + "/v1/models")
+        code, models, error = await _get(self.control, self.target + "/v1/models", self.control_s())
         if code is None:
             self.res.reason = f"target {public_url(self.target)} unreachable: {error}"
             return False
-        _pc, props, _pe = await _get(self.control, self.target + "/props")
+        _pc, props, _pe = await _get(self.control, self.target + "/props", self.control_s())
         self.res.props = identity_of(self.target, self.endpoint_name, models, props)
         if self.model is None and self.res.props["models"]:
             self.model = self.res.props["models"][0]  # the one it serves (the first, where it lists several)
@@ -336,7 +323,7 @@ class _Drive:
             self.heartbeat()
         if not self.has_metrics:
             return None
-        return await scrape_metrics(self.target, timeout_s=2.0, client=self.control)
+        return await scrape_metrics(self.target, timeout_s=self.control_s(2.0), client=self.control)
 
     def timed_out(self) -> bool:
         self.res.status = "timeout"

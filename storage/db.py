@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
-from edgeprof.storage.guard import StorageGuardError, create_database_file
-from edgeprof.storage.migrations import check_current, upgrade
+from edgeprof.storage.guard import StorageGuardError, check_before_read, create_database_file
+from edgeprof.storage.migrations import check_current, refuse_foreign, upgrade
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
 
@@ -54,37 +55,67 @@ def _split_authority(text: str) -> tuple[str, str, str] | None:
     return scheme + sep, userinfo, host + rest[end:]
 
 
+# libpq's secret parameters, in a URL's query (``?password=...``) or a conninfo string (``password=...``): a
+# quoted value (a backslash escapes a quote inside) or one word up to the next separator.
+_SECRET_PARAM = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])((?:ssl)?password|passfile)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&;#]*)"
+)
+
+
+# A libpq "key=value key=value" connection string, which would otherwise be taken for a file name.
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|passfile|sslmode|service|connect_timeout)\s*=",
+    re.IGNORECASE,
+)
+
+
+def _mask_params(text: str) -> str:
+    return _SECRET_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}***" if m.group(3) else m.group(0), text)
+
+
 def mask_url(url: str | Path | None) -> str:
-    """``url`` fit to print: the password, if any, replaced by ``***`` (a path is returned as it is).
+    """``url`` fit to print: the password, if any, replaced by ``***`` (a path is returned as it is), and
+    the value of every ``password=``, ``sslpassword=`` and ``passfile=`` parameter too (a URL's query or a
+    libpq conninfo string such as ``host=h password=pw``).
 
     Masked by splitting the text itself, not by a URL parser: no malformed URL (a bracket not closed, a
     port that is no number, an unencoded ``@``) can make any part of the password show."""
-    text = str(url) if url is not None else "(default)"
+    text = str(url) if url is not None else _default_url() or "(default)"
     parts = _split_authority(text)
-    if parts is None:
-        return text
-    scheme, userinfo, rest = parts
-    user, colon, _password = userinfo.partition(":")
-    return f"{scheme}{user}{':***' if colon else ''}@{rest}"
+    if parts is not None:
+        scheme, userinfo, rest = parts
+        user, colon, _password = userinfo.partition(":")
+        text = f"{scheme}{user}{':***' if colon else ''}@{rest}"
+    return _mask_params(text)
 
 
-def _password(url: str) -> str | None:
+def _default_url() -> str | None:
+    """``$EDGEPROF_DB`` when it is a URL (what ``--db`` left out means), else None."""
+    env = os.environ.get("EDGEPROF_DB") or ""
+    return env if "://" in env else None
+
+
+def _secrets(url: str) -> list[str]:
+    """Every secret ``url`` holds: the userinfo password and the values of its secret parameters."""
+    found = [m.group(3).strip("'") for m in _SECRET_PARAM.finditer(url) if m.group(3).strip("'")]
     parts = _split_authority(url)
-    if parts is None:
-        return None
-    _user, colon, password = parts[1].partition(":")
-    return password if colon and password else None
+    if parts is not None:
+        _user, colon, password = parts[1].partition(":")
+        if colon and password:
+            found.append(password)
+    return found
 
 
 def scrub(message: str, url: str | Path | None) -> str:
-    """``message`` without the password of ``url`` (drivers may echo the connection string)."""
+    """``message`` without the secrets of ``url`` (drivers may echo the connection string), and with any
+    secret parameter it quotes masked."""
     from urllib.parse import unquote
 
-    password = _password(str(url or ""))
-    if password:
-        for form in {password, unquote(password)}:
-            message = message.replace(form, "***")
-    return message
+    for secret in sorted(set(_secrets(str(url or _default_url() or ""))), key=len, reverse=True):
+        for form in {secret, unquote(secret)}:
+            if len(form) >= 1:
+                message = message.replace(form, "***")
+    return _mask_params(message)
 
 
 def parse_db_url(url: str, given: str | Path | None = None) -> URL:
@@ -113,13 +144,24 @@ def parse_db_url(url: str, given: str | Path | None = None) -> URL:
 def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
     """Turn a path (or None for the default) into a URL; a value containing ``://`` is taken as a URL."""
     if db is None:
-        db = default_db_path()
+        # a URL in $EDGEPROF_DB is a URL (a Path would fold its '//' and print its password as a file name)
+        db = _default_url() or default_db_path()
     text = str(db)
+    if "://" not in text and _CONNINFO.match(text):
+        raise DatabaseError(
+            f"--db {mask_url(text)} is a libpq connection string, not a path; give a postgresql:// URL "
+            "(postgresql://user@host:5432/dbname, the password in ~/.pgpass or PGPASSWORD)"
+        )
     if "://" in text:
         for scheme in _PG_SCHEMES:
             if text.startswith(scheme):
                 return "postgresql+psycopg://" + text[len(scheme) :]
         return text
+    if any(ch in text for ch in "?#%"):
+        # sqlite:///PATH is a URL: '?' starts its query, '#' a fragment, '%41' is 'A'; "c#1.db" opened "c"
+        raise DatabaseError(
+            f"--db {mask_url(text)}: a file name with '?', '#' or '%' would open another file; rename it"
+        )
     path = Path(text).expanduser()
     if create_dir:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +201,11 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
     parsed = parse_db_url(url, db)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if is_sqlite else {}
+    if is_sqlite and parsed.database not in (None, "", ":memory:"):
+        try:  # every command, before any pragma or write: a database that is not edgeprof's stays as it is
+            check_before_read(Path(parsed.database or ""))
+        except StorageGuardError as exc:
+            raise DatabaseError(str(exc)) from None
     if is_sqlite and read_only:
         path = Path(parsed.database or "")
         if not path.is_file():
@@ -188,6 +235,9 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
     if read_only and migrate:  # migrate=False for a reader: `db version`, which reports what is missing
         with engine.connect() as conn:
             check_current(conn)
+    elif read_only and not is_sqlite:  # `db version` too never reads another application's database
+        with engine.connect() as conn:
+            refuse_foreign(conn)
     elif migrate and not read_only:
         upgrade(engine)
     return engine

@@ -71,8 +71,7 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
         raise StorageGuardError(f"{path} is not an SQLite database; nothing was changed (give another --db)")
     try:
         with contextlib.closing(_read_only_connection(path)) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            _refuse_foreign(path, tables)
+            _refuse_foreign(path, conn)
             if integrity:
                 rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
                 if rows != ["ok"]:
@@ -102,7 +101,7 @@ def check_before_read(path: Path) -> None:
         return
     try:
         with contextlib.closing(_read_only_connection(path)) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            _refuse_foreign(path, conn)
     except sqlite3.OperationalError:
         return  # cannot be opened this way (a read-only folder): the opener says why
     except sqlite3.DatabaseError as exc:
@@ -111,14 +110,56 @@ def check_before_read(path: Path) -> None:
                 f"{path} is not an SQLite database; nothing was changed (give another --db)"
             ) from None
         raise StorageGuardError(describe_sqlite_error(str(exc), path)) from None
-    _refuse_foreign(path, tables)
 
 
-def _refuse_foreign(path: Path, tables: set[str]) -> None:
-    if tables and "schema_version" not in tables:
-        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+# edgeprof's mark in the SQLite header (``PRAGMA application_id``, bytes 68-71): "EdgP". A table name is no
+# mark: other applications have a ``schema_version`` table too (Flyway's, or one shaped exactly like ours).
+APPLICATION_ID = 0x45646750
+# What edgeprof's first schema step created and recorded: how a database written before the mark existed is
+# still known as edgeprof's (it gets the mark when a writer next opens it).
+_FIRST_STEP_TABLES = frozenset({"build", "device", "model_file", "sweep", "run", "measurement"})
+_FIRST_STEP = "core: device, build, model_file, sweep, run, measurement"
+
+
+def foreign_reason(conn: sqlite3.Connection) -> str | None:
+    """None when ``conn``'s database is edgeprof's (its mark, or nothing in it yet, or, written before the
+    mark existed, edgeprof's own first step on record with its tables); otherwise what it is instead, for the
+    one-line refusal. Reads only."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    if app_id == APPLICATION_ID:
+        return None
+    if app_id != 0:
+        return f"application_id {app_id:#x}"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    shown = "tables: " + ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+    if not tables:
+        return None
+    if "schema_version" not in tables:
+        return shown
+    try:
+        rows = conn.execute("SELECT version, description FROM schema_version LIMIT 1000").fetchall()
+    except sqlite3.DatabaseError:
+        return shown
+    return None if edgeprof_history(rows, tables) else shown
+
+
+def edgeprof_history(rows: list[tuple[object, object]], tables: set[str]) -> bool:
+    """Whether ``schema_version``'s (version, description) rows and the database's tables are edgeprof's
+    own, for a database written before the mark existed (SQLite's application_id, PostgreSQL's
+    ``edgeprof_meta`` row): its first step on record, with that step's tables, and every version a whole
+    number (Flyway's ``'1.1'`` is not). Only a ``schema_version`` table with no row is an edgeprof create
+    killed before its first step committed."""
+    if not rows:
+        return tables == {"schema_version"}
+    versions_whole = all(type(v) is int for v, _ in rows)
+    return versions_whole and (1, _FIRST_STEP) in rows and _FIRST_STEP_TABLES.issubset(tables)
+
+
+def _refuse_foreign(path: Path, conn: sqlite3.Connection) -> None:
+    reason = foreign_reason(conn)
+    if reason is not None:
         raise StorageGuardError(
-            f"{path} is an SQLite database but not an edgeprof one (tables: {shown}); nothing was "
+            f"{path} is an SQLite database but not an edgeprof one ({reason}); nothing was "
             "changed (give another --db)"
         )
 

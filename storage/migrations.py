@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
+from edgeprof.storage.guard import APPLICATION_ID, edgeprof_history
 from edgeprof.storage.identity import content_uid
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
 
@@ -860,6 +861,7 @@ def missing_versions(conn: Connection) -> list[int]:
 
 def check_current(conn: Connection) -> None:
     """For read-only commands: raise unless the DB has every step of this edgeprof (and nothing newer)."""
+    refuse_foreign(conn)
     versions = applied_versions(conn)
     _refuse_unknown(versions)
     missing = sorted(v for v in _BY_VERSION if v not in versions)
@@ -920,6 +922,57 @@ def _ensure_version_table(conn: Connection) -> None:
     )
 
 
+# PostgreSQL has no application_id: edgeprof's database is known there by this table's row.
+META_TABLE = "edgeprof_meta"
+
+
+class ForeignDatabaseError(SchemaOutdatedError):
+    """A database server's database that is not edgeprof's; nothing was changed in it."""
+
+
+def refuse_foreign(conn: Connection) -> None:
+    """On a server database: ForeignDatabaseError unless it is empty, holds edgeprof's ``edgeprof_meta``
+    row, or (written before the row existed) edgeprof's own schema history. Reads only. SQLite files are
+    checked before any connection is made (storage/guard.py)."""
+    if conn.dialect.name == "sqlite":
+        return
+    from sqlalchemy import inspect
+
+    tables = set(inspect(conn).get_table_names())
+    if not tables:
+        return
+    if META_TABLE in tables:
+        row = conn.execute(text(f"SELECT value FROM {META_TABLE} WHERE key = 'application'")).scalar()
+        if row == "edgeprof":
+            return
+    elif "schema_version" in tables:
+        rows = [(r[0], r[1]) for r in conn.execute(text("SELECT version, description FROM schema_version"))]
+        if edgeprof_history(rows, tables):
+            return
+    shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+    raise ForeignDatabaseError(
+        f"a database but not an edgeprof one (tables: {shown}); nothing was changed (give another --db)"
+    )
+
+
+def _mark(conn: Connection) -> None:
+    """edgeprof's mark, in the first transaction of every upgrade: a new database gets it with its first
+    table, an edgeprof database written before the mark existed gets it now. SQLite: the header's
+    application_id; PostgreSQL: the ``edgeprof_meta`` row."""
+    if conn.dialect.name != "sqlite":
+        create = f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        conn.execute(text(create))
+        conn.execute(
+            text(
+                f"INSERT INTO {META_TABLE} (key, value) VALUES ('application', 'edgeprof') "
+                "ON CONFLICT (key) DO NOTHING"
+            )
+        )
+        return
+    if conn.exec_driver_sql("PRAGMA application_id").scalar() != APPLICATION_ID:
+        conn.exec_driver_sql(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
 def apply_migration(conn: Connection, migration: Migration) -> None:
     """Run one step's DDL, data step and version row on ``conn`` (the caller owns the transaction)."""
     for statement in migration.statements:
@@ -949,7 +1002,9 @@ def upgrade(engine: Engine, target: int | None = None) -> list[int]:
     try:
         with migrator.begin() as conn:
             _lock(conn)
+            refuse_foreign(conn)
             _ensure_version_table(conn)
+            _mark(conn)
             todo = [v for v in missing_versions(conn) if v <= target]
         for version in todo:
             with migrator.begin() as conn:

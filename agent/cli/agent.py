@@ -99,7 +99,7 @@ def agent(
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
-    from edgeprof.safefs import QueueLocked
+    from edgeprof.safefs import QueueLocked, UnsafePath
 
     config = AgentConfig(
         queue=_queue(queue, plan),
@@ -126,6 +126,8 @@ def agent(
         fail(f"{exc}; wait for it with --wait, or stop it")
     except MetricsPortError as exc:
         fail(str(exc))
+    except UnsafePath as exc:  # the queue folder a symbolic link, or not a folder: never followed
+        fail(f"--queue {exc.strerror or exc}")
     raise typer.Exit(code)
 
 

@@ -129,6 +129,9 @@ def _skip_final_collection() -> None:
 
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
+    from edgeprof.safetext import install_warning_sanitiser
+
+    install_warning_sanitiser()
     try:
         app()
     except KeyboardInterrupt:

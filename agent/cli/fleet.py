@@ -72,7 +72,7 @@ def _exists(db: str | None) -> bool:
 def db_upgrade(db: DbOption = None) -> None:
     """Apply the schema steps this database lacks (each in one transaction; safe to interrupt and rerun)."""
     from edgeprof.storage.db import mask_url
-    from edgeprof.storage.migrations import SchemaTooNewError, current_version, upgrade
+    from edgeprof.storage.migrations import ForeignDatabaseError, SchemaTooNewError, current_version, upgrade
 
     guard_write(db)  # never add our tables to someone else's SQLite file
     engine = open_db(db, migrate=False)
@@ -80,6 +80,8 @@ def db_upgrade(db: DbOption = None) -> None:
         applied = upgrade(engine)
     except SchemaTooNewError as exc:
         fail(str(exc))
+    except ForeignDatabaseError as exc:  # a server's database of another application: nothing was changed
+        fail(f"{mask_url(db)}: {exc}")
     with engine.connect() as conn:
         version = current_version(conn)
     what = f"applied {', '.join(map(str, applied))}" if applied else "already up to date"

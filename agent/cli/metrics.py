@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import DbOption, DeviceOption, fail, open_db, sweep_of_device
+from edgeprof.cli.common import DbOption, DeviceOption, fail, open_db, sqlite_file, sweep_of_device
 
 TextfileOption = Annotated[
     Path | None,
@@ -30,6 +30,9 @@ def metrics(textfile: TextfileOption = None, db: DbOption = None, device: Device
     from edgeprof.daemon import metrics_text, write_textfile
     from edgeprof.storage.db import new_session
 
+    protect = tuple(p for p in (sqlite_file(db),) if p is not None)
+    if textfile is not None:
+        _check_textfile(textfile, protect)  # before the database is opened
     engine = open_db(db, read_only=True)
     if device is not None:
         with new_session(engine) as session:
@@ -37,13 +40,22 @@ def metrics(textfile: TextfileOption = None, db: DbOption = None, device: Device
     if textfile is None:
         typer.echo(metrics_text(engine, device).decode(), nl=False)
         return
+    try:
+        write_textfile(engine, textfile, device, protect)
+    except OSError as exc:  # UnsafePath too: a symlinked or non-directory folder
+        fail(f"--textfile {textfile}: {exc.strerror or exc}")
+
+
+def _check_textfile(textfile: Path, protect: tuple[Path, ...]) -> None:
+    from edgeprof.safefs import PROM, UnsafePath, check_output
+
     # node_exporter reads only *.prom files; the suffix also keeps a mistyped --textfile off the database
     if textfile.suffix != ".prom":
         fail(f"--textfile {textfile}: node_exporter's textfile collector reads only *.prom files")
     try:
-        write_textfile(engine, textfile, device)
-    except OSError as exc:  # UnsafePath too: a symlinked or non-directory folder
-        fail(f"--textfile {textfile}: {exc.strerror or exc}")
+        check_output(textfile, PROM, protect)
+    except UnsafePath as exc:
+        fail(f"--textfile {exc.strerror or exc}")
 
 
 def register(app: typer.Typer) -> None:

@@ -203,6 +203,7 @@ def compare(
 
     The output first names A and B (sweep, plan, device, build); on a terminal the table fits its width."""
     from edgeprof.report import ReportError, compare_sweeps, describe_sweep, render_compare
+    from edgeprof.safetext import safe_lines
     from edgeprof.storage.db import mask_url, new_session
 
     devices = list(device or [])
@@ -226,7 +227,16 @@ def compare(
     if db_b is not None:  # the same id can name two sweeps: say which database each one is in
         sides[0]["database"], sides[1]["database"] = mask_url(db), mask_url(db_b)
     width = None if wide else terminal_width()
-    typer.echo(render_compare(rows, fmt.value, sides=sides, width=width))
+    if fmt.value != "json":  # labels, hosts, names: one visible line each, never a control sequence
+        rows, sides = [_shown(r) for r in rows], [_shown(side) for side in sides]
+    text = render_compare(rows, fmt.value, sides=sides, width=width)
+    typer.echo(text if fmt.value == "json" else safe_lines(text))
+
+
+def _shown(values: dict[str, Any]) -> dict[str, Any]:
+    from edgeprof.safetext import safe_text
+
+    return {k: safe_text(v) if isinstance(v, str) else v for k, v in values.items()}
 
 
 AnalyseFormatOption = Annotated[

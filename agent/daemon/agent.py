@@ -45,6 +45,7 @@ from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
 from edgeprof.safefs import UnsafePath, lock_queue, read_nofollow
+from edgeprof.safetext import SafeLogFormatter
 from edgeprof.storage.db import db_url
 from edgeprof.storage.guard import StorageGuardError, check_open_engine
 from edgeprof.storage.models import AgentState
@@ -66,7 +67,7 @@ def parse_until(text: str | None) -> dt.time | None:
     try:
         hours, minutes = text.split(":")
         return dt.time(int(hours), int(minutes))
-    except ValueError:
+    except (ValueError, OverflowError):  # 99999999999999999999:00 overflows C's int
         raise ValueError(f"--until expects HH:MM (24 h), got {text!r}") from None
 
 
@@ -546,9 +547,10 @@ class Agent:
             log.exception("db compact after the sweep failed")
 
 
-class OneLineFormatter(logging.Formatter):
-    """A traceback folded into its event's line (" | " between its lines): the journal keeps one line per
-    event, and a reader of ``journalctl -u edgeprof-agent`` sees which event it belongs to."""
+class OneLineFormatter(SafeLogFormatter):
+    """A message with its control characters escaped (``SafeLogFormatter``), and a traceback folded into its
+    event's line (" | " between its lines): the journal keeps one line per event, and a reader of
+    ``journalctl -u edgeprof-agent`` sees which event it belongs to."""
 
     def format(self, record: logging.LogRecord) -> str:
         return " | ".join(line for line in super().format(record).splitlines() if line.strip())

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from edgeprof.daemon.metrics import MetricsCollector
-from edgeprof.safefs import replace_file
+from edgeprof.safefs import PROM, output_file
 
 log = logging.getLogger("edgeprof.metrics")
 
@@ -55,17 +55,80 @@ class MetricsServer:
         self.thread.join(timeout_s)
 
 
+# Connections to /metrics: each is served by one of a few pooled threads and given a few seconds to send its
+# request; past that many at once, a new one is closed at once. 400 half-open connections once made 403
+# threads that waited for ever.
+METRICS_THREADS = 4
+METRICS_MAX_CONNECTIONS = 16
+METRICS_CONNECTION_TIMEOUT_S = 5.0
+
+
+def _bounded_server_class(family: int) -> type:
+    from concurrent.futures import ThreadPoolExecutor
+    from wsgiref.simple_server import WSGIServer
+
+    class BoundedWSGIServer(WSGIServer):
+        address_family = family
+        daemon_threads = True
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # before the bind: a port that is taken closes the server from inside __init__
+            self.pool = ThreadPoolExecutor(max_workers=METRICS_THREADS, thread_name_prefix="edgeprof-metrics")
+            self.open_slots = threading.BoundedSemaphore(METRICS_MAX_CONNECTIONS)
+            super().__init__(*args, **kwargs)
+
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not self.open_slots.acquire(blocking=False):
+                self.shutdown_request(request)  # too many at once: closed, never a thread of its own
+                return
+            self.pool.submit(self._serve_one, request, client_address)
+
+        def _serve_one(self, request: Any, client_address: Any) -> None:
+            try:
+                self.finish_request(request, client_address)
+            except Exception:  # noqa: BLE001 - one bad connection never stops the endpoint
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                self.open_slots.release()
+
+        def server_close(self) -> None:
+            super().server_close()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    return BoundedWSGIServer
+
+
+def _quiet_handler_class() -> type:
+    from wsgiref.simple_server import WSGIRequestHandler
+
+    class QuietHandler(WSGIRequestHandler):
+        timeout = METRICS_CONNECTION_TIMEOUT_S  # the socket's: a request line that never comes ends here
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return QuietHandler
+
+
 def start_metrics_server(engine: Engine, port: int, addr: str = DEFAULT_METRICS_ADDR) -> MetricsServer:
-    """Serve ``/metrics`` on ``addr:port`` (port 0: a free one, see ``MetricsServer.port``) from daemon
-    threads, one per request: a slow scrape never holds the agent's loop. Raises MetricsPortError when it
-    cannot listen there."""
-    from prometheus_client import start_http_server
+    """Serve ``/metrics`` on ``addr:port`` (port 0: a free one, see ``MetricsServer.port``) from a small
+    pool of threads, each connection with a timeout: a slow or half-open scrape never holds the agent's loop
+    nor piles up threads. Raises MetricsPortError when it cannot listen there."""
+    import socket
+    from wsgiref.simple_server import make_server
+
+    from prometheus_client import make_wsgi_app
 
     try:
-        server, thread = start_http_server(port, addr=addr, registry=registry_for(engine))
+        family = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[0][0]
+        app = make_wsgi_app(registry_for(engine))
+        server: Any = make_server(addr, port, app, _bounded_server_class(family), _quiet_handler_class())
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise MetricsPortError(f"--metrics-port {port}: cannot listen on {addr}: {reason}") from None
+    thread = threading.Thread(target=server.serve_forever, name="edgeprof-metrics-server", daemon=True)
+    thread.start()
     log.info("metrics: serving http://%s:%d/metrics", addr, int(server.server_address[1]))
     return MetricsServer(server, thread)
 
@@ -77,9 +140,13 @@ def metrics_text(engine: Engine, device: str | None = None) -> bytes:
     return bytes(generate_latest(registry_for(engine, device)))
 
 
-def write_textfile(engine: Engine, path: Path, device: str | None = None) -> int:
-    """Write the metric set to ``path`` via a temp file + rename in its folder (node_exporter never reads a
-    half-written file; a symlink at ``path`` is replaced, never written through); returns its size."""
+def write_textfile(
+    engine: Engine, path: Path, device: str | None = None, protect: tuple[Path, ...] = ()
+) -> int:
+    """Write the metric set to ``path`` through the one output guard (safefs.output_file): a temp file +
+    rename in its folder, so node_exporter never reads a half-written file; never the database (``protect``)
+    or its side files, a symlink, a FIFO or a file edgeprof did not write. Returns its size."""
     data = metrics_text(engine, device)
-    replace_file(path, data)
+    with output_file(path, PROM, protect) as fh:
+        fh.write(data)
     return len(data)

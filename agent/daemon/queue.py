@@ -220,7 +220,8 @@ class PlanQueue:
             try:
                 name = _rename_new(qfd, path.name, dfd, archive_name(_queued_name(path.name), stamp))
                 if error is not None:
-                    create_new(dfd, f"{name.rsplit('.', 1)[0]}.error.txt", (error + "\n").encode())
+                    note = (error + "\n").encode("utf-8", "backslashreplace")
+                    create_new(dfd, f"{name.rsplit('.', 1)[0]}.error.txt", note)
             finally:
                 os.close(dfd)
         finally:
@@ -310,12 +311,20 @@ class ChangedWhileRead(OSError):
 
 def archive_name(name: str, stamp: str) -> str:
     """``<stem>-<stamp><suffix>``, the stem cut (at a character) so the name and its ``.error.txt`` fit."""
-    path = Path(name)
+    path = Path(encodable_name(name))
     stem, suffix = path.stem, path.suffix
     raw = stem.encode("utf-8")
     if len(raw) > MAX_STEM_BYTES:
         stem = raw[:MAX_STEM_BYTES].decode("utf-8", errors="ignore")
     return f"{stem}-{stamp}{suffix}"
+
+
+def encodable_name(name: str) -> str:
+    """``name`` as valid UTF-8: a byte that is not (``os.listdir`` keeps it as a lone surrogate, which no
+    encoder takes) becomes ``_``. The plan is archived, and reported, by this name; its own stays readable
+    in the log as the escapes of ``safe_text``."""
+    raw = name.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "replace").replace("\ufffd", "_")
 
 
 def _queued_name(name: str) -> str:
@@ -324,6 +333,7 @@ def _queued_name(name: str) -> str:
 
 
 def _held_name(name: str) -> str:
+    name = encodable_name(name)
     raw = name.encode("utf-8")
     if len(raw) + len(HELD_SUFFIX) + 4 > 255:
         name = raw[: 255 - len(HELD_SUFFIX) - 4].decode("utf-8", errors="ignore")
@@ -338,7 +348,7 @@ def _write_why(qfd: int, name: str, folder: str, error: str | None) -> None:
         log.warning("cannot note where held plan %s goes: %s", name, exc)
         return
     try:
-        os.write(fd, f"{folder}\n{error or ''}".encode())
+        os.write(fd, f"{folder}\n{error or ''}".encode("utf-8", "backslashreplace"))
     finally:
         os.close(fd)
 

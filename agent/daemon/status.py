@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
+from edgeprof.safetext import safe_text
 from edgeprof.storage.models import AgentState, CollectorStatus, Run, Sweep
 from edgeprof.sweep import owner_gone
 
@@ -47,11 +48,13 @@ def _agent_info(session: Session, device: str | None) -> dict[str, Any] | None:
         return None  # no agent ever ran here, or the heartbeat in this DB is another machine's agent
     age = (utcnow() - state.heartbeat_at).total_seconds()
     alive = state.stopped_at is None and age < STALE_AFTER_S
-    if alive and state.hostname == socket.gethostname():
-        alive = _pid_alive(state.pid)
+    # on this machine a process that is gone without stopping died (kill -9, a crash): said so, at once
+    died = state.stopped_at is None and state.hostname == socket.gethostname() and not _pid_alive(state.pid)
+    alive = alive and not died
+    shown = state.state if alive or state.stopped_at else "died" if died else "not responding"
     return {
         "pid": state.pid,
-        "state": state.state if alive or state.stopped_at else "not responding",
+        "state": shown,
         "message": state.message,
         "alive": alive,
         "heartbeat_age_s": round(age, 1),
@@ -163,7 +166,8 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"last error: run {e['run_id']} {e['model']} {e['status']}: {e['reason']}")
     for c in status["collectors"]:
         lines.append(f"  collector {c['name']}: {'ok' if c['ok'] else 'unavailable'} ({c['reason']})")
-    return "\n".join(lines)
+    # names, labels and reasons from plans and children: each line one visible line, no control sequence
+    return "\n".join(safe_text(line) for line in lines)
 
 
 def status_json(status: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from edgeprof.gguf import drop_page_cache
 from edgeprof.plan import RunSpec
 from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.stats import median
-from edgeprof.storage.models import Run
+from edgeprof.storage.models import ModelFile, Run
 
 
 class InProcessExecutor:
@@ -71,6 +71,7 @@ class InProcessExecutor:
     def _child(
         self, session: Session, run: Run, spec: RunSpec, ctx: RunContext, job: dict[str, Any], is_main: bool
     ) -> ChildResult:
+        job["model_identity"] = model_identity(session, run)  # the child loads the file that was hashed
         try:
             child = run_child(
                 job,
@@ -106,3 +107,15 @@ class InProcessExecutor:
 
     def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
         """Nothing of its own: the per-rep energy of its measurements is telemetry's (it needs the phases)."""
+
+
+def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
+    """The hashed file's identity for the child to check at load (size, mtime, tensor bytes): the model
+    loaded must be the model whose sha256 the run is stored under."""
+    # no autoflush: a flush here would open a write transaction that stays open while the child runs, and
+    # the sweep lease's heartbeat (its own connection) would wait behind it
+    with session.no_autoflush:
+        mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
+    if mf is None:
+        return None
+    return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}

@@ -63,6 +63,8 @@ class GGUFHeader:
     array_len: dict[str, int] = field(default_factory=dict)  # arrays: their item count only
     # string arrays: where their first item starts, to fetch single items (a token's text) by index
     string_array_at: dict[str, int] = field(default_factory=dict)
+    # long strings asked for (the chat template) that were longer than their limit: their length
+    too_long: dict[str, int] = field(default_factory=dict)
     # name, dims, ggml type, offset from data_start
     tensors: list[tuple[str, tuple[int, ...], int, int]] = field(default_factory=list)
     data_start: int = 0
@@ -202,6 +204,11 @@ def read_chat_fields(path: str | Path) -> ChatFields:
             return _string_item(cur, at, tid)
 
         template = header.fields.get("tokenizer.chat_template")
+        if "tokenizer.chat_template" in header.too_long:  # there is one: it is too long, not missing
+            raise BoundedGGUFError(
+                f"tokenizer.chat_template is {header.too_long['tokenizer.chat_template']} bytes, more than "
+                f"the {MAX_TEMPLATE_BYTES} read"
+            )
         add_bos = header.fields.get("tokenizer.ggml.add_bos_token")
         return ChatFields(
             chat_template=template if isinstance(template, str) else None,
@@ -246,9 +253,12 @@ def _parse(cur: _Cursor, long_keys: frozenset[str] = frozenset()) -> GGUFHeader:
         if vtype in _SCALAR:
             header.fields[key] = cur.scalar(_SCALAR[vtype], what)
         elif vtype == _STRING:
+            start = cur.pos
             value = cur.string(what, limit=MAX_TEMPLATE_BYTES if key in long_keys else MAX_KEPT_STRING)
             if value is not None:
                 header.fields[key] = value
+            elif key in long_keys:
+                header.too_long[key] = cur.pos - start - 8
         elif vtype == _ARRAY:
             if cur.left() >= 12 and struct.unpack_from("<I", cur.data, cur.pos)[0] == _STRING:
                 header.string_array_at[key] = cur.pos + 12  # after the item type (u32) and count (u64)

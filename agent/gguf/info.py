@@ -21,6 +21,10 @@ class GGUFError(ValueError):
     """The file is not a readable, complete GGUF file; the message says why in one line."""
 
 
+# A model's counts as llama.cpp reads them: 32-bit (context, layers, heads, sizes).
+GGUF_COUNT_MAX = (1 << 31) - 1
+
+
 @dataclass(frozen=True)
 class GGUFInfo:
     path: str
@@ -95,7 +99,11 @@ def read_gguf_info(path: str | Path) -> GGUFInfo:
         if arch_s is None:
             return None
         value = fields.get(f"{arch_s}.{suffix}")
-        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        if not 0 <= value <= GGUF_COUNT_MAX:  # llama.cpp reads these as 32-bit: 2^64-1 is no context
+            raise GGUFError(f"{p}: {arch_s}.{suffix} = {value} is outside 0..{GGUF_COUNT_MAX}")
+        return value
 
     name = fields.get("general.name")
     return GGUFInfo(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgeprof.gguf.info import GGUFError
+from edgeprof.gguf.info import GGUF_COUNT_MAX, GGUFError
 
 # Architectures whose sliding-window layers follow a fixed period when the GGUF has no per-layer pattern:
 # in each run of ``period`` layers all but the last use the window (llama.cpp's set_swa_pattern default).
@@ -193,25 +193,48 @@ def read_model_shape(path: str | Path) -> ModelShape:
     return _shape(p, meta, tensors)
 
 
+# A value past GGUF_COUNT_MAX (a context_length of 2^64-1, a block_count of 2^63) or heads given as text is a
+# damaged or hostile file, refused where it is read rather than met as an overflow in the middle of a sweep.
+MAX_LAYERS = 65_536
+
+
+class GGUFRangeError(GGUFError):
+    """A count of the model's shape that llama.cpp could not hold; ``run --check`` refuses the model."""
+
+
+def gguf_count(p: Path, key: str, value: Any) -> int:
+    """``value`` of ``key`` as a count in 0..GGUF_COUNT_MAX; GGUFRangeError naming the key otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GGUFRangeError(f"{p}: {key} is {str(value)[:40]!r}, not a number")
+    if isinstance(value, float) and not value.is_integer():
+        raise GGUFRangeError(f"{p}: {key} = {value} is not a whole number")
+    if not 0 <= value <= GGUF_COUNT_MAX:
+        raise GGUFRangeError(f"{p}: {key} = {int(value)} is outside 0..{GGUF_COUNT_MAX}")
+    return int(value)
+
+
 def _shape(p: Path, meta: dict[str, Any], tensors: list[TensorInfo]) -> ModelShape:
     arch = str(meta.get("general.architecture") or "")
 
     def num(suffix: str, default: int | None = None) -> int | None:
         value = meta.get(f"{arch}.{suffix}")
         if isinstance(value, list):
-            return int(max(value)) if value else default
-        return int(value) if isinstance(value, (int, float)) else default
+            return max(gguf_count(p, f"{arch}.{suffix}", v) for v in value) if value else default
+        return gguf_count(p, f"{arch}.{suffix}", value) if value is not None else default
 
     n_layer = num("block_count")
     n_embd = num("embedding_length")
     if not arch or n_layer is None or n_embd is None:
         raise GGUFError(f"{p}: the GGUF lacks architecture, block_count or embedding_length")
+    if n_layer > MAX_LAYERS:
+        raise GGUFRangeError(f"{p}: {arch}.block_count = {n_layer} is more than {MAX_LAYERS} layers")
     n_head = num("attention.head_count", 1) or 1
     raw_kv = meta.get(f"{arch}.attention.head_count_kv", n_head)
+    key_kv = f"{arch}.attention.head_count_kv"
     if isinstance(raw_kv, list):
-        n_head_kv = tuple(int(v) for v in raw_kv)[:n_layer]
+        n_head_kv = tuple(gguf_count(p, key_kv, v) for v in raw_kv[:n_layer])
     else:
-        n_head_kv = (int(raw_kv),) * n_layer
+        n_head_kv = (gguf_count(p, key_kv, raw_kv),) * n_layer
     head_dim_k = num("attention.key_length") or n_embd // n_head
     head_dim_v = num("attention.value_length") or n_embd // n_head
     tok = meta.get("tokenizer.ggml.tokens")

@@ -3,6 +3,7 @@ much evidence it wants before it calls one variant faster than another."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ def _number(raw: dict[str, Any], key: str, problems: list[str]) -> float | None:
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         problems.append(f"quality_budget.{key}: expected a number, got {value!r}")
+        return None
+    if not math.isfinite(value):  # nan passes every comparison with a bound; inf is no budget
+        problems.append(f"quality_budget.{key}: must be a finite number, got {value!r}")
         return None
     return float(value)
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -73,6 +75,13 @@ def _tojson(value: Any, indent: int | None = None, **_kwargs: Any) -> str:
 # in every call it makes), in output size, and in what one ``*`` or ``**`` may build before it is built.
 MAX_RENDER_S = 5.0
 MAX_PROMPT_CHARS = 4 << 20  # far above any context edgeprof measures (~4 bytes a token)
+# One big-integer operation cannot be interrupted by the deadline (``((99 ** 1024) ** 1024) ** 1024`` ran for
+# minutes at 100 % CPU): an integer result is refused past this many bits before it is computed.
+MAX_INT_BITS = 1 << 16
+# The render runs in a child process whose address space may grow this much beyond what its imports took,
+# and whose CPU time is capped at the render's bound: whatever a template finds that no check here foresaw,
+# it ends there, not in the agent.
+RENDER_MEMORY_BYTES = 512 << 20
 
 
 class _RenderBudget:
@@ -117,6 +126,37 @@ def _refuse_wide(args: Sequence[Any], kwargs: Mapping[str, Any], text: Any = Non
         raise ChatTemplateError("the chat template formats with a width of ten million characters or more")
 
 
+def _refuse_large_result(name: str, value: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse ``replace``, ``indent`` and ``join`` (filter or str method) whose result would pass
+    MAX_PROMPT_CHARS, computed from the arguments before the call builds it: each is one C-level step."""
+    size = _result_size(name, value, args, kwargs)
+    if size is not None and size > MAX_PROMPT_CHARS:
+        raise ChatTemplateError(f"the chat template builds a text of {size} characters with {name}")
+
+
+def _result_size(name: str, value: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int | None:
+    name = name.removeprefix("do_")
+    if name == "replace" and isinstance(value, str) and len(args) >= 2:
+        old, new = str(args[0]), str(args[1])
+        limit = args[2] if len(args) > 2 and isinstance(args[2], int) and args[2] >= 0 else None
+        n = value.count(old) if old else len(value) + 1
+        n = min(n, limit) if limit is not None else n
+        return len(value) + n * (len(new) - len(old))
+    if name == "indent" and isinstance(value, str):
+        width = args[0] if args else kwargs.get("width", 4)
+        per_line = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        return len(value) + per_line * (value.count("\n") + 1)
+    if name in ("join", "str.join"):  # the filter joins its value; the str method joins its argument
+        if name == "str.join":
+            items, sep = (args[0] if args else ()), value
+        else:
+            items, sep = value, (args[0] if args else "")
+        if isinstance(items, (str, list, tuple)) and isinstance(sep, str):
+            pieces = sum(len(x) if isinstance(x, str) else 24 for x in items)
+            return pieces + len(sep) * max(len(items) - 1, 0)
+    return None
+
+
 def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)  # keeps jinja's pass_context / pass_environment marks
     def bounded(*args: Any, **kwargs: Any) -> Any:
@@ -124,9 +164,24 @@ def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
         values = args[1:] if getattr(fn, "jinja_pass_arg", None) is not None else args
         value, rest = (values[0], values[1:]) if values else (None, ())
         _refuse_wide(rest, kwargs, value if fn.__name__ == "do_format" else None)
+        _refuse_large_result(fn.__name__, value, rest, kwargs)
         return fn(*args, **kwargs)
 
     return bounded
+
+
+def _refuse_big_int(operator: str, left: Any, right: Any) -> None:
+    """An integer ``*`` or ``**`` whose result would pass MAX_INT_BITS, refused before it is computed."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (left, right)):
+        return
+    if operator == "**" and right > 0:
+        bits = max(left.bit_length() - 1, 0) * right
+    elif operator == "*":
+        bits = left.bit_length() + right.bit_length()
+    else:
+        return
+    if bits > MAX_INT_BITS:
+        raise ChatTemplateError("the chat template computes a number too large to render")
 
 
 def _sandbox(budget: _RenderBudget) -> Any:
@@ -145,6 +200,7 @@ def _sandbox(budget: _RenderBudget) -> Any:
                 raise ChatTemplateError("the chat template builds a text or list too large to render")
             if operator == "**" and isinstance(right, int) and abs(right) > 1024:
                 raise ChatTemplateError("the chat template raises a number to too large a power")
+            _refuse_big_int(operator, left, right)
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -154,6 +210,9 @@ def _sandbox(budget: _RenderBudget) -> Any:
             owner = getattr(method, "__self__", None)
             fmt = owner if getattr(method, "__name__", "") in ("format", "format_map") else None
             _refuse_wide(args, kwargs, fmt)
+            if isinstance(owner, str):
+                name = getattr(method, "__name__", "")
+                _refuse_large_result("str.join" if name == "join" else name, owner, args, kwargs)
             return super().call(__context, __obj, *args, **kwargs)
 
     env = BoundedSandbox(
@@ -179,7 +238,96 @@ def render_chat(
     add_generation_prompt: bool = True,
     max_s: float = MAX_RENDER_S,
 ) -> str:
-    """The prompt text a chat becomes, ready to tokenize with ``parse_special = true``."""
+    """The prompt text a chat becomes, ready to tokenize with ``parse_special = true``; rendered in a child
+    process with its memory and CPU time limited (``render_child``), so that nothing a template does can
+    outlive its bound or take the caller's memory."""
+    job = {
+        "template": template,
+        "messages": [list(m) for m in messages],
+        "bos_token": bos_token,
+        "eos_token": eos_token,
+        "add_bos": add_bos,
+        "add_generation_prompt": add_generation_prompt,
+        "max_s": max_s,
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from edgeprof.plan.chat import render_child; render_child()"],
+            input=json.dumps(job).encode(),
+            capture_output=True,
+            timeout=max_s + 60,  # the child's CPU limit ends it first; this only covers a stalled start
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ChatTemplateError(f"the chat template took more than {max_s:g} s to render") from None
+    try:
+        reply = json.loads(done.stdout)
+    except ValueError:
+        reply = None
+    if isinstance(reply, dict) and isinstance(reply.get("text"), str):
+        return str(reply["text"])
+    if isinstance(reply, dict) and isinstance(reply.get("error"), str):
+        raise ChatTemplateError(reply["error"])
+    if done.returncode in (-24, -9):  # SIGXCPU, then SIGKILL at the hard limit
+        raise ChatTemplateError(f"the chat template took more than {max_s:g} s of CPU to render")
+    tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+    raise ChatTemplateError(f"the chat template failed to render ({tail[0][:200]})")
+
+
+def render_child() -> None:
+    """The child of ``render_chat``: limits itself (address space grown by at most RENDER_MEMORY_BYTES past
+    its imports, CPU time the render's bound plus a second), renders, and answers one JSON line."""
+    import resource
+
+    import jinja2.runtime
+
+    job = json.loads(sys.stdin.buffer.read())
+    max_s = float(job["max_s"])
+    with open("/proc/self/statm") as fh:  # pages of address space the imports took
+        size = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (size + RENDER_MEMORY_BYTES, size + RENDER_MEMORY_BYTES))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime + max_s) + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 2))
+    jinja2.runtime.str_join = _bounded_join  # the ``~`` operator: a text refused before it is joined
+    try:
+        text = render_in_process(
+            job["template"],
+            [tuple(m) for m in job["messages"]],
+            bos_token=job["bos_token"],
+            eos_token=job["eos_token"],
+            add_bos=job["add_bos"],
+            add_generation_prompt=job["add_generation_prompt"],
+            max_s=max_s,
+        )
+        reply = {"text": text}
+    except ChatTemplateError as exc:
+        reply = {"error": str(exc)}
+    except MemoryError:
+        reply = {"error": f"the chat template needs more than {RENDER_MEMORY_BYTES >> 20} MiB to render"}
+    sys.stdout.write(json.dumps(reply))
+    sys.stdout.flush()
+
+
+def _bounded_join(seq: Any) -> str:
+    parts = [str(x) for x in seq]
+    if sum(len(p) for p in parts) > MAX_PROMPT_CHARS:
+        raise ChatTemplateError("the chat template builds a text too large to render with ~")
+    return "".join(parts)
+
+
+def render_in_process(
+    template: str,
+    messages: Sequence[tuple[str, str]],
+    *,
+    bos_token: str,
+    eos_token: str,
+    add_bos: bool,
+    add_generation_prompt: bool = True,
+    max_s: float = MAX_RENDER_S,
+) -> str:
+    """The render itself, in this process: bounded in time, output and what one step may build, but not in
+    memory or CPU (``render_chat`` runs it in a child that is)."""
     import jinja2
 
     budget = _RenderBudget(max_s)
@@ -203,8 +351,18 @@ def render_chat(
         raise
     except jinja2.TemplateError as exc:
         raise ChatTemplateError(f"the chat template does not render: {type(exc).__name__}: {exc}") from None
+    except MemoryError:
+        raise ChatTemplateError(
+            f"the chat template needs more than {RENDER_MEMORY_BYTES >> 20} MiB to render"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - a template can fail in many ways inside the sandbox
         raise ChatTemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ChatTemplateError(
+            "the chat template renders text that is not valid Unicode (a lone surrogate)"
+        ) from None
     # llama.cpp strips a BOS the template wrote when the tokenizer adds one (common/chat.cpp)
     if add_bos and bos_token and text.startswith(bos_token):
         text = text[len(bos_token) :]

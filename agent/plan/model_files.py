@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgeprof.gguf import GGUFError, GGUFInfo, read_gguf_info
+from edgeprof.gguf import GGUFError, GGUFInfo, read_gguf_info, read_model_shape
+from edgeprof.gguf.shape import GGUFRangeError
 from edgeprof.plan.checker import Checker, as_list
 from edgeprof.plan.model import ModelEntry
 
@@ -95,6 +96,13 @@ def _entry(
     except GGUFError as exc:
         chk.add(place, str(exc))
         return None
+    try:
+        read_model_shape(path)  # what run reads of it: every count in range, or the model is refused now
+    except GGUFRangeError as exc:
+        chk.add(place, str(exc))
+        return None
+    except GGUFError:
+        pass  # a shape edgeprof cannot predict from still runs (unpredicted), as before
     label = given.label or path.stem
     if label in labels:
         chk.add(place, f"duplicate label {label!r} (also {labels[label]}); set 'label'")

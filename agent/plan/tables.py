@@ -89,6 +89,15 @@ def parse_collect(chk: Checker, doc: dict[str, Any]) -> Collect:
     if collectors_raw is not None:
         if isinstance(collectors_raw, list) and all(isinstance(c, str) for c in collectors_raw):
             collectors = tuple(collectors_raw)
+            from edgeprof.collectors.registry import collector_names
+
+            known = collector_names()
+            unknown = [c for c in collectors if c not in known]
+            if unknown:  # a typo ("psutil") once passed the check and crashed the run
+                chk.add(
+                    "collect.collectors",
+                    f"unknown collector(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}",
+                )
         else:
             chk.add("collect.collectors", "expected an array of collector names")
     return Collect(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from edgeprof.safetext import md_text
+
 EMPTY = "—"
 SEP = "  "
 
@@ -83,7 +85,8 @@ def render_grid(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
 
 
 def md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A cell or label in Markdown: one line, and never markup (safetext.md_text)."""
+    return md_text(text)
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

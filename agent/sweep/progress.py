@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from edgeprof.safetext import safe_text
+
 # Outcome words that deserve a colour: failures red, noisy results yellow (the words come from the sweep's
 # outcome line, e.g. "ok", "crashed: ...", "ok (unstable)").
 _RED = ("crashed", "error", "failed", "timeout", "load_failed", "oom", "skipped_memory", "interrupted")
@@ -112,6 +114,7 @@ class Progress:
     fmt_s = staticmethod(fmt_s)
 
     def start(self, index: int, label: str) -> None:
+        label = safe_text(label)  # a label (a GGUF's file name) is one visible line, never a control sequence
         self._index, self._label, self._phase = index, label, "starting"
         if self.tty:
             self._refresh()
@@ -175,6 +178,7 @@ class Progress:
         return text
 
     def line(self, text: str, style: str | None = None) -> None:
+        text = safe_text(text)
         if self._console is not None:
             self._console.print(text, style=style, markup=False, highlight=False)
         else:
@@ -183,6 +187,7 @@ class Progress:
     def finish(self, index: int, label: str, outcome: str, duration_s: float, remaining: int) -> None:
         self.durations.append(duration_s)
         self.done += 1
+        label, outcome = safe_text(label), safe_text(outcome)
         eta = fmt_s(self.eta_s(remaining)) if remaining else "0:00"
         self._phase, self._last = "", ""
         text = f"[{index}/{self.total}] {label}  {outcome}  ({duration_s:.1f} s, ETA {eta})"

@@ -21,7 +21,9 @@ SOURCE_COLLECTOR = {"tegrastats_import": "tegrastats", "jtop_import": "jtop", "n
 
 
 def is_imported(sweep: Sweep | None) -> bool:
-    return sweep is not None and sweep.status == IMPORTED_STATUS
+    """A sweep that holds a log: imported, and its sampler says which clock spaced its lines (every log
+    importer writes it). An imported llama-bench run is imported too, but holds runs, not a log."""
+    return sweep is not None and sweep.status == IMPORTED_STATUS and "clock" in _sampler(sweep)
 
 
 def _sampler(sweep: Sweep) -> dict[str, Any]:

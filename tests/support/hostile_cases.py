@@ -342,7 +342,195 @@ QUEUE_AND_INPUTS: tuple[Case, ...] = (
     ),
 )
 
-CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS
+# The newer surfaces: the metrics textfile, the openai target, llama-bench import, templates, labels.
+NEW_SURFACES: tuple[Case, ...] = (
+    Case(
+        "textfile-onto-own-db",
+        "files written",
+        "`edgeprof metrics --db r.prom --textfile r.prom` (the database named like a textfile)",
+        "refused before the database is opened: the output is the database; the DB is unchanged",
+        ("metrics", "--db", "{db}", "--textfile", "{db}"),
+    ),
+    Case(
+        "textfile-foreign-or-fifo",
+        "files written",
+        "`edgeprof metrics --textfile other.prom` where other.prom is another exporter's file, a FIFO, a "
+        "symbolic link or a hard link to the database",
+        "refused in one line; only a textfile edgeprof wrote (its `# HELP edgeprof_` start) is replaced, "
+        "through a new file renamed over it",
+        ("metrics", "--db", "{db}", "--textfile", "{foreign}"),
+    ),
+    Case(
+        "foreign-sqlite-own-schema-version",
+        "databases opened",
+        "`--db app.db` where app.db is another application's SQLite file with a `schema_version(version "
+        "INTEGER, description TEXT, applied_at TEXT)` table, to any command (`run`, `import`, `push --to`, "
+        "`db upgrade`, `agent`, ...)",
+        "refused in one line: edgeprof's database is known by its mark (`PRAGMA application_id` "
+        "0x45646750), not by a table name; journal mode, tables and rows unchanged (sha256 equal)",
+        ("db", "upgrade", "--db", "{foreign}"),
+    ),
+    Case(
+        "foreign-sqlite-flyway",
+        "databases opened",
+        "`--db app.db` with Flyway's `schema_version(version VARCHAR)` holding `'1.1'`",
+        "refused in one line by every command, no traceback; never told to `db upgrade` it",
+        ("report", "--db", "{foreign}"),
+    ),
+    Case(
+        "foreign-postgresql",
+        "databases opened",
+        "`--db postgresql://…/appdb`, another application's PostgreSQL database with a `schema_version` "
+        "table (ours in shape, or Flyway's)",
+        "refused in one line by readers and writers: edgeprof's database is known by its `edgeprof_meta` "
+        "row; no table or row added",
+    ),
+    Case(
+        "edgeprof-db-before-the-mark",
+        "databases opened",
+        "an edgeprof database written before the mark existed (no `application_id`)",
+        "recognised by edgeprof's own first schema step on record with its tables; a writer adds the mark "
+        "when it next opens it, a reader changes nothing",
+    ),
+    Case(
+        "url-password-parameter",
+        "URLs",
+        "`--db 'postgresql://u@127.0.0.1:1/db?password=pw&sslpassword=pw2'` (or `passfile=`)",
+        "every message, `push` line and `compare` header shows `password=***`; no part of a secret shown "
+        "(a URL in `$EDGEPROF_DB` too: used as a URL, never as a file name)",
+        ("sweeps", "--db", "postgresql://u@127.0.0.1:1/db?password=hunter2&sslpassword=hunter3"),
+    ),
+    Case(
+        "url-libpq-conninfo",
+        "URLs",
+        "`--db 'host=127.0.0.1 password=pw dbname=x'` (a libpq connection string)",
+        "one line: a libpq connection string, not a path; give a postgresql:// URL; the password masked; "
+        "no file created",
+        ("sweeps", "--db", "host=127.0.0.1 password=hunter2 dbname=x"),
+    ),
+    Case(
+        "target-drips",
+        "serving targets",
+        "an OpenAI-compatible target that sends `/v1/models`, `/props` or `/metrics` one byte at a time",
+        "each control reply is bounded whole (connect, first byte, body) by 5 s and by what is left of "
+        "`timeout_s`: a failed run, kept and counted, never `running`; the next config runs",
+    ),
+    Case(
+        "target-gzip-bomb",
+        "serving targets",
+        "a target whose `/v1/models` is a gzip bomb",
+        "asked for no encoding, read raw, decoded only up to 1 MiB: a failed run naming the size cap",
+    ),
+    Case(
+        "target-malformed-json",
+        "serving targets",
+        "replies like `{\"choices\": 5}`, `{\"data\": 5}`, JSON nested 100 000 deep, `completion_tokens` "
+        "of 2^63, `n_ctx` of 10^30",
+        "every field checked for type and range before use: a field that fails is not offered (counted "
+        "from chunks, left NULL); a reply that fails is a failed request or run, never an exception",
+    ),
+    Case(
+        "queue-name-not-utf8",
+        "agent queue",
+        "a plan whose file name is not UTF-8 (`b'\\xff\\xfe-bad-utf8.toml'`)",
+        "archived by a safe name (each byte that is not UTF-8 becomes `_`) and reported; the agent goes on "
+        "and the next plan runs (it once exited, and crashed again at every restart)",
+    ),
+    Case(
+        "labels-raw-to-readers",
+        "labels",
+        "a model label (a GGUF's file name, a plan's label) holding OSC 52, CR, a C1 CSI or a newline, "
+        "`=cmd|...` or `<script>`, `[x](javascript:...)`",
+        "shown as its escapes (`\\x1b]52...`) on one line by `compare`, the progress lines, the agent's "
+        "log and `bench`; CSV neutralises a formula with a leading `'` and writes a CR as `\\r`; Markdown "
+        "escapes what would be markup",
+    ),
+    Case(
+        "llama-bench-import-malformed",
+        "files read",
+        "`edgeprof import-llama-bench` of records with `\"build_number\": \"abc\"`, "
+        "`\"flash_attn\": \"on\"`, "
+        "`n_threads 1e400`, `n_prompt 10**30`, samples of 10^30 ns or a million samples, deep JSON",
+        "one line naming the record and the field (every field of llama-bench's list with its type and "
+        "range; at most 10 000 samples a record, 200 000 a file, each at most 10^15 ns); nothing stored",
+    ),
+    Case(
+        "llama-bench-import-fifo",
+        "files read",
+        "`edgeprof import-llama-bench` of a FIFO or `/dev/zero`",
+        "refused at once from its type (never waiting on a read); at most 64 MiB is ever read",
+    ),
+    Case(
+        "gguf-counts-out-of-range",
+        "plan inputs",
+        "a GGUF with `context_length` 2^64-1, `block_count` 2^63 or `head_count_kv = [\"a\", \"b\"]`",
+        "refused by `run --check` (and `run`, `bench`) in one line naming the key: every count of the "
+        "model's shape must be a whole number in 0..2^31-1, at most 65 536 layers",
+    ),
+    Case(
+        "collector-name-typo",
+        "plan inputs",
+        "`[collect] collectors = [\"psutil\"]` (a collector that does not exist)",
+        "refused by `run --check`: unknown collector, with the list of known ones",
+    ),
+    Case(
+        "metrics-half-open",
+        "serving targets",
+        "400 half-open connections to the agent's `/metrics` (`--metrics-port`)",
+        "served by 4 pooled threads, each connection closed after 5 s without a request; past 16 at once a "
+        "new one is closed at once (it once made 403 threads, with no timeout)",
+    ),
+    Case(
+        "model-replaced-mid-sweep",
+        "plan inputs",
+        "a model file replaced by another quant after the sweep hashed it",
+        "the run fails with the reason (size and mtime changed since the hash; or llama.cpp's own size of "
+        "what it loaded differs from the hashed file's tensor bytes): never stored under the old identity",
+    ),
+    Case(
+        "small-hostile-options",
+        "numbers",
+        "`agent --until 99999999999999999999:00`, `agent --queue link` (a symlinked folder), `--db c#1.db` "
+        "(or `?`, `%41`), `kld_mean = nan` or `inf`, `bench -t 1000`",
+        "one line each (exit 2): HH:MM expected; the queue is never followed through a link; a file name "
+        "SQLite would read as a URL; a finite number; more threads than this machine's CPUs",
+    ),
+    Case(
+        "agent-killed-status",
+        "agent queue",
+        "`edgeprof status` after `kill -9` of the agent on this machine",
+        "says `died` at once (its pid is gone without a stop), not `not responding`",
+    ),
+    Case(
+        "chat-template-over-1-mib",
+        "plan inputs",
+        "a GGUF whose `tokenizer.chat_template` is longer than 1 MiB",
+        "refused by `run --check` as too long (its size and the limit), not reported as missing",
+    ),
+    Case(
+        "chat-template-big-numbers",
+        "plan inputs",
+        "a chat template `{{ ((99 ** 1024) ** 1024) ** 1024 }}` (one big-integer operation)",
+        "refused before it is computed: an integer result past 65 536 bits is a template error; every "
+        "render runs in a child with its CPU time and memory limited (RLIMIT_CPU, RLIMIT_AS +512 MiB)",
+    ),
+    Case(
+        "chat-template-large-results",
+        "plan inputs",
+        "a chat template using `x.replace('x', a)`, `~` doubling in a loop, `|indent(n)` or `join` to "
+        "build gigabytes",
+        "refused from the arguments before the text is built (over 4 M characters); what no check "
+        "foresees ends at the child's memory limit, in one line",
+    ),
+    Case(
+        "chat-template-surrogate",
+        "plan inputs",
+        "a chat template rendering `'\\ud800'` (a lone surrogate)",
+        "refused in `run --check`: the text is not valid Unicode",
+    ),
+)
+
+CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS + NEW_SURFACES
 
 
 def case(case_id: str) -> Case:

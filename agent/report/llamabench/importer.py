@@ -26,6 +26,7 @@ from edgeprof.device import get_or_create_device
 from edgeprof.report.llamabench.fields import FIELD_NAMES, FLASH_ATTN_CODES
 from edgeprof.report.llamabench.identity import IMPORTED_KEY, NGL_ALL, bench_ctx
 from edgeprof.report.llamabench.plan import name_of_test, workload_of_test
+from edgeprof.report.llamabench.validate import MAX_SAMPLES_PER_FILE, record_problem
 from edgeprof.run_states import utcnow
 from edgeprof.storage.identity import add_unique
 from edgeprof.storage.models import Build, Measurement, Run, Sweep
@@ -52,13 +53,13 @@ class ImportResult:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a llama-bench json (a list) or jsonl (an object per line) file, each checked."""
+    """The records of a llama-bench json (a list) or jsonl (an object per line) file, each checked. Read only
+    from a regular file (a FIFO or /dev/zero is refused from its type, never waited on) of at most
+    MAX_FILE_BYTES."""
+    from edgeprof.safefs import read_regular
+
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise LlamaBenchImportError(
-                f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB; not llama-bench output"
-            )
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LlamaBenchImportError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
@@ -67,6 +68,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             raw = json.loads(text)
         else:
             raw = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except RecursionError:
+        raise LlamaBenchImportError(f"{path}: JSON nested too deep; not llama-bench output") from None
     except ValueError as exc:
         raise LlamaBenchImportError(f"{path}: not llama-bench json or jsonl output ({exc})") from None
     if not isinstance(raw, list) or not raw:
@@ -75,26 +78,16 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         raise LlamaBenchImportError(f"{path}: more than {MAX_RECORDS} records")
     for i, rec in enumerate(raw):
         _check(rec, f"{path}: record {i + 1}")
+    total = sum(len(rec["samples_ns"]) for rec in raw)
+    if total > MAX_SAMPLES_PER_FILE:
+        raise LlamaBenchImportError(f"{path}: {total} samples, more than {MAX_SAMPLES_PER_FILE}")
     return raw
 
 
 def _check(rec: Any, place: str) -> None:
-    if not isinstance(rec, dict):
-        raise LlamaBenchImportError(f"{place}: not a JSON object")
-    for key in ("model_filename", "n_prompt", "n_gen", "samples_ns"):
-        if key not in rec:
-            raise LlamaBenchImportError(f"{place}: no {key!r}; not llama-bench -o json/jsonl output")
-    samples = rec["samples_ns"]
-    if not isinstance(samples, list) or not samples:
-        raise LlamaBenchImportError(f"{place}: samples_ns is not a list of times")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in samples):
-        raise LlamaBenchImportError(f"{place}: samples_ns holds something other than positive integers")
-    for key in ("n_prompt", "n_gen", "n_depth"):
-        value = rec.get(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise LlamaBenchImportError(f"{place}: {key} is not a whole number >= 0")
-    if rec["n_prompt"] + rec["n_gen"] == 0:
-        raise LlamaBenchImportError(f"{place}: a test of 0 tokens")
+    problem = record_problem(rec)
+    if problem is not None:
+        raise LlamaBenchImportError(f"{place}: {problem}")
 
 
 def import_llama_bench(session: Session, path: Path) -> ImportResult:

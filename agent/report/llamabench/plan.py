@@ -103,6 +103,15 @@ def bench_cooldown(delay_s: int) -> Cooldown:
 
 def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
     """The plan of a llama-bench command line; raises PlanError for a model file it cannot read."""
+    from edgeprof.plan.bounds import logical_cpus
+
+    cpus = logical_cpus()
+    over = sorted({t for t in args.n_threads if t > cpus})
+    if over:  # the plan path's ceiling: more threads than CPUs only oversubscribe (and every config failed)
+        raise PlanError(
+            "edgeprof bench",
+            [f"-t {','.join(map(str, over))}: this machine has {cpus} logical CPUs; more oversubscribes"],
+        )
     models, infos = _models(args.models, base or Path.cwd())
     tests = args.tests()
     n_ctx = bench_ctx(tests, args.n_depth)

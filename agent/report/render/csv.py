@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 from edgeprof.report.columns import FIELD_NAMES
+from edgeprof.safetext import csv_cell
 
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
@@ -14,5 +15,5 @@ def render_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buf, fieldnames=list(FIELD_NAMES), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if row[k] is None else row[k]) for k in FIELD_NAMES})
+        writer.writerow({k: ("" if row[k] is None else csv_cell(row[k])) for k in FIELD_NAMES})
     return buf.getvalue()

@@ -19,7 +19,7 @@ from edgeprof.report.render.soak import soak_lines
 from edgeprof.report.serving import is_serving_row
 from edgeprof.report.tables import drop_constant_columns, drop_empty_columns, fit_columns, render_grid
 from edgeprof.report.workload import render_depth_lines
-from edgeprof.safetext import safe_lines
+from edgeprof.safetext import safe_lines, safe_text
 
 FOOTER = "pp/tg: steady reps only (llama.cpp counters); load/cold: first start of a fresh process."
 
@@ -78,20 +78,21 @@ def render_table(
             lines = [part for line in lines for part in wrap_line(line, width)]
         return safe_lines("\n".join(lines))
     lines = table_lines(rows, width=width, columns=columns, wide=wide)
-    recs = recommendation_lines(rows)  # the report opens with the answer
+    # each note is one line: a label's newline is shown as \n, never a forged line of the report
+    recs = [safe_text(x) for x in recommendation_lines(rows)]  # the report opens with the answer
     if recs:
         lines = [*recs, "", *lines]
     if rows and rows[0].get("_bw_note"):
         lines += ["", str(rows[0]["_bw_note"])]
-    fails = failure_notes(rows)
+    fails = [safe_text(x) for x in failure_notes(rows)]
     if fails:
         lines += ["", f"{len(fails)} note(s): failed configs, device changes, instability:"]
         lines += [f"  {f}" for f in fails]
-    echoes = echo_notes(rows)
+    echoes = [safe_text(x) for x in echo_notes(rows)]
     if echoes:
         lines += ["", f"{len(echoes)} config(s) with {ECHO_TITLE}:", *(f"  {e}" for e in echoes)]
     if show_output:
-        lines += ["", OUTPUT_TITLE, *(f"  {x}" for x in output_lines(rows))]
+        lines += ["", OUTPUT_TITLE, *(f"  {safe_text(x)}" for x in output_lines(rows))]
     depth_lines = render_depth_lines(rows)
     if depth_lines:
         lines += ["", "tg t/s and TTFT against context depth (steady reps):"]

@@ -18,6 +18,7 @@ from support import dbbuild
 from edgeprof.daemon import MetricsCollector, metrics_text, write_textfile
 from edgeprof.report import build_rows
 from edgeprof.run_states import utcnow
+from edgeprof.safefs import UnsafePath
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import AgentState, Measurement, ModelFile, Run, ServingLevel, Verdict
 
@@ -218,18 +219,19 @@ def test_a_failed_read_is_a_gauge_not_an_exception(tmp_path: Path) -> None:
 
 def test_the_textfile_is_replaced_whole(engine: Engine, tmp_path: Path) -> None:
     out = tmp_path / "edgeprof.prom"
-    out.write_text("old\n")
+    out.write_text("# HELP edgeprof_agent_up old\n")  # an earlier textfile of ours
     target = tmp_path / "elsewhere.txt"
     target.write_text("keep")
     write_textfile(engine, out)
     first = out.read_text()
     assert "edgeprof_tg_tokens_per_second{" in first and "old" not in first
-    # a symlink planted at the path is replaced by the file, never written through
+    assert {f.name for f in text_string_to_metric_families(first)} >= {"edgeprof_agent_state"}
+    # a symlink planted at the path is refused, never written through nor replaced
     out.unlink()
     out.symlink_to(target)
-    write_textfile(engine, out)
-    assert not out.is_symlink() and target.read_text() == "keep"
-    assert {f.name for f in text_string_to_metric_families(out.read_text())} >= {"edgeprof_agent_state"}
+    with pytest.raises(UnsafePath, match="symbolic link"):
+        write_textfile(engine, out)
+    assert out.is_symlink() and target.read_text() == "keep"
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temp file left behind
 
 
