@@ -40,3 +40,22 @@ def test_what_the_test_asks_for_is_in_the_plan() -> None:
     assert doc["workload"][0]["messages"][0]["content"] == 'say "hi"'
     assert doc["repeat"] == {"cold": 1, "warmup": 1, "steady": 5}
     assert doc["run"] == {"timeout_s": 30} and doc["serving"] == {"requests": 3}
+
+
+def test_no_idle_baseline_or_cooldown_unless_the_test_asks_for_one(tiny_models: dict[str, Path]) -> None:
+    # the plan's own defaults wait 3 s before every config of a CLI sweep; a test pays only what it names
+    plain = parse_plan(plan_toml({"q8": tiny_models["Q8_0"]}), source="t.toml")
+    assert plain.collect.idle_s == 0.0
+    assert plain.cooldown.below_c is None and plain.cooldown.delay_s == 0.0
+    asked = parse_plan(
+        plan_toml(
+            {"q8": tiny_models["Q8_0"]},
+            tables={
+                "collect": {"interval_ms": 50, "idle_s": 0.5},
+                "cooldown": {"delay_s": 1.5, "per_rep": True},
+            },
+        ),
+        source="t.toml",
+    )
+    assert (asked.collect.interval_ms, asked.collect.idle_s) == (50, 0.5)
+    assert (asked.cooldown.delay_s, asked.cooldown.per_rep) == (1.5, True)

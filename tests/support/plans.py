@@ -1,8 +1,11 @@
 """One builder for the plans the tests run, instead of a TOML literal per test file.
 
 ``plan_toml(models, ...)`` renders a plan from Python values with small, fast defaults (one thread,
-ctx 256, one 24-token synthetic workload of 8 tokens, 1 cold + 1 warm-up + 2 steady reps); a test passes
-only what it is about. ``write_plan_file`` writes it where the test wants it.
+ctx 256, one 24-token synthetic workload of 8 tokens, 1 cold + 1 warm-up + 2 steady reps, no idle baseline
+and no cooldown); a test passes only what it is about. The plan's own default waits 3 s before every config
+of a CLI sweep (its idle baseline: a two-config ``edgeprof run`` took 10.2 s with it, 4.1 s without); a test
+about the idle baseline or the cooldown asks for it: ``tables={"collect": {"idle_s": 0.5}}``.
+``write_plan_file`` writes it where the test wants it.
 
     plan_toml({"q8": models["Q8_0"]}, ctx=[256, 512], repeat={"steady": 3}, run={"timeout_s": 30})
 """
@@ -18,6 +21,8 @@ from typing import Any
 DEFAULT_WORKLOAD: dict[str, Any] = {"name": "w", "prompt_tokens": 24, "n_predict": 8}
 DEFAULT_REPEAT: dict[str, Any] = {"cold": 1, "warmup": 1, "steady": 2}
 DEFAULT_RUN: dict[str, Any] = {"timeout_s": 60}
+# Waits the test does not ask for cost wall time and prove nothing: none unless the test names them.
+DEFAULT_TABLES: dict[str, dict[str, Any]] = {"collect": {"idle_s": 0.0}, "cooldown": {"delay_s": 0.0}}
 
 
 def _value(v: Any) -> str:
@@ -59,7 +64,8 @@ def plan_toml(
     """A plan's TOML. ``models``: label -> path, or the matrix's own list (paths or entry tables); empty:
     no ``models`` key at all.
     ``matrix``: more axes (ngl, depth, runner, ...); ``repeat``/``run`` update the defaults; ``tables``:
-    further top-level tables ([cooldown], [collect], [serving], [quality_budget])."""
+    further top-level tables ([cooldown], [collect], [serving], [quality_budget]); a [collect] or [cooldown]
+    given updates the builder's (no idle baseline, no cooldown)."""
     if isinstance(models, Mapping):
         entries: list[Any] = [{"path": str(path), "label": label} for label, path in models.items()]
     else:
@@ -71,7 +77,8 @@ def plan_toml(
     parts += [_table("[workload]", w) for w in workloads]
     parts.append(_table("repeat", {**DEFAULT_REPEAT, **(repeat or {})}))
     parts.append(_table("run", {**DEFAULT_RUN, **(run or {})}))
-    parts += [_table(k, v) for k, v in (tables or {}).items()]
+    merged = {k: {**v, **(tables or {}).get(k, {})} for k, v in DEFAULT_TABLES.items()}
+    parts += [_table(k, v) for k, v in {**(tables or {}), **merged}.items()]
     return "\n\n".join(parts) + "\n"
 
 
