@@ -148,11 +148,14 @@ def load_model(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     # One persistent CPU threadpool per context, as llama-bench/llama-server create; without it ggml
     # builds a pool inside every llama_decode (on a build without OpenMP: n_threads-1 OS threads started
     # and joined per decoded token). See runners/threadpool.py, benchmarks/diag_decode_timeline.py.
-    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll)
-    if _POOL is None and poll != DEFAULT_POLL:
+    placement = pool_placement(params)
+    _POOL, pool_why = threadpool.attach(ll, ctx, int(params["n_threads"]), poll, **placement)
+    asked = [f"poll {poll}"] if poll != DEFAULT_POLL else []
+    asked += [f"{k} {v}" for k, v in placement.items() if v != POOL_DEFAULTS[k]]
+    if _POOL is None and asked:
         ll.llama_free(ctx)
         ll.llama_model_free(model)
-        raise RuntimeError(f"poll {poll} needs an attached threadpool: {pool_why}")
+        raise RuntimeError(f"{', '.join(asked)} need(s) an attached threadpool: {pool_why}")
     pool = (
         f"attached (n_threads {_POOL.n_threads}, poll {_POOL.poll})"
         if _POOL is not None
@@ -183,12 +186,15 @@ def _effective(
         "load_mode": int(mparams.load_mode) if _has_load_mode(mparams) else None,
         "model_size_bytes": int(ll.llama_model_size(model)),
         "n_params": int(ll.llama_model_n_params(model)),
+        # llama.cpp's own "<arch> <size> <file type>", which llama-bench prints as model_type
+        "model_desc": model_desc(ll, model),
         # the llama-bench context values in effect, so a stored run says which KV cache it measured
         **{name: getattr(cparams, name) for name in PARITY_CPARAMS},
         "n_seq_max": int(ll.llama_n_seq_max(ctx)),
         "n_ctx_seq": int(ll.llama_n_ctx_seq(ctx)),
         "n_swa": int(ll.llama_model_n_swa(model)),
         "poll": int(params.get("poll", DEFAULT_POLL)),
+        **{("cpu_strict" if k == "strict_cpu" else k): v for k, v in pool_placement(params).items()},
         "threadpool": pool,
         "depth": int(params.get("depth", 0)),
         "split_mode": int(mparams.split_mode),
@@ -198,6 +204,29 @@ def _effective(
         **kv_cache_from_log(KV_LOG),
         "load_mode_effective": LOAD_MODE_SEEN[-1] if LOAD_MODE_SEEN else None,
     }
+
+
+# the threadpool's placement (job params, as llama-bench's -C, --cpu-strict, --prio) and its defaults
+POOL_DEFAULTS: dict[str, Any] = {"cpu_mask": threadpool.DEFAULT_CPU_MASK, "strict_cpu": False, "prio": 0}
+
+
+def pool_placement(params: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cpu_mask": str(params.get("cpu_mask", POOL_DEFAULTS["cpu_mask"])),
+        "strict_cpu": bool(params.get("cpu_strict", POOL_DEFAULTS["strict_cpu"])),
+        "prio": int(params.get("prio", POOL_DEFAULTS["prio"])),
+    }
+
+
+def model_desc(ll: Any, model: Any) -> str | None:
+    """llama_model_desc(): the size word comes from llama.cpp's table of model shapes, which only llama.cpp
+    knows; None when the binding lacks it."""
+    fn = getattr(ll, "llama_model_desc", None)
+    if fn is None:
+        return None
+    buf = ctypes.create_string_buffer(256)
+    fn(model, buf, ctypes.sizeof(buf))
+    return buf.value.decode(errors="replace") or None
 
 
 def free_threadpool() -> None:

@@ -61,7 +61,34 @@ def emit_hello(ll: Any) -> None:
         llama_cpp_python=getattr(ll, "__version__", "unknown"),
         system_info=ll.llama_print_system_info().decode(errors="replace").strip(),
         gpu_offload=bool(ll.llama_supports_gpu_offload()),
+        **ggml_build(),
     )
+
+
+def ggml_build() -> dict[str, str]:
+    """ggml's version and commit, as the library this child loaded was built (the llama.cpp tree's commit,
+    which llama-bench prints as build_commit); the path of the loaded library gives the same handle back."""
+    import glob
+
+    import llama_cpp
+
+    out: dict[str, str] = {}
+    found = sorted(glob.glob(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.*")))
+    try:
+        lib = ctypes.CDLL(found[0]) if found else None
+    except OSError:
+        lib = None
+    if lib is None:
+        return out
+    for name in ("ggml_version", "ggml_commit"):
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        fn.restype = ctypes.c_char_p
+        value = fn()
+        if value:
+            out[name] = value.decode(errors="replace")
+    return out
 
 
 def maybe_fault(stage: str, model_path: str) -> None:

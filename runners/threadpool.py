@@ -28,8 +28,9 @@ from typing import Any
 
 # ggml.h: GGML_MAX_N_THREADS and struct ggml_threadpool_params (layout of the vendored llama.cpp)
 GGML_MAX_N_THREADS = 512
-# llama-bench's and common's default --poll
+# llama-bench's and common's default --poll, -C (no affinity)
 DEFAULT_POLL = 50
+DEFAULT_CPU_MASK = "0x0"
 
 
 class ThreadpoolParams(ctypes.Structure):
@@ -67,8 +68,24 @@ def _lib(name: str) -> ctypes.CDLL:
     return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
-def attach(ll: Any, ctx: Any, n_threads: int, poll: int = DEFAULT_POLL) -> tuple[Threadpool | None, str]:
-    """Create a pool of ``n_threads`` and attach it to ``ctx`` (decode and batch alike, as llama-bench).
+def cpu_mask_bits(text: str) -> list[int]:
+    """The CPUs of a hex mask as llama.cpp's parse_cpu_mask reads it (bit i = CPU i; "0x" optional)."""
+    value = int(text.lower().removeprefix("0x") or "0", 16)
+    return [i for i in range(GGML_MAX_N_THREADS) if value >> i & 1]
+
+
+def attach(
+    ll: Any,
+    ctx: Any,
+    n_threads: int,
+    poll: int = DEFAULT_POLL,
+    cpu_mask: str = DEFAULT_CPU_MASK,
+    strict_cpu: bool = False,
+    prio: int = 0,
+) -> tuple[Threadpool | None, str]:
+    """Create a pool of ``n_threads`` and attach it to ``ctx`` (decode and batch alike, as llama-bench), on
+    the CPUs of ``cpu_mask`` (none: no affinity), one thread per CPU when ``strict_cpu``, at scheduling
+    priority ``prio`` (ggml_sched_priority).
 
     Returns (pool, "") or (None, why not). The caller frees the pool after ``llama_free(ctx)``.
     """
@@ -92,6 +109,10 @@ def attach(ll: Any, ctx: Any, n_threads: int, poll: int = DEFAULT_POLL) -> tuple
     params = ThreadpoolParams()
     init(ctypes.byref(params), int(n_threads))
     params.poll = int(poll)
+    for cpu_index in cpu_mask_bits(cpu_mask):
+        params.cpumask[cpu_index] = True
+    params.strict_cpu = bool(strict_cpu)
+    params.prio = int(prio)
     handle = new(ctypes.byref(params))
     if not handle:
         return None, f"ggml_threadpool_new failed for {n_threads} threads"

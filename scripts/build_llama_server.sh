@@ -69,6 +69,11 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
   )
   command -v ninja >/dev/null && opts=(-G Ninja "${opts[@]}")
+  # Only vendor/llama.cpp is unpacked, without the git metadata the wheel's build read its commit from:
+  # name the same commit (the sdist's vendor/llama.cpp HEAD) so that llama-bench's build_commit is the
+  # wheel's, not "unknown".
+  head="$(tar -xzOf "$sdist" "$name/.git/modules/vendor/llama.cpp/HEAD" 2>/dev/null | cut -c1-7 || true)"
+  if [[ "$head" =~ ^[0-9a-f]{7}$ ]]; then opts+=(-DLLAMA_BUILD_COMMIT="$head"); fi
   # Newer llama.cpp made LLAMA_CURL a deprecated no-op; pass only the options this tree still declares.
   if grep -qE 'option\(LLAMA_CURL\b' "$src/CMakeLists.txt"; then opts+=(-DLLAMA_CURL=OFF); fi
   if grep -qE 'option\(LLAMA_OPENSSL\b' "$src/CMakeLists.txt"; then opts+=(-DLLAMA_OPENSSL=OFF); fi
@@ -84,7 +89,7 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     cp "$bld/bin/$tool" "$cache/$tool.tmp"
     mv "$cache/$tool.tmp" "$cache/$tool"
   done
-  # The sdist has no .git, so llama.cpp's own build-info says "unknown"; the sdist version identifies it.
+  # llama.cpp's build number stays 0 (no git history here); the commit and the sdist version identify it.
   rm -rf "$work/src" "$bld"
 else
   say "reusing ${TOOLS[*]} in $cache (built earlier with the same flags)"

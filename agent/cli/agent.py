@@ -69,6 +69,10 @@ MetricsAddrOption = Annotated[
     str, typer.Option("--metrics-addr", help="Address the metrics endpoint listens on (0.0.0.0: every one).")
 ]
 
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Debug lines, and every library's (httpx's requests too).")
+]
+
 EPILOG = (
     "Example: edgeprof agent --queue /var/lib/edgeprof/queue --until 06:30  ·  "
     "edgeprof agent --plan plan.toml --once  ·  edgeprof agent --queue DIR --metrics-port 9464"
@@ -91,6 +95,7 @@ def agent(
     metrics_port: MetricsPortOption = None,
     metrics_addr: MetricsAddrOption = "127.0.0.1",
     settle_s: SettleOption = 3.0,
+    verbose: VerboseOption = False,
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
     from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
@@ -112,7 +117,7 @@ def agent(
         metrics_addr=metrics_addr,
         settle_s=_settle_s(settle_s),
     )
-    configure_logging()
+    configure_logging(verbose)
     guard_write(db)
     engine = open_db(db)
     try:

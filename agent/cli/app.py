@@ -26,7 +26,7 @@ from edgeprof.cli import (
     service,
     tegrastats,
 )
-from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, App
+from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, App, fail
 
 app = App(
     name="edgeprof",
@@ -63,9 +63,44 @@ VersionOption = Annotated[
 ]
 
 
+def _set_device_name(value: str | None) -> str | None:
+    if value is None:
+        return None
+    import os
+
+    from edgeprof.device.facts import DEVICE_NAME_ENV, device_name_problem
+
+    problem = device_name_problem(value)
+    if problem is not None:
+        fail(f"--device-name {value!r}: {problem}")
+    # the environment, so that the sweep's children and the agent's sweeps name the device the same
+    os.environ[DEVICE_NAME_ENV] = value.strip()
+    return value
+
+
+DeviceNameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device-name",
+        help="Name this device in the database instead of its hostname (or $EDGEPROF_DEVICE_NAME).",
+        callback=_set_device_name,
+        is_eager=True,
+    ),
+]
+
+
 @app.callback()
-def _main_options(version: VersionOption = False) -> None:
+def _main_options(version: VersionOption = False, device_name: DeviceNameOption = None) -> None:
     """Measure how llama.cpp models really run on this device: quant x ctx x ngl sweeps in SQLite."""
+    if device_name is None:
+        import os
+
+        from edgeprof.device.facts import DEVICE_NAME_ENV, device_name_problem
+
+        given = os.environ.get(DEVICE_NAME_ENV)
+        problem = device_name_problem(given) if given is not None else None
+        if problem is not None:
+            fail(f"${DEVICE_NAME_ENV}: {problem}")
 
 
 run.register_run(app)

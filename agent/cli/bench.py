@@ -9,6 +9,7 @@ alone and pipes into llama-bench's tooling as it is.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from edgeprof import __version__
 from edgeprof.cli.common import (
     EXIT_INTERRUPTED,
     DbOption,
+    JsonOption,
     fail,
     failed_configs_line,
     guard_write,
@@ -28,14 +30,16 @@ from edgeprof.cli.common import (
 
 NoTelemetryOption = Annotated[
     bool,
-    typer.Option("--no-telemetry", help="No sampling of temperature, clocks, power; no cooldown or idle."),
+    typer.Option("--no-telemetry", help="No sampling of temperature, clocks, power during the tests."),
 ]
 BENCH_HELP = (
     "Run llama-bench's command line as an edgeprof sweep; print llama-bench's output.\n\n"
     "Flags as llama-bench's (comma lists, ranges first-last+step or first-last*factor; a flag given twice "
     "adds its values): -m MODEL, -p N (512), -n N (128), -pg PP,TG, -d N (0), -t N (physical cores), "
     "-ngl N (-1 = all), -b N (2048), -ub N (512), -fa on|off|auto (auto), -ctk/-ctv TYPE (f16), -r N (5), "
-    "-o md|csv|json|jsonl|sql (md).\n\n"
+    "-nkvo 0|1 (0), -nopo 0|1 (0), --poll 0..100 (50), --delay S (0), --no-warmup, "
+    "-o md|csv|json|jsonl|sql (md), -oe FMT (a copy on stderr), --progress and -v (progress is always on "
+    "stderr), -C HEX (0x0), --cpu-strict 0|1 (0), --prio -1..3 (0); -embd 0 only.\n\n"
     "Exit 0 when every config ran, 1 when any failed, 2 on a bad flag."
 )
 BENCH_EPILOG = (
@@ -68,6 +72,8 @@ def bench(ctx: typer.Context, db: DbOption = None, no_telemetry: NoTelemetryOpti
         records = sweep_records(session, outcome.sweep_id)
     sys.stdout.write(FORMATS[args.output](records))
     sys.stdout.flush()
+    if args.output_err is not None:
+        sys.stderr.write(FORMATS[args.output_err](records))
     line = failed_configs_line(outcome.counts)
     if line is not None:
         typer.echo(f"edgeprof: sweep {outcome.sweep_id}: {line}", err=True)
@@ -76,7 +82,6 @@ def bench(ctx: typer.Context, db: DbOption = None, no_telemetry: NoTelemetryOpti
 
 def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
     """The sweep, as ``run`` runs one (new every time, as each llama-bench call is), progress on stderr."""
-    from edgeprof.gguf import probe_bandwidth
     from edgeprof.sweep import LeaseHeld, SweepAborted, Telemetry, run_plan
 
     def make_telemetry(sweep_id: int) -> Telemetry:
@@ -90,7 +95,9 @@ def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
             new_sweep=True,
             out=sys.stderr,
             telemetry=make_telemetry if telemetry else None,
-            bandwidth_probe=probe_bandwidth,
+            # no memory-bandwidth probe (1-3 s of a 256-MiB copy loop before the first test): llama-bench's
+            # answer does not need it, and `edgeprof run` measures it for the report's share of the peak
+            bandwidth_probe=None,
         )
     except LeaseHeld as exc:
         fail(f"{exc} (the same bench command runs elsewhere; wait for it)")
@@ -103,7 +110,7 @@ def _run_bench(engine: Any, plan: Any, *, telemetry: bool) -> Any:
     return outcome
 
 
-def import_llama_bench(file: FileArgument, db: DbOption = None) -> None:
+def import_llama_bench(file: FileArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Store llama-bench's own json/jsonl output as a sweep, marked imported (no telemetry)."""
     from edgeprof.report.llamabench import LlamaBenchImportError
     from edgeprof.report.llamabench import import_llama_bench as store
@@ -117,6 +124,10 @@ def import_llama_bench(file: FileArgument, db: DbOption = None) -> None:
         except LlamaBenchImportError as exc:
             fail(str(exc))
         session.commit()
+    if as_json:
+        typer.echo(json.dumps({"file": str(file), "sweep_id": result.sweep_id, "tests": result.n_records,
+                               "samples": result.n_samples, "imported": True}, indent=2))  # fmt: skip
+        return
     typer.echo(
         f"imported {file}: sweep {result.sweep_id}, {result.n_records} tests, {result.n_samples} samples "
         "(marked imported: no telemetry)"

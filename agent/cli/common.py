@@ -18,7 +18,7 @@ import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -65,10 +65,54 @@ class FlagsCommand(typer.core.TyperCommand):
 
 
 class FlagsGroup(typer.core.TyperGroup):
-    """A command group whose help shows a boolean option as the flag it is."""
+    """A command group whose help shows a boolean option as the flag it is, and whose usage errors (an
+    unknown option, a bad choice, a missing argument) are one line ``edgeprof: error: ...`` and exit 2 like
+    every other bad input, not a framed box of usage text."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_without_value(super().get_params(ctx))
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        def run(standalone: bool) -> Any:
+            return super(FlagsGroup, self).main(
+                args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=standalone,
+                windows_expand_args=windows_expand_args, **extra,
+            )  # fmt: skip
+
+        if not standalone_mode:
+            return run(False)
+        # Click's base of every usage error, wherever this Typer keeps Click (its own copy from 0.29 on)
+        click_exception: type[Exception] = next(
+            c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+        )
+        try:
+            rv = run(False)
+        except typer.Abort:
+            typer.echo("edgeprof: aborted", err=True)
+            sys.exit(EXIT_CONFIGS_FAILED)
+        except click_exception as exc:
+            typer.echo(f"edgeprof: error: {usage_error_line(exc)}", err=True)
+            sys.exit(getattr(exc, "exit_code", EXIT_BAD_INPUT))
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def usage_error_line(exc: Any) -> str:
+    """Click's message on one line, and where to read on: "No such option: --x (see edgeprof run --help)"."""
+    message = " ".join(str(exc.format_message()).split())
+    names: list[str] = []
+    ctx = getattr(exc, "ctx", None)
+    while ctx is not None and getattr(ctx, "parent", None) is not None:  # the root is "edgeprof" however run
+        names.insert(0, str(ctx.info_name))
+        ctx = ctx.parent
+    return f"{message} (see {' '.join(['edgeprof', *names])} --help)"
 
 
 class App(typer.Typer):
@@ -120,6 +164,15 @@ def terminal_width() -> int | None:
     if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
         return shutil.get_terminal_size().columns
     return None
+
+
+def echo_wrapped(line: str) -> None:
+    """A line of prose output wrapped to the terminal's width (whole when piped, as ``terminal_width``)."""
+    width = terminal_width()
+    if width is None or len(line) <= width:
+        typer.echo(line)
+        return
+    typer.echo(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False))
 
 
 # "  key   value": the key column of doctor's lines, up to where their values start.

@@ -173,6 +173,7 @@ def push(
     since: Since = None,
     everything: All = False,
     recheck: RecheckOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Copy this device's sweeps (runs, measurements, telemetry, verdicts) into a central database.
 
@@ -195,11 +196,10 @@ def push(
     sent: list[int] = []
 
     def report(sweep_id: int, counts: Any) -> None:
-        if counts is None:
-            typer.echo(f"sweep {sweep_id}: already there")
-        else:
+        if counts is not None:
             sent.append(sweep_id)
-            typer.echo(f"sweep {sweep_id}: {counts.summary()}")
+        if not as_json:
+            typer.echo(f"sweep {sweep_id}: {counts.summary() if counts is not None else 'already there'}")
 
     try:
         result = push_sweeps(source, target, ids, recheck=recheck, on_sweep=report)
@@ -209,10 +209,26 @@ def push(
             f"push to {mask_url(to)} stopped after {len(sent)} sweep(s): {scrub(first[0], to)}; "
             "push again to resume (nothing is sent twice)"
         )
+    if as_json:
+        sweeps_sent = [{"sweep_id": i, **counts_json(c)} for i, c in result.sent]
+        typer.echo(
+            json.dumps({"to": mask_url(to), "sent": sweeps_sent, "already_there": result.skipped,
+                        "rows_added": result.n_added}, indent=2)
+        )  # fmt: skip
+        return
     typer.echo(
         f"pushed to {mask_url(to)}: {len(result.sent)} sweep(s) sent, {len(result.skipped)} already there, "
         f"{result.n_added} rows added"
     )
+
+
+def counts_json(counts: Any) -> dict[str, Any]:
+    """What a push or an import added to one sweep, by table, for ``--json``."""
+    return {
+        "rows_added": counts.n_added,
+        "added": dict(sorted(counts.added.items())),
+        "updated": dict(sorted(counts.updated.items())),
+    }
 
 
 OutputOption = Annotated[
@@ -290,7 +306,7 @@ ExportFileArgument = Annotated[
 ]
 
 
-def import_(path: ExportFileArgument, db: DbOption = None) -> None:
+def import_(path: ExportFileArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
     """Add the sweeps of an export file to a database (same identity rules as push: nothing twice)."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -305,8 +321,13 @@ def import_(path: ExportFileArgument, db: DbOption = None) -> None:
     guard_write(db)
     target = open_db(db)
 
+    imported: list[dict[str, Any]] = []
+
     def report(uid: str, counts: Any) -> None:
-        typer.echo(f"sweep {uid}: {counts.summary()}")
+        if as_json:
+            imported.append({"sweep_uid": uid, **counts_json(counts)})
+        else:
+            typer.echo(f"sweep {uid}: {counts.summary()}")
 
     try:
         with stream:
@@ -315,6 +336,10 @@ def import_(path: ExportFileArgument, db: DbOption = None) -> None:
         fail(str(exc))
     except (SQLAlchemyError, OSError, EOFError) as exc:
         fail(f"import into {mask_url(db)} stopped: {scrub(error_line(exc), db)}; import again to resume")
+    if as_json:
+        summary = {"into": mask_url(db), "sweeps": imported, "rows_added": total.n_added}
+        typer.echo(json.dumps(summary, indent=2))
+        return
     typer.echo(f"imported into {mask_url(db)}: {total.n_added} rows added")
 
 

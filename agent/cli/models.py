@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from edgeprof.cli.common import data_dir, fail, quiet_native_stderr
+from edgeprof.cli.common import JsonOption, data_dir, fail, quiet_native_stderr
 
 
 class DemoSizeChoice(str, Enum):
@@ -24,10 +24,18 @@ ForceOption = Annotated[bool, typer.Option("--force", help="Rebuild even if the 
 
 
 def models_demo(
-    out: OutOption = None, size: SizeOption = DemoSizeChoice.small, force: ForceOption = False
+    out: OutOption = None,
+    size: SizeOption = DemoSizeChoice.small,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Write a llama-architecture GGUF (F16) and quantize it to Q8_0, Q5_K_M and Q4_K_M."""
     paths = build_demo(out or data_dir() / "models", size.value, force)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps({quant: str(path) for quant, path in paths.items()}, indent=2))
+        return
     for quant, path in paths.items():
         typer.echo(f"{quant:7s} {path}")
 

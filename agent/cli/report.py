@@ -13,7 +13,9 @@ import typer
 from edgeprof.cli.common import (
     DbOption,
     DeviceOption,
+    JsonOption,
     SweepOption,
+    echo_wrapped,
     fail,
     guard_write,
     int_range,
@@ -34,6 +36,7 @@ class ReportFormat(str, Enum):
     llama_bench_jsonl = "llama-bench-jsonl"
     llama_bench_csv = "llama-bench-csv"
     llama_bench_sql = "llama-bench-sql"
+    llama_bench_md = "llama-bench-md"  # llama-bench's own terminal table
 
 
 class CompareFormat(str, Enum):
@@ -75,6 +78,13 @@ REPORT_EPILOG = (
 )
 
 
+def llama_bench_renderer(fmt: str) -> Any:
+    """The whole-sweep printer of ``llama-bench-<kind>`` (md too: llama-bench's default output)."""
+    from edgeprof.report.render.llama_bench import sweep_renderer
+
+    return sweep_renderer(fmt.removeprefix("llama-bench-"))
+
+
 def report(
     db: DbOption = None,
     sweep: SweepOption = None,
@@ -107,7 +117,7 @@ def report(
                 _write_html(session, sweep, html, db, wide)
             llama_bench = None
             if fmt.value.startswith("llama-bench-"):  # from the database: every repetition's time
-                llama_bench = RENDERERS[fmt.value](session, sweep)
+                llama_bench = llama_bench_renderer(fmt.value)(session, sweep)
         except ReportError as exc:
             fail(str(exc))
         except OSError as exc:
@@ -243,9 +253,12 @@ def analyse(
     sweep: SweepOption = None,
     fmt: AnalyseFormatOption = "table",
     interval_ms: IntervalMsOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry; for an imported
     log, the verdict on it per session."""
+    if as_json:  # --json, as on every command that prints results: the same as --format json
+        fmt = "json"
     from edgeprof.report import latest_sweep_id
     from edgeprof.storage.db import new_session
     from edgeprof.storage.models import Sweep
@@ -281,7 +294,7 @@ def analyse(
             typer.echo(json.dumps(judged, indent=2, allow_nan=False))
             return
         for run_id, verdicts in results.items():
-            typer.echo(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
+            echo_wrapped(f"run {run_id}: " + "; ".join(summary_line(v) for v in verdicts))
 
 
 def register(app: typer.Typer) -> None:

@@ -45,6 +45,7 @@ from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
 from edgeprof.run_states import utcnow
 from edgeprof.safefs import UnsafePath, lock_queue, read_nofollow
+from edgeprof.safetext import SafeLogFormatter
 from edgeprof.storage.db import db_url
 from edgeprof.storage.guard import StorageGuardError, check_open_engine
 from edgeprof.storage.models import AgentState
@@ -546,13 +547,31 @@ class Agent:
             log.exception("db compact after the sweep failed")
 
 
-def configure_logging() -> None:
-    """One line per event on stderr (the journal under systemd), each marked as the agent's."""
-    from edgeprof.safetext import SafeLogFormatter
+class OneLineFormatter(SafeLogFormatter):
+    """A message with its control characters escaped (``SafeLogFormatter``), and a traceback folded into its
+    event's line (" | " between its lines): the journal keeps one line per event, and a reader of
+    ``journalctl -u edgeprof-agent`` sees which event it belongs to."""
 
+    def format(self, record: logging.LogRecord) -> str:
+        return " | ".join(line for line in super().format(record).splitlines() if line.strip())
+
+
+# Libraries that log each request at INFO (httpx's "HTTP Request: GET .../metrics" twice a second while a
+# server is polled): WARNING unless -v, so the journal holds the agent's events
+QUIET_LOGGERS = ("httpx", "httpcore", "urllib3", "asyncio", "matplotlib", "PIL", "prometheus_client")
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """One line per event on stderr (the journal under systemd), each marked as the agent's; other
+    libraries' lines only from WARNING up, unless ``verbose``."""
     handler = logging.StreamHandler()
-    handler.setFormatter(SafeLogFormatter("edgeprof-agent %(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    handler.setFormatter(OneLineFormatter("edgeprof-agent %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logging.getLogger("edgeprof").setLevel(logging.DEBUG if verbose else logging.INFO)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
 def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from edgeprof.daemon.metric_counts import Family, build_info_family, count_families, endpoint_of
 from edgeprof.daemon.status import gather_status
 from edgeprof.fleet import sweep_scope
 from edgeprof.run_states import FINISHED_STATUSES, utcnow
@@ -32,16 +33,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("edgeprof.metrics")
 
-# Every per-config family carries these labels, in this order (the report row's field of each).
-CONFIG_LABELS = ("device", "model", "quant", "ctx", "ngl", "workload", "runner")
+# Every per-config family carries these labels, in this order (the report row's field of each): every
+# parameter a plan varies, so that two configs are never one series (two thread counts, two batch sizes).
+# ``variant`` is empty unless two configs differ only in a knob no label names (mmap, poll, KV offload):
+# then it holds each one's spec id. A series stays the same from one nightly sweep of a plan to the next.
+CONFIG_LABELS = (
+    "device", "model", "quant", "ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k",
+    "type_v", "depth", "workload", "runner", "variant",
+)  # fmt: skip
 ROW_FIELD_OF_LABEL = {
     "device": "device_hostname",
     "model": "model_label",
     "quant": "quant",
     "ctx": "ctx",
     "ngl": "ngl",
+    "threads": "threads",
+    "n_batch": "n_batch",
+    "n_ubatch": "n_ubatch",
+    "flash_attn": "flash_attn",
+    "type_k": "type_k",
+    "type_v": "type_v",
+    "depth": "depth",
     "workload": "workload",
     "runner": "runner",
+    "variant": "_variant",
 }
 
 # What the agent writes as its state (agent/daemon/agent.py), and what ``status`` shows for a silent one.
@@ -78,25 +93,7 @@ CONFIG_VALUES = (
         "Decode energy per generated token, median of the steady reps.",
         "decode_j_per_token_median",
     ),
-    ValueMetric(
-        "edgeprof_config_run_id", "The run these figures are from (its sweep's report shows it).", "run_id"
-    ),
 )
-
-
-@dataclass
-class Family:
-    """One metric family before it is handed to prometheus_client: samples as (labels, value)."""
-
-    name: str
-    help: str
-    labels: tuple[str, ...] = ()
-    samples: list[tuple[tuple[str, ...], float]] = field(default_factory=list)
-
-    def add(self, labels: Sequence[Any], value: float | int | bool | None) -> None:
-        if value is None:  # not measured: absent from the scrape, never 0
-            return
-        self.samples.append((tuple("" if v is None else str(v) for v in labels), float(value)))
 
 
 # -- the agent and its current sweep -------------------------------------------------------------------
@@ -146,7 +143,8 @@ def agent_families(status: Mapping[str, Any], now: dt.datetime) -> list[Family]:
 
 # -- the finished configs ------------------------------------------------------------------------------
 def config_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple("" if row.get(f) is None else str(row[f]) for f in ROW_FIELD_OF_LABEL.values())
+    values = {**row, "depth": row.get("depth") or 0}  # a run from before the depth axis ran at depth 0
+    return tuple("" if values.get(f) is None else str(values[f]) for f in ROW_FIELD_OF_LABEL.values())
 
 
 def _judged_families(
@@ -207,7 +205,8 @@ def config_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
     return [*values, status, ended, *verdicts]
 
 
-SERVING_LABELS = (*CONFIG_LABELS, "concurrency", "request_rate")
+# endpoint: llama-server's native /completion, or the openai runner's chat or completions
+SERVING_LABELS = (*CONFIG_LABELS, "endpoint", "concurrency", "request_rate")
 
 SERVING_VALUES = (
     ValueMetric(
@@ -243,16 +242,21 @@ SERVING_VALUES = (
         "Share of a serving level's measured requests that failed, timed out or were rejected.",
         "serving_error_rate",
     ),
-    ValueMetric("edgeprof_serving_run_id", "The run of the level (its sweep's report shows it).", "run_id"),
 )
 
 # The verdicts a serving level is judged by (its throttle verdict covers the server's load, not the level).
 SERVING_VERDICTS = ("stability", "interference")
 
 
-def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+def serving_load(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A serving level's endpoint, concurrency and request rate, as labels ("" for an in-process config)."""
     rate = row.get("request_rate")
-    return (*config_labels(row), str(row.get("concurrency") or ""), "" if rate is None else f"{rate:g}")
+    load = str(row.get("concurrency") or "")
+    return (str(row.get("_endpoint") or ""), load, "" if rate is None else f"{rate:g}")
+
+
+def serving_labels(row: Mapping[str, Any]) -> tuple[str, ...]:
+    return (*config_labels(row), *serving_load(row))
 
 
 def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
@@ -265,33 +269,52 @@ def serving_families(rows: Sequence[Mapping[str, Any]]) -> list[Family]:
     return [*values, status, *verdicts]
 
 
-def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, float | None]:
-    """run id -> its end (Unix time) of the latest finished run of each label set (device, model, quant,
-    ctx, ngl, workload, runner, and a serving level's concurrency and request rate: several levels share
-    one config): what a dashboard shows for that config or level now."""
+def latest_finished_runs(session: Session, device: str | None = None) -> dict[int, tuple[float | None, str]]:
+    """run id -> (its end in Unix time, its endpoint) of the latest finished run of each config or serving
+    level: a device's model file, workload, every llama.cpp parameter, runner, endpoint and load; what a
+    dashboard shows for that config or level now."""
+    knobs = (
+        Run.model_label, ModelFile.quant_type, Run.n_ctx, Run.n_gpu_layers, Run.n_threads, Run.n_batch,
+        Run.n_ubatch, Run.flash_attn, Run.type_k, Run.type_v, Run.depth, Run.workload_name, Run.use_mmap,
+        Run.poll, Run.offload_kqv, Run.op_offload, Run.swa_full, Run.kv_unified, Run.n_seq_max,
+        Run.concurrency, Run.request_rate,
+    )  # fmt: skip
     query = (
-        select(
-            Run.id, Run.runner, Run.ended_at, Device.hostname, Run.model_label, ModelFile.quant_type,
-            Run.n_ctx, Run.n_gpu_layers, Run.workload_name, Run.concurrency, Run.request_rate,
-        )
+        select(Run.id, Run.runner, Run.ended_at, Run.effective_json, Device.hostname, *knobs)
         .join(Sweep, Run.sweep_id == Sweep.id)
         .join(Device, Sweep.device_id == Device.id)
         .outerjoin(ModelFile, Run.model_file_id == ModelFile.id)
         .where(Run.status.in_(FINISHED_STATUSES), *sweep_scope(device))
         .order_by(Run.id)
-    )  # fmt: skip
-    latest: dict[tuple[Any, ...], tuple[int, float | None]] = {}
-    for run_id, runner, ended_at, *key in session.execute(query):
+    )
+    latest: dict[tuple[Any, ...], tuple[int, float | None, str]] = {}
+    for run_id, runner, ended_at, effective_json, *key in session.execute(query):
         end = ended_at.replace(tzinfo=dt.timezone.utc).timestamp() if ended_at is not None else None
-        labels = (*key, runner or DEFAULT_RUNNER)
-        latest[labels] = (run_id, end)  # ordered by id: the latest one stays
-    return dict(latest.values())
+        runner = runner or DEFAULT_RUNNER
+        endpoint = endpoint_of(runner, effective_json)
+        ident = (*key, runner, endpoint)
+        latest[ident] = (run_id, end, endpoint)  # ordered by id: the latest one stays
+    return {run_id: (end, endpoint) for run_id, end, endpoint in latest.values()}
+
+
+def with_variants(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``_variant`` of each row: its spec id where another row has the same labels (they differ in a knob
+    no label names), else empty."""
+    by_labels: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        row["_variant"] = ""
+        by_labels.setdefault((*config_labels(row), *serving_load(row)), []).append(row)
+    for same in by_labels.values():
+        if len(same) > 1:
+            for row in same:
+                row["_variant"] = str(row.get("spec_id") or "")
+    return rows
 
 
 def config_rows(session: Session, device: str | None = None) -> list[dict[str, Any]]:
     """The report rows (``build_rows``, serving levels included) of each config's and serving level's latest
-    finished run, with ``_ended_at_s``: one ``build_rows`` per sweep that holds such a run (nightly sweeps of
-    one plan: only the newest)."""
+    finished run, with ``_ended_at_s`` and ``_endpoint``: one ``build_rows`` per sweep that holds such a run
+    (nightly sweeps of one plan: only the newest)."""
     from edgeprof.report import build_rows
 
     latest = latest_finished_runs(session, device)
@@ -302,8 +325,9 @@ def config_rows(session: Session, device: str | None = None) -> list[dict[str, A
             # a spec redone after an interruption: its newest attempt speaks in the report, and here once
             # it has finished (until then, the config is absent from this sweep's rows)
             if row["run_id"] in latest:
-                rows.append({**row, "_ended_at_s": latest[row["run_id"]]})
-    return rows
+                end, endpoint = latest[row["run_id"]]
+                rows.append({**row, "_ended_at_s": end, "_endpoint": endpoint})
+    return with_variants(rows)
 
 
 # -- the collector -------------------------------------------------------------------------------------
@@ -315,20 +339,23 @@ def read_families(session: Session, device: str | None = None) -> list[Family]:
     rows = config_rows(session, device)
     serving = [r for r in rows if is_serving_runner(r.get("runner"))]
     return [
+        build_info_family(),
         *agent_families(status, utcnow()),
         *config_families([r for r in rows if not is_serving_runner(r.get("runner"))]),
         *serving_families(serving),
+        *count_families(session, device),
     ]
 
 
 def to_prometheus(families: Iterable[Family]) -> Iterator[Metric]:
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     for fam in families:
-        gauge = GaugeMetricFamily(fam.name, fam.help, labels=list(fam.labels))
+        kind = CounterMetricFamily if fam.kind == "counter" else GaugeMetricFamily
+        metric = kind(fam.name, fam.help, labels=list(fam.labels))
         for labels, value in fam.samples:
-            gauge.add_metric(list(labels), value)
-        yield gauge
+            metric.add_metric(list(labels), value)
+        yield metric
 
 
 class MetricsCollector:

@@ -86,13 +86,37 @@ def gpu_name(root: Path) -> str | None:
     return None
 
 
+# A device's name in the database when it is not the hostname (`edgeprof --device-name`): two devices behind
+# one hostname, or a name that says more than the hostname does
+DEVICE_NAME_ENV = "EDGEPROF_DEVICE_NAME"
+MAX_DEVICE_NAME = 64
+
+
+def device_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a device (None when it can): it is shown in tables, labels and journals."""
+    if not name.strip():
+        return "the device name is empty"
+    if len(name) > MAX_DEVICE_NAME:
+        return f"the device name is longer than {MAX_DEVICE_NAME} characters"
+    if any(not ch.isprintable() for ch in name):
+        return "the device name holds a control character"
+    return None
+
+
+def _hostname(root: Path) -> str:
+    given = os.environ.get(DEVICE_NAME_ENV, "")
+    if given and device_name_problem(given) is None:
+        return given.strip()
+    if str(root) == "/":
+        return socket.gethostname()
+    return (_read(root, "/etc/hostname") or "").strip()
+
+
 def collect_device_facts(root: Path | str = "/") -> dict[str, Any]:
     root = Path(root)
     machine_id = (_read(root, "/etc/machine-id") or "").strip() or None
     facts: dict[str, Any] = {
-        "hostname": socket.gethostname()
-        if str(root) == "/"
-        else (_read(root, "/etc/hostname") or "").strip(),
+        "hostname": _hostname(root),
         "machine_id": machine_id,
         "arch": platform.machine(),
         "cpu_model": cpu_model(root),

@@ -54,9 +54,17 @@ def get_or_create_build(session: Session, hello: dict[str, Any]) -> Build:
             system_info=system_info,
             build_flags=flags,
             first_seen=utcnow(),
+            runtime_version=ggml_text(hello),
         )
         build = add_unique(session, build, fingerprint=fp)
     return build
+
+
+def ggml_text(hello: dict[str, Any]) -> str | None:
+    """"ggml 0.25.3 (commit 0c1e570)": the llama.cpp build the child loaded, as ``--version`` says it."""
+    if not hello.get("ggml_version") and not hello.get("ggml_commit"):
+        return None
+    return f"ggml {hello.get('ggml_version') or '?'} (commit {hello.get('ggml_commit') or '?'})"
 
 
 def measurement_row(run: Run, child: ChildResult, event: dict[str, Any]) -> Measurement:

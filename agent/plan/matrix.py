@@ -39,6 +39,10 @@ AXES: dict[str, tuple[str, Any]] = {
     "poll": ("poll", 50),
     "n_seq_max": ("n_seq_max", 1),
     "depth": ("depth", 0),
+    # the CPU threadpool (llama-bench -C, --cpu-strict, --prio)
+    "cpu_mask": ("cpu_mask", "0x0"),
+    "cpu_strict": ("cpu_strict", False),
+    "prio": ("prio", 0),
 }
 AXIS_ALIASES = {
     "batch": "n_batch",
@@ -51,7 +55,15 @@ AXIS_ALIASES = {
     "n_depth": "depth",
 }
 MATRIX_KEYS = {"models", "power_mode", *AXES, *AXIS_ALIASES, *SERVING_AXES}
-BOOLEAN_AXES = ("mmap", "swa_full", "kv_unified", "offload_kqv", "op_offload")
+BOOLEAN_AXES = ("mmap", "swa_full", "kv_unified", "offload_kqv", "op_offload", "cpu_strict")
+# ggml_sched_priority: low, normal, medium, high, realtime (llama-bench --prio)
+PRIO_RANGE = (-1, 3)
+
+
+def cpu_mask_ok(text: str) -> bool:
+    """llama.cpp's CPU mask: hex digits, "0x" optional, at most one bit per CPU it can address (512)."""
+    digits = text.lower().removeprefix("0x")
+    return 0 < len(digits) <= 128 and all(c in "0123456789abcdef" for c in digits)
 
 
 def default_threads() -> int:
@@ -124,6 +136,17 @@ def _axis_value(chk: Checker, axis: str, item: Any, place: str) -> Any:
         return value
     if axis == "depth":
         return chk.integer(item, place, minimum=0)
+    if axis == "cpu_mask":
+        if isinstance(item, str) and cpu_mask_ok(item):
+            return item.lower()
+        chk.add(place, f"a CPU mask is hex, e.g. \"0x3\" for CPUs 0 and 1 (llama-bench -C), got {item!r}")
+        return None
+    if axis == "prio":
+        value = chk.integer(item, place, minimum=PRIO_RANGE[0])
+        if value is not None and value > PRIO_RANGE[1]:
+            chk.add(place, f"prio is -1..3 (llama-bench --prio: low .. realtime): {value}")
+            return None
+        return value
     if axis == "flash_attn":
         return _flash_attn(chk, item, place)
     if axis in ("type_k", "type_v"):

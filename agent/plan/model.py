@@ -146,6 +146,9 @@ PARITY_DEFAULTS: dict[str, Any] = {
     "poll": 50,
     "n_seq_max": 1,
     "depth": 0,
+    "cpu_mask": "0x0",
+    "cpu_strict": False,
+    "prio": 0,
 }
 
 
@@ -173,6 +176,10 @@ class Params:
     poll: int = 50
     n_seq_max: int = 1
     depth: int = 0  # tokens in the KV cache before each measured request (llama-bench -d)
+    # the CPU threadpool's placement, as llama-bench's -C, --cpu-strict and --prio: "0x0" = no affinity
+    cpu_mask: str = "0x0"
+    cpu_strict: bool = False
+    prio: int = 0
     # Which runner measures this config, and the serving load (llama-server only)
     runner: str = "llama-cpp"
     concurrency: int | None = None  # closed loop: N clients (open loop: the cap on requests in flight)

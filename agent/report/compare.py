@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.report.llamabench.identity import ngl_key
 from edgeprof.report.render.text import wrap_line
 from edgeprof.report.rows import ReportError, build_rows
 from edgeprof.report.speed_ratio import speed_ratio
@@ -79,8 +80,11 @@ def caveat_of(row: Mapping[str, Any] | None) -> str | None:
 
 
 def key_of(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    # rows at another context depth are other configs; a row from before the depth axis ran at depth 0
-    return (*(row.get(k) for k in MATCH_KEYS), row.get("depth") or 0)
+    # rows at another context depth are other configs; a row from before the depth axis ran at depth 0;
+    # -ngl as llama.cpp applies it (-1 and 999 are both "every layer")
+    values = {k: row.get(k) for k in MATCH_KEYS}
+    values["ngl"] = ngl_key(row.get("ngl"), row.get("_n_layers"))
+    return (*values.values(), row.get("depth") or 0)
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

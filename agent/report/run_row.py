@@ -10,6 +10,7 @@ from typing import Any
 
 from edgeprof.device import comparable_state
 from edgeprof.report.cells import OUTPUT_CHARS
+from edgeprof.report.llamabench.identity import imported_quant
 from edgeprof.report.soak import SOAK_FIELDS, soak_fields
 from edgeprof.report.workload import output_until_eos, workload_fields
 from edgeprof.stats import Summary
@@ -117,13 +118,15 @@ def _identity(run: Run, mf: ModelFile | None) -> dict[str, Any]:
         "model_label": run.model_label,
         "model_group": run.model_group,
         "model_sha256": mf.sha256 if mf else None,
-        "quant": mf.quant_type if mf else None,
+        "quant": mf.quant_type if mf else imported_quant(run.effective_json),
         "bits_per_weight": round(bpw, 3) if bpw is not None else None,
         "workload": run.workload_name,
         "n_prompt": next((m.n_prompt for m in run.measurements if m.n_prompt is not None), None),
         "n_predict": int(workload.get("n_predict", 0)),
         "ctx": run.n_ctx,
         "ngl": run.n_gpu_layers,
+        # the model's layer count: -ngl above it is "every layer" (compare pairs 99 with -1 and "all")
+        "_n_layers": mf.n_layers if mf else None,
         "threads": run.n_threads,
         "n_batch": run.n_batch,
         "n_ubatch": run.n_ubatch,

@@ -438,6 +438,9 @@ def test_every_grafana_panel_returns_rows_on_the_fleet_db(devices: dict[str, Pat
     assert {role for role, _n, _s in curves} == {"temperature", "power"}
     assert all(n == seconds > 0 for _role, n, seconds in curves)
     assert any("tg t/s" in t for t in titles) and any("Throttled" in t for t in titles)
+    # a run's CPU (and the fake GPU's) utilisation, its clocks and its memory each have a panel with rows
+    for curve in ("utilisation", "Clocks", "Memory"):
+        assert any(curve in t for t in titles), (curve, titles)
     # The throttle panel's filter and order, with two synthetic verdicts (a later row of a kind wins): a
     # cleared config leaves it, a throttled one comes first.
     cleared, after = throttled

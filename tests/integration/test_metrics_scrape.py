@@ -22,7 +22,10 @@ from support.runs import clean_env, edgeprof, one_line_error, two_quant_plan
 pytestmark = pytest.mark.timeout(240)
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
-LABELS = {"device", "model", "quant", "ctx", "ngl", "workload", "runner"}
+LABELS = {
+    "device", "model", "quant", "ctx", "ngl", "threads", "n_batch", "n_ubatch", "flash_attn", "type_k",
+    "type_v", "depth", "workload", "runner", "variant",
+}  # fmt: skip
 
 
 def free_port() -> int:
@@ -121,7 +124,8 @@ def test_scraped_during_a_real_sweep_and_as_a_textfile_after(tmp_path: Path, tin
 
     rows = {row["model_label"]: row for row in report_rows(db)}
     assert scraped_tg == rows["q8"]["tg_tps_median"]
-    assert value(samples, "edgeprof_config_run_id", model="q8") == rows["q8"]["run_id"]
+    assert "edgeprof_config_run_id" not in samples  # an id is no measurement
+    assert value(samples, "edgeprof_runs", status="ok") == 1.0  # a counter (edgeprof_runs_total): q8 ended
 
     # after the sweep: the same figures in node_exporter's textfile, the agent stopped, q4 interrupted
     out = tmp_path / "textfile" / "edgeprof.prom"

@@ -3,7 +3,8 @@ ranges ``first-last``, ``first-last+step`` and ``first-last*factor``, a flag giv
 a flag not given takes llama-bench's default.
 
 Only the flags that edgeprof can honour are accepted; any other is refused, never silently ignored, since a
-number measured under another setting than the one asked for would be wrong without saying so.
+number measured under another setting than the one asked for would be wrong without saying so. ``-embd``
+is accepted at llama-bench's default (0) only and refused, with the reason, at 1.
 """
 
 from __future__ import annotations
@@ -50,8 +51,19 @@ class BenchArgs:
     n_threads: tuple[int, ...] = ()  # empty: the physical cores, llama-bench's default
     n_gpu_layers: tuple[int, ...] = (-1,)
     flash_attn: tuple[str, ...] = ("auto",)
+    no_kv_offload: tuple[bool, ...] = (False,)
+    no_op_offload: tuple[bool, ...] = (False,)
+    poll: tuple[int, ...] = (50,)
+    cpu_mask: tuple[str, ...] = ("0x0",)
+    cpu_strict: tuple[bool, ...] = (False,)
+    prio: int = 0
     reps: int = DEFAULT_REPS
     output: str = "md"
+    output_err: str | None = None  # -oe: a second copy of the output, on stderr
+    delay_s: int = 0  # --delay: seconds between tests
+    warmup: bool = True  # --no-warmup: no warm-up run before the timed ones
+    progress: bool = False
+    verbose: bool = False
     argv: tuple[str, ...] = field(default=(), compare=False)
 
     def tests(self) -> list[tuple[int, int]]:
@@ -121,6 +133,37 @@ def _flash_attn(flag: str, text: str) -> list[Any]:
     return values
 
 
+def _bools(flag: str, text: str) -> list[Any]:
+    values = []
+    for v in _strings(flag, text):
+        if v not in ("0", "1"):
+            raise BenchArgsError(f"{flag}: {v!r} is not 0 or 1")
+        values.append(v == "1")
+    return values
+
+
+def _cpu_masks(flag: str, text: str) -> list[Any]:
+    from edgeprof.plan.matrix import cpu_mask_ok
+
+    values = _strings(flag, text)
+    for v in values:
+        if not cpu_mask_ok(v):
+            raise BenchArgsError(f"{flag} {v}: a CPU mask is hex, e.g. 0x3 for CPUs 0 and 1")
+    return values
+
+
+def _only_default(default: str, why: str) -> Callable[[str, str], list[Any]]:
+    """A flag edgeprof runs at llama-bench's default only: that value is accepted, any other refused."""
+
+    def read(flag: str, text: str) -> list[Any]:
+        for v in _strings(flag, text):
+            if v.lower() != default:
+                raise BenchArgsError(f"{flag} {v}: {why}; only {default} (llama-bench's default)")
+        return []
+
+    return read
+
+
 def _pg(flag: str, text: str) -> list[Any]:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -142,8 +185,22 @@ _LIST_FLAGS: dict[str, tuple[str, Callable[[str, str], list[Any]]]] = {
     "-t": ("n_threads", _ints(1)), "--threads": ("n_threads", _ints(1)),
     "-ngl": ("n_gpu_layers", _ints(-1)), "--n-gpu-layers": ("n_gpu_layers", _ints(-1)),
     "-fa": ("flash_attn", _flash_attn), "--flash-attn": ("flash_attn", _flash_attn),
+    "-nkvo": ("no_kv_offload", _bools), "--no-kv-offload": ("no_kv_offload", _bools),
+    "-nopo": ("no_op_offload", _bools), "--no-op-offload": ("no_op_offload", _bools),
+    "--poll": ("poll", _ints(0)),
+    "-C": ("cpu_mask", _cpu_masks), "--cpu-mask": ("cpu_mask", _cpu_masks),
+    "--cpu-strict": ("cpu_strict", _bools),
+    "-embd": ("embeddings", _only_default("0", "edgeprof measures generation, not embeddings")),
+    "--embeddings": ("embeddings", _only_default("0", "edgeprof measures generation, not embeddings")),
 }  # fmt: skip
-_SCALAR_FLAGS = {"-r": "reps", "--repetitions": "reps", "-o": "output", "--output": "output"}
+_SCALAR_FLAGS = {
+    "-r": "reps", "--repetitions": "reps", "-o": "output", "--output": "output",
+    "-oe": "output_err", "--output-err": "output_err", "--delay": "delay_s", "--prio": "prio",
+}  # fmt: skip
+# flags without a value
+_SWITCHES = {"--no-warmup": "no_warmup", "--progress": "progress", "-v": "verbose", "--verbose": "verbose"}
+MAX_DELAY_S = 3600
+MAX_POLL = 100
 
 
 def parse_bench_args(argv: Sequence[str]) -> BenchArgs:
@@ -156,6 +213,10 @@ def parse_bench_args(argv: Sequence[str]) -> BenchArgs:
         # llama-bench spells long flags with '-' or '_' (--n_prompt = --n-prompt)
         if flag.startswith("--"):
             flag = "--" + flag[2:].replace("_", "-")
+        if flag in _SWITCHES:
+            scalars[_SWITCHES[flag]] = "1"
+            i += 1
+            continue
         if flag not in _LIST_FLAGS and flag not in _SCALAR_FLAGS:
             raise BenchArgsError(f"unknown or unsupported llama-bench flag {argv[i]!r}")
         if i + 1 >= len(argv):
@@ -170,25 +231,66 @@ def parse_bench_args(argv: Sequence[str]) -> BenchArgs:
     return _bench_args(lists, scalars, tuple(argv))
 
 
-def _bench_args(lists: dict[str, list[Any]], scalars: dict[str, str], argv: tuple[str, ...]) -> BenchArgs:
-    if not lists.get("models"):
-        raise BenchArgsError("-m MODEL is required (a GGUF file; comma-separated for several)")
-    output = scalars.get("output", "md")
-    if output not in OUTPUT_FORMATS:
-        raise BenchArgsError(f"-o {output}: expected one of {', '.join(OUTPUT_FORMATS)}")
-    reps_text = scalars.get("reps", str(DEFAULT_REPS))
-    if not reps_text.isdigit() or not 1 <= int(reps_text) <= MAX_REPS:
-        raise BenchArgsError(f"-r {reps_text}: expected a whole number 1..{MAX_REPS}")
+def _whole(scalars: dict[str, str], name: str, flag: str, default: int, lo: int, hi: int) -> int:
+    text = scalars.get(name, str(default))
+    if not text.isdigit() or not lo <= int(text) <= hi:
+        raise BenchArgsError(f"{flag} {text}: expected a whole number {lo}..{hi}")
+    return int(text)
+
+
+def _output(scalars: dict[str, str], name: str, flag: str, default: str | None) -> str | None:
+    output = scalars.get(name, default)
+    if output is not None and output not in OUTPUT_FORMATS:
+        raise BenchArgsError(f"{flag} {output}: expected one of {', '.join(OUTPUT_FORMATS)}")
+    return output
+
+
+def _check_lists(lists: dict[str, list[Any]]) -> None:
+    from edgeprof.plan.bounds import logical_cpus
+
     for name, values in lists.items():
         if len(values) > MAX_VALUES_PER_FLAG:
             raise BenchArgsError(f"more than {MAX_VALUES_PER_FLAG} values for {name}")
         if name != "models" and len(set(values)) != len(values):
             raise BenchArgsError(f"duplicate values for {name}: {values}")
+    # the same ceiling as a plan's threads axis (plan/bounds.py)
+    cpus = logical_cpus()
+    for n in lists.get("n_threads", []):
+        if n > cpus:
+            raise BenchArgsError(f"-t {n}: this machine has {cpus} logical CPUs; more only oversubscribes")
+    for n in lists.get("poll", []):
+        if n > MAX_POLL:
+            raise BenchArgsError(f"--poll {n}: expected 0..{MAX_POLL}")
+
+
+def _bench_args(lists: dict[str, list[Any]], scalars: dict[str, str], argv: tuple[str, ...]) -> BenchArgs:
+    if not lists.get("models"):
+        raise BenchArgsError("-m MODEL is required (a GGUF file; comma-separated for several)")
+    output = _output(scalars, "output", "-o", "md")
+    output_err = _output(scalars, "output_err", "-oe", None)
+    reps = _whole(scalars, "reps", "-r", DEFAULT_REPS, 1, MAX_REPS)
+    delay_s = _whole(scalars, "delay_s", "--delay", 0, 0, MAX_DELAY_S)
+    prio_text = scalars.get("prio", "0")
+    if prio_text not in ("-1", "0", "1", "2", "3"):
+        raise BenchArgsError(f"--prio {prio_text}: expected -1..3 (low, normal, medium, high, realtime)")
+    lists.pop("embeddings", None)  # llama-bench's default, which edgeprof runs
+    _check_lists(lists)
     # negative -ngl means every layer to llama.cpp: one value, as llama-bench's default prints it
     if "n_gpu_layers" in lists:
         lists["n_gpu_layers"] = list(dict.fromkeys(-1 if v < 0 else v for v in lists["n_gpu_layers"]))
     given = {name: tuple(values) for name, values in lists.items()}
-    args = BenchArgs(**given, reps=int(reps_text), output=output, argv=argv)
+    args = BenchArgs(
+        **given,
+        reps=reps,
+        output=output or "md",
+        output_err=output_err,
+        delay_s=delay_s,
+        prio=int(prio_text),
+        warmup="no_warmup" not in scalars,
+        progress="progress" in scalars,
+        verbose="verbose" in scalars,
+        argv=argv,
+    )
     if not args.tests():
         raise BenchArgsError("no test to run: every -p, -n and -pg value is 0")
     return args

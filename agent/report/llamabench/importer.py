@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 from edgeprof import __version__
 from edgeprof.device import get_or_create_device
 from edgeprof.report.llamabench.fields import FIELD_NAMES, FLASH_ATTN_CODES
+from edgeprof.report.llamabench.identity import IMPORTED_KEY, NGL_ALL, bench_ctx
 from edgeprof.report.llamabench.plan import name_of_test, workload_of_test
-from edgeprof.report.llamabench.records import IMPORTED_KEY
 from edgeprof.report.llamabench.validate import MAX_SAMPLES_PER_FILE, record_problem
 from edgeprof.run_states import utcnow
 from edgeprof.storage.identity import add_unique
@@ -112,8 +112,12 @@ def import_llama_bench(session: Session, path: Path) -> ImportResult:
     session.add(sweep)
     session.flush()
     n_samples = 0
+    # the context edgeprof bench gives the same command line, so that the two meet in compare
+    n_ctx = bench_ctx(
+        [(int(r["n_prompt"]), int(r["n_gen"])) for r in records], [int(r.get("n_depth", 0)) for r in records]
+    )
     for seq, rec in enumerate(records):
-        run = _run(session, sweep, seq, rec)
+        run = _run(session, sweep, seq, rec, n_ctx)
         session.add(run)
         session.flush()
         for rep, ns in enumerate(rec["samples_ns"]):
@@ -167,7 +171,7 @@ def _build(session: Session, rec: dict[str, Any]) -> Build:
     return build
 
 
-def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any]) -> Run:
+def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any], n_ctx: int) -> Run:
     n_prompt, n_gen, depth = int(rec["n_prompt"]), int(rec["n_gen"]), int(rec.get("n_depth", 0))
     workload = workload_of_test(n_prompt, n_gen)
     kept = {k: rec[k] for k in FIELD_NAMES if k in rec and k not in _PER_TEST}
@@ -189,8 +193,8 @@ def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any]) -> Run:
         params_json=json.dumps(params, sort_keys=True),
         effective_json=json.dumps({IMPORTED_KEY: kept}, sort_keys=True),
         repeat_json=json.dumps({"cold": 0, "warmup": 0, "steady": len(rec["samples_ns"])}),
-        n_ctx=n_prompt + n_gen + depth,  # llama-bench's context for the test
-        n_gpu_layers=int(rec.get("n_gpu_layers", -1)),
+        n_ctx=n_ctx,
+        n_gpu_layers=_ngl(int(rec.get("n_gpu_layers", -1))),
         n_threads=int(rec.get("n_threads", 0)),
         n_batch=int(rec.get("n_batch", 0)),
         n_ubatch=int(rec.get("n_ubatch", 0)),
@@ -207,6 +211,11 @@ def _run(session: Session, sweep: Sweep, seq: int, rec: dict[str, Any]) -> Run:
         started_at=when,
         ended_at=when,
     )
+
+
+def _ngl(ngl: int) -> int:
+    # every layer, stored as edgeprof stores "all" (a bench or a plan's "all"); written back as -1
+    return NGL_ALL if ngl < 0 else ngl
 
 
 def _measurement(run: Run, rep: int, rec: dict[str, Any], ns: int) -> Measurement:

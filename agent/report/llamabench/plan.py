@@ -33,6 +33,7 @@ from edgeprof.plan import (
     default_threads,
 )
 from edgeprof.report.llamabench.args import BenchArgs
+from edgeprof.report.llamabench.identity import bench_ctx
 
 # The plan text of a bench sweep: its command line as a TOML comment, so that a reader of plan_text that
 # parses TOML sees an empty plan, and the records of a sweep can tell a bench sweep from a plan's
@@ -95,6 +96,11 @@ def _models(given: tuple[str, ...], base: Path) -> tuple[list[ModelEntry], dict[
     return models, infos
 
 
+def bench_cooldown(delay_s: int) -> Cooldown:
+    """llama-bench's --delay: a fixed sleep before each test; none by default, as llama-bench."""
+    return Cooldown(delay_s=float(delay_s))
+
+
 def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
     """The plan of a llama-bench command line; raises PlanError for a model file it cannot read."""
     from edgeprof.plan.bounds import logical_cpus
@@ -108,9 +114,7 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         )
     models, infos = _models(args.models, base or Path.cwd())
     tests = args.tests()
-    # one context for every test: the longest test at the deepest depth, and the one-token prompt of a tg
-    # test (llama.cpp pads n_ctx to 256 anyway, and a request only attends to the cells it filled)
-    n_ctx = max(args.n_depth) + max(p + n for p, n in tests) + 1
+    n_ctx = bench_ctx(tests, args.n_depth)
     axes: dict[str, tuple[Any, ...]] = {axis: (default,) for axis, (_f, default) in AXES.items()}
     axes.update(
         ngl=tuple(NGL_ALL if v < 0 else v for v in args.n_gpu_layers),
@@ -122,6 +126,12 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         type_v=args.type_v,
         threads=args.n_threads or (default_threads(),),
         depth=args.n_depth,
+        offload_kqv=tuple(not v for v in args.no_kv_offload),
+        op_offload=tuple(not v for v in args.no_op_offload),
+        poll=args.poll,
+        cpu_mask=args.cpu_mask,
+        cpu_strict=args.cpu_strict,
+        prio=(args.prio,),
     )
     return Plan(
         name=PLAN_NAME,
@@ -130,11 +140,14 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         models=tuple(models),
         axes=axes,
         workloads=tuple(workload_of_test(p, n) for p, n in tests),
-        # llama-bench: one warm-up, then -r timed repetitions; edgeprof's cold request comes first
-        repeat=Repeat(cold=1, warmup=1, steady=args.reps),
+        # llama-bench: one warm-up (none with --no-warmup), then -r timed repetitions; edgeprof's cold
+        # request comes first
+        repeat=Repeat(cold=1, warmup=1 if args.warmup else 0, steady=args.reps),
         timeout_s=TIMEOUT_S,
         cold_cache="keep",  # llama-bench reads the model from the page cache as it finds it
-        cooldown=Cooldown(),
-        collect=Collect(),
+        cooldown=bench_cooldown(args.delay_s),
+        # telemetry samples through every rep, but no idle baseline before each config: llama-bench waits
+        # for nothing between tests, and a 3-s baseline per test would be most of a quick bench's time
+        collect=Collect(idle_s=0.0),
         model_info=infos,
     )

@@ -21,14 +21,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from edgeprof.report.llamabench.fields import FIELD_NAMES, FLASH_ATTN_CODES, LLAMA_BENCH_DEFAULTS
+from edgeprof.report.llamabench.identity import IMPORTED_KEY, UNKNOWN_COMMIT, bench_ngl, build_identity
+from edgeprof.report.llamabench.model_desc import model_desc
 from edgeprof.report.llamabench.plan import BENCH_MARK, parse_test_name
 from edgeprof.report.rows import sweep_runs
 from edgeprof.storage.models import Measurement, Run, Sweep
 
-# The key of a run's effective_json under which an imported record keeps what edgeprof cannot measure
-IMPORTED_KEY = "llama_bench"
 _BACKENDS = {"cpu": "CPU", "cuda": "CUDA", "metal": "Metal", "vulkan": "Vulkan", "gpu": "GPU"}
-_NGL_ALL_MIN = 999  # edgeprof's "all layers" (plan NGL_ALL); llama-bench prints it as -1
 
 
 def sweep_records(session: Session, sweep_id: int | None) -> list[dict[str, Any]]:
@@ -79,41 +78,62 @@ def _context(sweep: Sweep, run: Run) -> dict[str, Any]:
     if imported is not None:
         return dict(imported)
     build = run.build
-    flags = _json(build.build_flags) if build is not None else {}
     backend = build.backend if build is not None else "cpu"
+    commit, number = (
+        build_identity(build.build_flags, build.runtime_version) if build is not None else (UNKNOWN_COMMIT, 0)
+    )
     model = run.model_file
     device = sweep.device
+    effective = _json(run.effective_json)
     return {
         **LLAMA_BENCH_DEFAULTS,
-        "build_commit": str(flags.get("commit") or "unknown"),
-        "build_number": int(flags.get("build_number") or 0),
+        "build_commit": commit,
+        "build_number": number,
         "cpu_info": device.cpu_model or "",
         "gpu_info": (device.gpu or "") if backend != "cpu" else "",
         "backends": _BACKENDS.get(backend, backend.upper()),
         # as typed on a bench command line (its label); a plan's model: its file
         "model_filename": run.model_label if sweep.plan_text.startswith(BENCH_MARK) else run.model_path,
-        "model_type": model_type(model.arch, model.n_params, model.quant_type) if model else "",
-        "model_size": model.tensor_bytes or model.size_bytes if model else 0,
-        "model_n_params": model.n_params or 0 if model else 0,
+        "model_type": model_type(effective, model),
+        # llama.cpp's own figures when the run recorded them (llama_model_size, llama_model_n_params)
+        "model_size": effective.get("model_size_bytes") or _file_bytes(model),
+        "model_n_params": effective.get("n_params") or (model.n_params or 0 if model else 0),
         "n_batch": run.n_batch,
         "n_ubatch": run.n_ubatch,
         "n_threads": run.n_threads,
         "poll": run.poll if run.poll is not None else 50,
         "type_k": run.type_k,
         "type_v": run.type_v,
-        "n_gpu_layers": -1 if run.n_gpu_layers >= _NGL_ALL_MIN else run.n_gpu_layers,
+        "n_gpu_layers": bench_ngl(run.n_gpu_layers),
         "no_kv_offload": run.offload_kqv is False,
         "flash_attn": FLASH_ATTN_CODES.get(run.flash_attn, -1),
         "no_op_offload": 1 if run.op_offload is False else 0,
+        **_run_knobs(effective),
     }
 
 
-def model_type(arch: str | None, n_params: int | None, quant: str | None) -> str:
-    """llama_model_desc's "<arch> <size> <file type>" as near as the GGUF tells it. llama.cpp names the size
-    from its own table of model shapes and says "?B" for a shape it does not know (every small test model);
-    here the parameter count in billions stands for it from 1B up, "?B" below."""
-    size = f"{n_params / 1e9:.0f}B" if n_params and n_params >= 1e9 else "?B"
-    return f"{arch or '?'} {size} {quant or '?'}"
+def _file_bytes(model: Any) -> int:
+    return int(model.tensor_bytes or model.size_bytes or 0) if model is not None else 0
+
+
+def model_type(effective: dict[str, Any], model: Any) -> str:
+    """llama.cpp's description as the run recorded it; for an older run, rebuilt from the GGUF."""
+    desc = effective.get("model_desc")
+    if isinstance(desc, str) and desc:
+        return desc
+    if model is None:
+        return ""
+    return model_desc(model.arch, model.file_type, model.quant_type)
+
+
+def _run_knobs(effective: dict[str, Any]) -> dict[str, Any]:
+    """llama-bench's thread knobs a bench command set (-C, --cpu-strict), as the run recorded them."""
+    out: dict[str, Any] = {}
+    if isinstance(effective.get("cpu_mask"), str):
+        out["cpu_mask"] = effective["cpu_mask"]
+    if isinstance(effective.get("cpu_strict"), bool):
+        out["cpu_strict"] = effective["cpu_strict"]
+    return out
 
 
 def _record(

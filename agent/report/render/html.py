@@ -72,13 +72,29 @@ img { max-width: 100%; border: 1px solid #e0e0e0; }
 details summary { cursor: pointer; color: #1565c0; font-size: 12px; }
 ul.recommendation { font-size: 13px; } li.rec { font-weight: 600; margin-top: 6px; }
 li.sub { list-style: none; color: #424242; }
+div.figure { max-width: 100%; }
+/* A phone: each table row becomes a card of "column: value" lines, so no table is wider than the screen
+   and no cell is squeezed to a few characters; the figures keep a readable size and scroll sideways. */
+@media (max-width: 640px) {
+  body { margin: 10px; }
+  div.table table, div.table thead, div.table tbody, div.table tr, div.table td { display: block; }
+  div.table thead { display: none; }
+  div.table tr { border: 1px solid #ddd; margin: 0 0 8px; }
+  div.table td { border: none; border-bottom: 1px solid #eee; text-align: left; white-space: normal; }
+  div.table td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; color: #424242; }
+  div.table td.num { text-align: left; }
+  div.table th { display: inline-block; border: none; }
+  div.figure { overflow-x: auto; }
+  div.figure img { max-width: none; width: 760px; }
+}
 """
 
 
 def _figure(title: str, path: Path | None, error: str | None) -> str:
     if path is None:
         return f'<h3>{esc(title)}</h3><p class="muted">figure not drawn: {esc(error)}</p>'
-    return f'<h3>{esc(title)}</h3><img alt="{esc(title)}" src="{png_data_uri(path)}">'
+    img = f'<img alt="{esc(title)}" src="{png_data_uri(path)}">'
+    return f'<h3>{esc(title)}</h3><div class="figure">{img}</div>'
 
 
 def _figures_to_draw(
@@ -107,8 +123,9 @@ def _figures_to_draw(
             "Timeline: temperature, clocks, power, tokens/s",
             lambda p: timeline_png(session, sweep.id, p, trip_points),
         ),
-        ("Configs compared", lambda p: comparison_png(rows, p)),
     ]
+    if rows or not serving:  # a sweep of serving levels only has no in-process config to compare
+        figures.append(("Configs compared", lambda p: comparison_png(rows, p)))
     if depth_curves(rows):  # only for sweeps with a depth axis
         figures.append(("tg t/s and TTFT against depth", lambda p: depth_png(rows, p)))
     if has_speed_vs_kld(rows):  # only with a quality workload
@@ -154,6 +171,7 @@ def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:
 
 
 def _summary(sweep: Sweep, rows: Sequence[Row]) -> str:
+    """``rows``: every config and serving level (each is one of the plan's specs, as the terminal counts)."""
     counts: dict[str, int] = {}
     verdict_counts: dict[str, int] = {}
     for row in rows:
@@ -211,6 +229,13 @@ def configs_section(rows: Sequence[Row], wide: bool = False) -> str:
     return out
 
 
+def _configs_part(rows: Sequence[Row], serving: Sequence[Row], wide: bool) -> str:
+    """The in-process configs; a sweep of serving levels only has none, and no empty table for them."""
+    if not rows and serving:
+        return ""
+    return f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
+
+
 def render_html(
     session: Session, sweep_id: int, trip_points: TripPoints | None = None, wide: bool = False
 ) -> str:
@@ -228,8 +253,8 @@ def render_html(
     body = (
         f"<h1>edgeprof report — sweep {sweep.id}: {esc(sweep.name)}</h1>"
         f"{recommendation_section(rows)}"
-        f"<h2>Summary</h2>{_summary(sweep, rows)}"
-        f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
+        f"<h2>Summary</h2>{_summary(sweep, everything)}"
+        f"{_configs_part(rows, serving, wide)}"
         f"{serving_section(serving, rows, wide)}"
         f"<h2>Figures</h2>{figures}"
         f"<h2>Verdicts</h2>{_verdicts(session, sweep, runs)}"

@@ -34,11 +34,20 @@ def table(headers: Sequence[str], body: Sequence[Sequence[str]], row_classes: Se
     rows = []
     for i, cells_ in enumerate(body):
         css = f' class="{esc(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
-        rows.append(f"<tr{css}>" + "".join(cells_) + "</tr>")
+        named = [labelled(c, headers[j] if j < len(headers) else "") for j, c in enumerate(cells_)]
+        rows.append(f"<tr{css}>" + "".join(named) + "</tr>")
     # in a box of its own: a table wider than the window (``--wide``, a long unbroken value) scrolls there,
     # never the whole page
     body_html = "".join(rows)
     return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body_html}</tbody></table></div>'
+
+
+def labelled(cell_html: str, header: str) -> str:
+    """A cell that names its column (``data-label``): on a phone-width screen each row is a stacked card
+    whose lines are "column: value" (the page's CSS), so no table is wider than the screen."""
+    if not cell_html.startswith("<td") or not header:
+        return cell_html
+    return f'<td data-label="{esc(header)}"' + cell_html[3:]
 
 
 def td(text: Any, num: bool = False) -> str:
@@ -73,7 +82,9 @@ def cell(column: Column, row: Row) -> str:
         ok = row[column.field] in ("ok", RUNNING)  # running: not finished, not failed
         reason = "" if ok else f" {esc(row.get('reason'))}"
         return f"<td>{badge(row[column.field], None if ok else 'failed')}{reason}</td>"
-    return td(column.html_text(row), num=column.style == "num")
+    text = column.html_text(row)
+    # a value the row does not have (a foreign server's ngl) is an empty cell, never Python's "None"
+    return td("" if text == "None" else text, num=column.style == "num")
 
 
 def failed_classes(rows: Sequence[Row]) -> list[str]:
@@ -100,6 +111,14 @@ FIT_CHARS = 190
 TEXT_CHARS = 22
 
 
+# The serving table's columns that may be left out to fit the window, least telling first: a level's load
+# (c, rate), its outcome and its latency percentiles always stay.
+SERVING_FIT_ORDER = (
+    "s_slot", "s_deferred", "ready", "serving_cold", "ngl", "s_e2e_tok", "s_rps", "s_itl", "s_goodput",
+    "workload", "s_e2el", "s_interference", "s_stability",
+)  # fmt: skip
+
+
 def cell_chars(column: Column, row: Row) -> int:
     """About how many characters wide a cell is drawn (see ``FIT_CHARS``)."""
     if column.style == "status":
@@ -121,7 +140,8 @@ def fit_html(
     grid = [["x" * n for n in heads], *(["x" * cell_chars(c, r) for c in columns] for r in rows)]
     # what tells the rows apart stays; measures go first, then the parameters every row shares
     keep = telling_params(columns, rows)
-    order = [k for k in drop_order("html", table_name) if k in by_key and k not in keep]
+    ranked = SERVING_FIT_ORDER if table_name == "serving" else drop_order("html", table_name)
+    order = [k for k in ranked if k in by_key and k not in keep]
     order = [k for k in order if not by_key[k].param] + [k for k in order if by_key[k].param]
     keys, _, left_out = fit_columns([c.name for c in columns], grid, chars, order)
     return [by_key[k] for k in keys], left_out

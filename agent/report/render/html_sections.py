@@ -47,13 +47,16 @@ def serving_section(
     ``wide``: every column with data, however wide."""
     if not serving:
         return ""
-    # columns without data (no request rate, nothing deferred) left out, and the least telling ones to fit a
-    # laptop screen, as in the configs table
+    # columns without data (no request rate, nothing deferred) left out, as in the configs table, and the
+    # least telling ones until it fits a laptop screen
     fit = None if wide else FIT_CHARS
     columns, left_out = table_columns("serving", serving, drop_empty=True, fit_chars=fit)
     out = f"<h2>{esc(serving_title(serving))}</h2>" + registry_table("serving", serving, columns=columns)
     if left_out:
-        out += f'<p class="muted">Left out to fit a {SCREEN_PX}-px window: {esc(", ".join(left_out))}.</p>'
+        out += (
+            f'<p class="muted">Left out to fit a {SCREEN_PX}-px window: {esc(", ".join(left_out))} '
+            "(<code>edgeprof report</code> in a wide terminal, or <code>--format json</code>, has them).</p>"
+        )
     versus = versus_rows([*rows, *serving])
     if versus:
         out += "<h3>In-process (CLI) vs HTTP API, same model/ctx/ngl/workload</h3>"

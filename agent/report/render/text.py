@@ -72,6 +72,12 @@ def render_table(
 ) -> str:
     """The terminal report; ``show_output``: the start of each config's generated text below the table."""
     everything, rows = rows, [r for r in rows if not is_serving_row(r)]
+    if not rows and everything:
+        # serving levels only: no header of an empty configs table above them
+        lines = serving_lines(everything)[1:]
+        if width is not None:
+            lines = [part for line in lines for part in wrap_line(line, width)]
+        return safe_lines("\n".join(lines))
     lines = table_lines(rows, width=width, columns=columns, wide=wide)
     # each note is one line: a label's newline is shown as \n, never a forged line of the report
     recs = [safe_text(x) for x in recommendation_lines(rows)]  # the report opens with the answer

@@ -50,7 +50,7 @@ def _bench_sweep(s: Any, plan_text: str) -> int:
     sweep = dbbuild.add_sweep(s, name="llama-bench", plan_text=plan_text)
     model = ModelFile(
         path="/m/tiny.gguf", sha256="a" * 64, size_bytes=3000, mtime_ns=1, n_params=2_229_504, arch="llama",
-        quant_type="Q8_0", tensor_bytes=2_372_608,
+        quant_type="Q8_0", file_type=7, tensor_bytes=2_372_608,
     )  # fmt: skip
     s.add(model)
     s.flush()

@@ -311,4 +311,4 @@ def test_html_opens_with_the_recommendation_and_draws_speed_vs_kld(tmp_path: Pat
         page = render_html(s, sweep_id)
     assert page.index("<h2>Recommendation</h2>") < page.index("<h2>Summary</h2>")
     assert f"Recommendation ({CONDITION}): demo-q5_k_m" in page
-    assert "<h3>Speed against KLD per ctx (Pareto front)</h3><img" in page
+    assert "<h3>Speed against KLD per ctx (Pareto front)</h3><div class=\"figure\"><img" in page
