@@ -103,8 +103,9 @@ def _figures_to_draw(
     rows: list[dict[str, Any]],
     serving: list[dict[str, Any]],
     trip_points: TripPoints | None,
+    log: bool = False,
 ) -> list[tuple[str, Callable[[Path], Path]]]:
-    """(title, draw) of each figure this sweep has data for."""
+    """(title, draw) of each figure this sweep has data for (an imported log: its timeline alone)."""
     # matplotlib only here: a report without --html never loads it
     from edgeprof.report.figures import (
         comparison_png,
@@ -124,7 +125,7 @@ def _figures_to_draw(
             lambda p: timeline_png(session, sweep.id, p, trip_points),
         ),
     ]
-    if rows or not serving:  # a sweep of serving levels only has no in-process config to compare
+    if (rows or not serving) and not log:  # serving levels only, or a log: no in-process config to compare
         figures.append(("Configs compared", lambda p: comparison_png(rows, p)))
     if depth_curves(rows):  # only for sweeps with a depth axis
         figures.append(("tg t/s and TTFT against depth", lambda p: depth_png(rows, p)))
@@ -142,16 +143,11 @@ def _figures_to_draw(
     return figures
 
 
-def _verdicts(session: Session, sweep: Sweep, runs: Sequence[Run]) -> str:
-    """The verdicts of the sweep's runs; of an imported log, the verdict on the log per session."""
-    from edgeprof.verdicts.log_store import is_imported
+def _log_verdict(session: Session, sweep: Sweep) -> dict[str, Any] | None:
+    """The verdict on an imported log, per session; None for a sweep of runs."""
+    from edgeprof.verdicts.log_store import is_imported, judge_imported
 
-    if not is_imported(sweep):
-        return verdict_section(session, runs)
-    from edgeprof.report.render.log import render_log_html
-    from edgeprof.verdicts.log_store import judge_imported
-
-    return render_log_html(judge_imported(session, sweep.id))
+    return judge_imported(session, sweep.id) if is_imported(sweep) else None
 
 
 def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:
@@ -170,8 +166,9 @@ def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:
     return "".join(parts)
 
 
-def _summary(sweep: Sweep, rows: Sequence[Row]) -> str:
-    """``rows``: every config and serving level (each is one of the plan's specs, as the terminal counts)."""
+def _summary(sweep: Sweep, rows: Sequence[Row], log: dict[str, Any] | None = None) -> str:
+    """``rows``: every config and serving level (each is one of the plan's specs, as the terminal counts);
+    ``log``: an imported log's verdict, whose sessions stand where a sweep's configs would."""
     counts: dict[str, int] = {}
     verdict_counts: dict[str, int] = {}
     for row in rows:
@@ -187,10 +184,25 @@ def _summary(sweep: Sweep, rows: Sequence[Row]) -> str:
             ("ended", str(sweep.ended_at) if sweep.ended_at else "—"),
             ("edgeprof", sweep.edgeprof_version),
             ("plan", sweep.plan_path or "—"),
-            ("configs", f"{len(rows)} of {sweep.n_specs} ({by_status})"),
-            ("throttle verdicts", ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts.items())) or "—"),
+            *_counted(sweep, rows, by_status, verdict_counts, log),
         ]
     )
+
+
+def _counted(
+    sweep: Sweep,
+    rows: Sequence[Row],
+    by_status: str,
+    verdict_counts: dict[str, int],
+    log: dict[str, Any] | None,
+) -> list[tuple[str, str]]:
+    """The summary's counts: a sweep's configs and throttle verdicts, or an imported log's sessions."""
+    if log is not None:
+        verdicts = ", ".join(f"{i}: {s['verdict']}" for i, s in enumerate(log["sessions"], 1))
+        return [("log sessions", verdicts or "—")]
+    throttle = ", ".join(f"{n} {v}" for v, n in sorted(verdict_counts.items()))
+    configs = f"{len(rows)} of {sweep.n_specs} ({by_status})"
+    return [("configs", configs), ("throttle verdicts", throttle or "—")]
 
 
 NOTES = (
@@ -249,15 +261,22 @@ def render_html(
     assert sweep is not None  # build_rows raised otherwise
     runs = list(session.scalars(select(Run).where(Run.sweep_id == sweep_id).order_by(Run.id)))
     latest_ids = {int(r["run_id"]) for r in rows}
-    figures = _figures_html(_figures_to_draw(session, sweep, rows, serving, trip_points))
+    log = _log_verdict(session, sweep)
+    figures = _figures_html(_figures_to_draw(session, sweep, rows, serving, trip_points, log is not None))
+    if log is not None:  # a log: its verdict per session first, then the timeline it was read from
+        from edgeprof.report.render.log import render_log_html
+
+        middle = f"{render_log_html(log)}<h2>Figures</h2>{figures}"
+    else:
+        middle = (
+            f"{_configs_part(rows, serving, wide)}{serving_section(serving, rows, wide)}"
+            f"<h2>Figures</h2>{figures}<h2>Verdicts</h2>{verdict_section(session, runs)}"
+        )
     body = (
         f"<h1>edgeprof report — sweep {sweep.id}: {esc(sweep.name)}</h1>"
         f"{recommendation_section(rows)}"
-        f"<h2>Summary</h2>{_summary(sweep, everything)}"
-        f"{_configs_part(rows, serving, wide)}"
-        f"{serving_section(serving, rows, wide)}"
-        f"<h2>Figures</h2>{figures}"
-        f"<h2>Verdicts</h2>{_verdicts(session, sweep, runs)}"
+        f"<h2>Summary</h2>{_summary(sweep, everything, log)}"
+        f"{middle}"
         f"<h2>Failed runs</h2>{failures_section(runs, latest_ids)}"
         f"<h2>Device, build and power mode</h2>{device_section(session, sweep, runs)}"
         f"<h2>Telemetry collectors</h2>{collectors_section(session, sweep)}"
