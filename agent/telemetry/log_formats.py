@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -141,13 +141,17 @@ def _smi_values(record: dict[str, str]) -> dict[str, float | None]:
     return values
 
 
-def nvidia_smi_rows(path: Path) -> list[Row]:
+def _csv_log_rows(
+    path: Path, time_column: str, values_of: Callable[[dict[str, str]], dict[str, float | None]]
+) -> list[Row]:
+    """A CSV log's records: each line's time (from ``time_column``) and its readings by metric."""
     header, rows = _rows(path)
-    out = []
-    for cells in rows:
-        record = dict(zip(header, cells, strict=False))
-        out.append((_epoch(record.get("timestamp")), _smi_values(record)))
-    return out
+    records = (dict(zip(header, cells, strict=False)) for cells in rows)
+    return [(_epoch(record.get(time_column)), values_of(record)) for record in records]
+
+
+def nvidia_smi_rows(path: Path) -> list[Row]:
+    return _csv_log_rows(path, "timestamp", _smi_values)
 
 
 def _jtop_key(name: str) -> str:
@@ -173,12 +177,7 @@ def _jtop_values(record: dict[str, str]) -> dict[str, float | None]:
 
 
 def jtop_rows(path: Path) -> list[Row]:
-    header, rows = _rows(path)
-    out = []
-    for cells in rows:
-        record = dict(zip(header, cells, strict=False))
-        out.append((_epoch(record.get("time")), _jtop_values(record)))
-    return out
+    return _csv_log_rows(path, "time", _jtop_values)
 
 
 def read_rows(path: Path, fmt: str) -> list[Row]:
