@@ -9,7 +9,7 @@ unknown sweep) is one line on stderr and exit code 2 (edgeprof.cli.common).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -26,7 +26,7 @@ from edgeprof.cli import (
     service,
     tegrastats,
 )
-from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, App, fail
+from edgeprof.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, EXIT_INTERRUPTED, App, fail
 
 app = App(
     name="edgeprof",
@@ -127,6 +127,23 @@ def _skip_final_collection() -> None:
     gc.freeze()
 
 
+def _internal_error(exc: Exception) -> NoReturn:
+    """A fault of edgeprof's own: one line that says so, and the traceback only where asked for, so that a
+    user's terminal or journal reads like every other error (what was stored before it stays stored)."""
+    import os
+
+    if os.environ.get("EDGEPROF_DEBUG"):
+        raise exc
+    from edgeprof.safetext import safe_text
+
+    typer.echo(
+        f"edgeprof: internal error: {type(exc).__name__}: {safe_text(str(exc))} "
+        "(a bug in edgeprof; EDGEPROF_DEBUG=1 shows the traceback)",
+        err=True,
+    )
+    sys.exit(EXIT_INTERNAL_ERROR)
+
+
 def main() -> None:
     """Console entry point: Typer, with expected failures kept to one line and no traceback."""
     from edgeprof.safetext import install_warning_sanitiser
@@ -142,12 +159,12 @@ def main() -> None:
         if exc.code == EXIT_INTERRUPTED:
             _skip_final_collection()
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the last resort: no exception reaches the user as a traceback
         # A damaged, full or read-only database found mid-command: one line and what to do, no traceback.
         # (SQLAlchemy is looked up only now: importing it up front would cost every `--help` its start-up.)
         sa_exc = sys.modules.get("sqlalchemy.exc")
         if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
-            raise
+            _internal_error(exc)
         from edgeprof.storage.guard import describe_sqlite_error
 
         typer.echo(f"edgeprof: error: {describe_sqlite_error(str(exc.orig or exc))}", err=True)

@@ -29,6 +29,7 @@ EXIT_OK = 0
 EXIT_CONFIGS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: a fault of edgeprof's own, not of the input
 # A config that ended so did what the plan asked: measured, or refused up front because the memory model
 # predicted the kernel would kill it (the plan asked for more than this device holds; the row says so).
 SWEEP_OK_STATUSES = frozenset({"ok", "skipped_memory"})
