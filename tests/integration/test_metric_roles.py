@@ -4,13 +4,11 @@ the built-in collectors declare are checked in tests/unit/collectors/test_roles.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from pathlib import Path
 
 import pytest
-from support.plans import plan_toml
+from support.runs import one_config_sweep
 
 from edgeprof.collectors import Availability, Collector, Metric, MetricRole, SampleValues, registry
 
@@ -60,33 +58,17 @@ def test_a_new_collector_reaches_j_per_token_verdicts_and_plots(
 ) -> None:
     from sqlalchemy import select
 
-    from edgeprof.plan import Collect, Cooldown, parse_plan
+    from edgeprof.plan import Collect
     from edgeprof.report.figures import timeline as plots
-    from edgeprof.runners import FAULT_ENV
-    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.db import new_session
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
-    from edgeprof.sweep import Telemetry, run_plan
     from edgeprof.verdicts import stored_roles
 
     # the "one registry line"
     monkeypatch.setattr(registry, "PLATFORM_COLLECTORS", [*registry.PLATFORM_COLLECTORS, FakeHwmonBoard])
-    text = plan_toml(
-        [tiny_models["Q8_0"]],
-        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 32}],
-        repeat={"warmup": 0, "steady": 3},
-        run={"timeout_s": 600},
-        tables={"collect": {"collectors": ["fake_hwmon_board"]}},
-    )
-    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
-    engine = open_engine(tmp_path / "t.db")
-
-    def factory(sweep_id: int) -> Telemetry:
-        collect = Collect(interval_ms=50, idle_s=0.3, collectors=("fake_hwmon_board",))
-        return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0))
-
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
-    assert outcome.counts == {"ok": 1}
+    collect = Collect(interval_ms=50, idle_s=0.3, collectors=("fake_hwmon_board",))
+    tables = {"collect": {"collectors": ["fake_hwmon_board"]}}
+    engine = one_config_sweep(tmp_path, tiny_models["Q8_0"], collect, tables=tables)
     with new_session(engine) as s:
         run = s.scalars(select(Run)).one()
         # J/token from its power gauge, named, whole board

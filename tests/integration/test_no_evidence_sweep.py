@@ -4,7 +4,6 @@ psutil's /proc/cpuinfo figure (static on this VM and on any machine without cpuf
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -14,36 +13,20 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from support.fakes import FakeRoot
-from support.plans import plan_toml
+from support.runs import one_config_sweep
 
 from edgeprof.collectors import build_collectors
-from edgeprof.plan import Collect, Cooldown, parse_plan
-from edgeprof.runners import FAULT_ENV
-from edgeprof.storage.db import new_session, open_engine
+from edgeprof.plan import Collect
+from edgeprof.storage.db import new_session
 from edgeprof.storage.models import Verdict
-from edgeprof.sweep import Telemetry, run_plan
 
 
 @pytest.mark.llama
 def test_no_thermometer_and_a_static_clock_never_read_not_throttled(tmp_path: Path, tiny_models) -> None:
     fake = FakeRoot(tmp_path / "root")  # no thermal zone, no cpufreq policy
-    text = plan_toml(
-        [tiny_models["Q4_K_M"]],
-        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 32}],
-        repeat={"warmup": 0, "steady": 5},
-        run={"timeout_s": 600},
-    )
-    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
-    engine = open_engine(tmp_path / "t.db")
+    collect = Collect(interval_ms=50, idle_s=0.2)
     collectors = build_collectors(fake.root)
-
-    def factory(sweep_id: int) -> Telemetry:
-        collect = Collect(interval_ms=50, idle_s=0.2)
-        return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0), collectors=collectors)
-
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
-    assert outcome.counts == {"ok": 1}
+    engine = one_config_sweep(tmp_path, tiny_models["Q4_K_M"], collect, steady=5, collectors=collectors)
     with new_session(engine) as s:
         throttle = s.scalars(select(Verdict).where(Verdict.kind == "throttle")).one()
     evidence = json.loads(throttle.evidence_json)

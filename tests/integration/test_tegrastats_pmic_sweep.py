@@ -5,7 +5,6 @@ Prometheus metric."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.captures import TEGRASTATS_CAPTURES, read_capture
 from support.paths import FIXTURES
-from support.plans import plan_toml
+from support.runs import one_config_sweep
 
 FAKE = FIXTURES / "fake_tegrastats" / "tegrastats"
 
@@ -27,12 +26,10 @@ def test_a_pmic_at_100_c_is_never_the_boards_temperature(
     from sqlalchemy import select
 
     from edgeprof.daemon.exposition import metrics_text
-    from edgeprof.plan import Collect, Cooldown, parse_plan
+    from edgeprof.plan import Collect
     from edgeprof.report import build_rows
-    from edgeprof.runners import FAULT_ENV
-    from edgeprof.storage.db import new_session, open_engine
+    from edgeprof.storage.db import new_session
     from edgeprof.storage.models import Measurement, PhaseStat, Run, Verdict
-    from edgeprof.sweep import Telemetry, run_plan
 
     lines = [ln for ln in read_capture("tx2_l4t28-era_2.txt", TEGRASTATS_CAPTURES) if "PMIC@100C" in ln]
     assert lines, "the TX2 capture holds PMIC@100C"
@@ -44,23 +41,10 @@ def test_a_pmic_at_100_c_is_never_the_boards_temperature(
     path = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     monkeypatch.setenv("PATH", path)
     monkeypatch.setenv("FAKE_TEGRASTATS_LINES", str(source))
-    text = plan_toml(
-        [tiny_models["Q8_0"]],
-        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 32}],
-        repeat={"warmup": 0, "steady": 3},
-        run={"timeout_s": 600},
-        tables={"collect": {"collectors": ["tegrastats"]}},
+    collect = Collect(interval_ms=100, idle_s=0.3, collectors=("tegrastats",))
+    engine = one_config_sweep(
+        tmp_path, tiny_models["Q8_0"], collect, tables={"collect": {"collectors": ["tegrastats"]}}
     )
-    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
-    engine = open_engine(tmp_path / "t.db")
-
-    def factory(sweep_id: int) -> Telemetry:
-        collect = Collect(interval_ms=100, idle_s=0.3, collectors=("tegrastats",))
-        return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0))
-
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
-    assert outcome.counts == {"ok": 1}
     with new_session(engine) as s:
         run = s.scalars(select(Run)).one()
         # the cooldown reads the board's temperature from tegrastats when it has no thermal zone

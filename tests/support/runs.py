@@ -7,6 +7,7 @@ workers it starts, and the small plan those tests run (both quants of the tiny m
 
 from __future__ import annotations
 
+import io
 import os
 import sqlite3
 import subprocess
@@ -120,3 +121,38 @@ def pid_gone(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rfind(")") + 2] == "Z"
+
+
+def one_config_sweep(
+    tmp_path: Path,
+    model: Path,
+    collect: Any,
+    *,
+    steady: int = 3,
+    collectors: Any = None,
+    tables: Mapping[str, Any] | None = None,
+) -> Any:
+    """One small generation config run in this process with live telemetry (``collect``, a ``Collect``;
+    ``collectors``: built ones instead of the registry's), no cooldown and no armed fault; it must end ok.
+    Returns the engine of ``tmp_path / "t.db"``, where the sweep is stored."""
+    from edgeprof.plan import Cooldown, parse_plan
+    from edgeprof.storage.db import open_engine
+    from edgeprof.sweep import Telemetry, run_plan
+
+    text = plan_toml(
+        [model],
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 32}],
+        repeat={"warmup": 0, "steady": steady},
+        run={"timeout_s": 600},
+        tables=tables,
+    )
+    plan = parse_plan(text, str(tmp_path / "p.toml"), tmp_path)
+    engine = open_engine(tmp_path / "t.db")
+
+    def factory(sweep_id: int) -> Telemetry:
+        return Telemetry(engine, sweep_id, collect, Cooldown(delay_s=0.0), collectors=collectors)
+
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    outcome = run_plan(engine, plan, out=io.StringIO(), telemetry=factory, env=env)
+    assert outcome.counts == {"ok": 1}
+    return engine
