@@ -15,31 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.llama_bench_tool import llama_bench, needs_llama_bench
 
 from edgeprof.report.llamabench import FIELD_NAMES, SAMPLE_FIELDS
 from edgeprof.runners import FAULT_ENV
 
 pytestmark = pytest.mark.timeout(600)
 
-LLAMA_BENCH_ENV = "EDGEPROF_LLAMA_BENCH"
 
-
-def find_llama_bench() -> str | None:
-    """$EDGEPROF_LLAMA_BENCH, else the venv's (scripts/setup.sh puts it beside llama-server), else PATH."""
-    given = os.environ.get(LLAMA_BENCH_ENV)
-    if given:
-        return given
-    venv = Path(sys.prefix) / "bin" / "llama-bench"
-    if venv.is_file() and os.access(venv, os.X_OK):
-        return str(venv)
-    return shutil.which("llama-bench")
-
-
-LLAMA_BENCH = find_llama_bench()
-needs_llama_bench = pytest.mark.skipif(
-    LLAMA_BENCH is None and not os.environ.get("CI"),
-    reason="llama-bench not built (scripts/setup.sh builds it; CI always has it)",
-)
 # -t 1: one thread, so that a core taken by another process stalls no thread barrier (the tiny model's
 # tests last milliseconds; at -t 2 on a shared 2-core machine one preemption costs more than the test)
 ARGS = ["-p", "32", "-n", "8", "-t", "1", "-r", "3"]
@@ -58,13 +41,6 @@ def edgeprof(args: list[str], db: Path, **kw: Any) -> subprocess.CompletedProces
     return subprocess.run(
         [sys.executable, "-m", "edgeprof", *args], env=env, capture_output=True, text=True, timeout=300, **kw
     )
-
-
-def llama_bench(args: list[str], cwd: Path) -> str:
-    assert LLAMA_BENCH is not None, "CI builds llama-bench with scripts/setup.sh"
-    done = subprocess.run([LLAMA_BENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 @pytest.fixture(scope="module")

@@ -22,23 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.llama_bench_tool import llama_bench, needs_llama_bench
 
 pytestmark = pytest.mark.timeout(600)
 
-LLAMA_BENCH_ENV = "EDGEPROF_LLAMA_BENCH"
 SCRIPT = "vendor/llama.cpp/scripts/compare-llama-bench.py"
 # two models (a K-quant among them), two tests each; few reps: the values are not what is checked here
 ARGS = ["-p", "32", "-n", "8", "-t", "1", "-r", "2"]
-
-
-def find_llama_bench() -> str | None:
-    given = os.environ.get(LLAMA_BENCH_ENV)
-    if given:
-        return given
-    venv = Path(sys.prefix) / "bin" / "llama-bench"
-    if venv.is_file() and os.access(venv, os.X_OK):
-        return str(venv)
-    return shutil.which("llama-bench")
 
 
 def server_cache() -> Path:
@@ -66,26 +56,12 @@ def compare_script(dest: Path) -> Path | None:
     return None
 
 
-LLAMA_BENCH = find_llama_bench()
-needs_llama_bench = pytest.mark.skipif(
-    LLAMA_BENCH is None and not os.environ.get("CI"),
-    reason="llama-bench not built (scripts/setup.sh builds it; CI always has it)",
-)
-
-
 def edgeprof(args: list[str], db: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "EDGEPROF_DB": str(db), "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "edgeprof", *args], env=env, cwd=cwd, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
-
-
-def llama_bench(args: list[str], cwd: Path) -> str:
-    assert LLAMA_BENCH is not None, "CI builds llama-bench with scripts/setup.sh"
-    done = subprocess.run([LLAMA_BENCH, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
