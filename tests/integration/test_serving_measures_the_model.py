@@ -27,7 +27,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 from support.runs import clean_env, edgeprof
-from support.serving import foreign_plan_toml, running_llama_server
+from support.serving import foreign_plan_toml, running_llama_server, stop_server
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows, render_table
@@ -127,12 +127,7 @@ def llama_cpp_python_server(model: Path, ready_s: float = 90.0) -> Iterator[str]
             time.sleep(0.2)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_server(proc)
 
 
 needs_python_server = pytest.mark.skipif(
