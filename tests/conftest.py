@@ -40,3 +40,13 @@ def write_plan(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Captured output as text UTF-8 can carry: tests feed edgeprof undecodable names on purpose, and a lone
+    surrogate in a captured log or stream would stop pytest-xdist, which sends each report between its
+    processes as UTF-8, from reporting the test at all."""
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8")) for title, text in report.sections
+    ]
