@@ -7,13 +7,22 @@ which need every repetition's time. Adding a format is one module in this folder
 """
 
 from collections.abc import Callable
+from typing import Any
 
 from edgeprof.report.render.csv import render_csv
-from edgeprof.report.render.html import render_html
 from edgeprof.report.render.json import render_json
 from edgeprof.report.render.llama_bench import REPORT_KINDS, sweep_renderer
 from edgeprof.report.render.markdown import render_markdown
 from edgeprof.report.render.text import render_table
+
+
+def render_html(*args: Any, **kwargs: Any) -> str:
+    """The HTML page (edgeprof.report.render.html), imported when one is drawn: its figures and sections
+    take half a second to import, which every terminal ``report`` would otherwise pay."""
+    from edgeprof.report.render.html import render_html as draw
+
+    return draw(*args, **kwargs)
+
 
 RENDERERS: dict[str, Callable[..., str]] = {
     "table": render_table,
