@@ -2,7 +2,8 @@
 both endpoints at concurrency 1 and 2: the stored counts are the server's own (its usage, its /metrics
 counters), the identity is what /v1/models and /props said, what cannot be measured is NULL. A bad target
 is a one-line plan error (exit 2); an unreachable one is a failed run that is kept and counted while the
-sweep goes on.
+sweep goes on. A database holding both endpoints' sweeps and a bench at two thread counts scrapes as 4
+serving and 2 config series.
 
 ``EDGEPROF_WRITE_CAPTURES=1`` makes ``test_raw_streams_fold_into_the_usage_the_server_sent`` write the
 streams it read to tests/fixtures/captures/openai_sse/ (the unit tests' real captures)."""
@@ -22,7 +23,9 @@ import pytest
 from sqlalchemy import select
 from support.serving import foreign_plan_toml, running_llama_server
 
+from edgeprof.daemon import metrics_text
 from edgeprof.plan import parse_plan
+from edgeprof.report.llamabench import bench_plan, parse_bench_args
 from edgeprof.runners import loadgen
 from edgeprof.runners.llama_server import SERVER_FAULT_ENV, find_server, free_port
 from edgeprof.runners.openai_api import ENDPOINTS, payload_for
@@ -246,3 +249,34 @@ def test_an_api_key_comes_from_the_variable_the_plan_names(tmp_path: Path, tiny_
     assert ok == "ok" and level is not None and level.n_ok == 2
     assert bad == "error" and "HTTP 401" in bad_reason and all(q.http_status == 401 for q in bad_reqs)
     assert unset == "error" and "$EDGEPROF_TEST_API_KEY is not set" in unset_reason
+
+
+@needs_server
+def test_both_endpoints_and_two_thread_counts_scrape_as_four_and_two_series(
+    tmp_path: Path, server_url: str, tiny_models: dict[str, Path]
+) -> None:
+    """Real runs only: the chat and completions sweeps at c = 1, 2 and ``bench -t 1,2`` in one database; the
+    Prometheus text a scrape reads, parsed by prometheus_client, holds one series per level and per config."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    engine = open_engine(tmp_path / "prom.db")
+    for endpoint in ("chat", "completions"):
+        plan = parse_plan(foreign_plan_toml(server_url, endpoint, requests=2), source="p.toml", base=tmp_path)
+        assert run_plan(engine, plan, out=io.StringIO(), env=env_clean()).counts == {"ok": 2}
+    argv = ["-m", str(tiny_models["Q8_0"]), "-p", "16", "-n", "4", "-r", "1", "-t", "1,2"]
+    bench = bench_plan(parse_bench_args(argv))
+    # two tests (pp16, tg4) at two thread counts
+    assert run_plan(engine, bench, new_sweep=True, out=io.StringIO(), env=env_clean()).counts == {"ok": 4}
+
+    families = {
+        fam.name: [dict(sample.labels) for sample in fam.samples]
+        for fam in text_string_to_metric_families(metrics_text(engine).decode())
+    }
+    ttft = families["edgeprof_serving_ttft_seconds"]
+    assert sorted((lab["endpoint"], lab["concurrency"]) for lab in ttft) == [
+        ("chat", "1"), ("chat", "2"), ("completions", "1"), ("completions", "2"),
+    ]  # fmt: skip
+    tg = families["edgeprof_tg_tokens_per_second"]
+    assert sorted(lab["threads"] for lab in tg) == ["1", "2"]
+    for name, samples in families.items():  # one sample per label set: no series collides with another
+        assert len(samples) == len({tuple(sorted(lab.items())) for lab in samples}), name
