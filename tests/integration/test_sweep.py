@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 from support.plans import plan_toml
+from support.runs import sigint_as_at_a_terminal
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows
@@ -168,6 +169,7 @@ def test_ctrl_c_marks_the_run_and_sweep_interrupted_and_resume_redoes_it(tmp_pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_at_a_terminal,
     )
     engine = open_engine(db)
     deadline = time.monotonic() + 60
