@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy import select
 from support.serving import foreign_plan_toml, running_llama_server
 
-from edgeprof.daemon import metrics_text
+from edgeprof.daemon.exposition import start_metrics_server
 from edgeprof.plan import parse_plan
 from edgeprof.report.llamabench import bench_plan, parse_bench_args
 from edgeprof.runners import loadgen
@@ -255,8 +255,9 @@ def test_an_api_key_comes_from_the_variable_the_plan_names(tmp_path: Path, tiny_
 def test_both_endpoints_and_two_thread_counts_scrape_as_four_and_two_series(
     tmp_path: Path, server_url: str, tiny_models: dict[str, Path]
 ) -> None:
-    """Real runs only: the chat and completions sweeps at c = 1, 2 and ``bench -t 1,2`` in one database; the
-    Prometheus text a scrape reads, parsed by prometheus_client, holds one series per level and per config."""
+    """Real runs only: the chat and completions sweeps at c = 1, 2 and ``bench -t 1,2`` in one database; a
+    scrape of the metrics endpoint on it, parsed by prometheus_client, holds one series per level and per
+    config."""
     from prometheus_client.parser import text_string_to_metric_families
 
     engine = open_engine(tmp_path / "prom.db")
@@ -268,9 +269,16 @@ def test_both_endpoints_and_two_thread_counts_scrape_as_four_and_two_series(
     # two tests (pp16, tg4) at two thread counts
     assert run_plan(engine, bench, new_sweep=True, out=io.StringIO(), env=env_clean()).counts == {"ok": 4}
 
+    server = start_metrics_server(engine, 0)  # what an agent's --metrics-port serves, scraped over HTTP
+    try:
+        with httpx.Client(timeout=30) as client:
+            scraped = client.get(f"http://127.0.0.1:{server.port}/metrics")
+    finally:
+        server.stop()
+    assert scraped.status_code == 200
     families = {
         fam.name: [dict(sample.labels) for sample in fam.samples]
-        for fam in text_string_to_metric_families(metrics_text(engine).decode())
+        for fam in text_string_to_metric_families(scraped.text)
     }
     ttft = families["edgeprof_serving_ttft_seconds"]
     assert sorted((lab["endpoint"], lab["concurrency"]) for lab in ttft) == [
