@@ -71,7 +71,7 @@ def _bounded_server_class(family: int) -> type:
         address_family = family
         daemon_threads = True
         # socketserver's listen backlog is 5: a burst of connections past it waits for SYN retransmits
-        # (1 s, then 3 s ...) before the slot check even sees them; a deeper queue lets them be refused at once
+        # (1 s, then 3 s ...) before the slot check even sees them; a deeper queue refuses them at once
         request_queue_size = 128
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -64,7 +64,7 @@ def clean_env(fault: str | None = None, armed: bool = True) -> dict[str, str]:
 def sigint_as_at_a_terminal() -> None:
     """``preexec_fn`` of a child a test sends Ctrl-C: SIGINT with its default action, as a terminal's Ctrl-C
     finds it. A shell without job control starts ``cmd &`` with SIGINT ignored, and the child of a child
-    inherits that: a suite started so would hand it to every edgeprof it runs, whose Ctrl-C then does nothing."""
+    inherits that: a suite started so would hand it to every edgeprof it runs, whose Ctrl-C does nothing."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
