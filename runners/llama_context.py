@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from edgeprof.runners import threadpool
-from edgeprof.runners.protocol import KV_CACHE_TYPES
+from edgeprof.runners.protocol import KV_CACHE_TYPES, check_loaded_size, check_model_file
 
 # llama-bench's context values unless the plan says otherwise (tools/llama-bench/llama-bench.cpp,
 # to_llama_cparams: swa_full = false, offload_kqv = !no_kv_offload, op_offload = !no_op_offload; n_seq_max
@@ -86,34 +86,6 @@ def _context_params(ll: Any, params: dict[str, Any]) -> Any:
     for name, default in PARITY_CPARAMS.items():
         _set(cparams, name, type(default)(params.get(name, default)))
     return cparams
-
-
-def check_model_file(path: str, identity: dict[str, Any] | None) -> None:
-    """RuntimeError unless the file at ``path`` is still the one the agent hashed (its size and mtime, as
-    stored with its sha256): a model replaced after it was hashed is never measured under the old one's
-    sha256, quant and bits per weight."""
-    if not identity:
-        return
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise RuntimeError(f"the model file {path} cannot be read now ({exc.strerror})") from None
-    now, hashed = (st.st_size, st.st_mtime_ns), (identity.get("size_bytes"), identity.get("mtime_ns"))
-    if now != hashed:
-        raise RuntimeError(
-            f"the model file {path} changed after it was hashed (size, mtime_ns {hashed[0]}, {hashed[1]} "
-            f"-> {now[0]}, {now[1]}); not measured under the hashed file's identity (run the plan again)"
-        )
-
-
-def check_loaded_size(model_size_bytes: int, identity: dict[str, Any] | None) -> None:
-    """RuntimeError when llama.cpp's size of the model it loaded is not the hashed file's tensor bytes."""
-    expected = (identity or {}).get("tensor_bytes")
-    if expected and model_size_bytes != expected:
-        raise RuntimeError(
-            f"llama.cpp loaded {model_size_bytes} bytes of tensors, the hashed file has {expected}: the "
-            "model loaded is not the model hashed (replaced while the sweep ran?)"
-        )
 
 
 def load_model(ll: Any, job: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from edgeprof.runners import loadgen
 from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE
+from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE, check_loaded_size, check_model_file
 
 SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
 # Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
@@ -404,6 +404,12 @@ def run_serving(
         return res
     res.build = probe_server(path)
     res.build["source"] = where
+    identity = job.get("model_identity")
+    try:  # a file replaced since the sweep hashed it is never served under the hashed file's identity
+        check_model_file(job["model_path"], identity)
+    except RuntimeError as exc:
+        res.status, res.reason = "load_failed", str(exc)
+        return res
     port = free_port()
     serving = job["serving"]
     cmd = [path, *server_args(job["params"], serving, job["model_path"], port)]
@@ -488,6 +494,8 @@ class _Drive:
             return
         assert res.t_ready is not None
         self.phase("load", self.srv.t_spawn, res.t_ready, "cold")
+        if not await self.loaded_the_hashed_file():
+            return
         _code, props = await _get_json(self.base, "/props", client=self.control)
         res.props = props if isinstance(props, dict) else None
         # the first request of a fresh server (its first token closes the cold start)
@@ -505,6 +513,25 @@ class _Drive:
             return
         res.metrics_after = await scrape_metrics(self.base, client=self.control)
         self.judge_level()
+
+    async def loaded_the_hashed_file(self) -> bool:
+        """The file is still the one hashed now that the server has loaded it, and the server's own size of
+        what it loaded (``/v1/models`` meta.size, llama_model_size) is the hashed file's tensor bytes."""
+        identity = self.job.get("model_identity")
+        if not identity:
+            return True
+        _code, models = await _get_json(self.base, "/v1/models", client=self.control)
+        data = models.get("data") if isinstance(models, dict) else None
+        meta = data[0].get("meta") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+        size = meta.get("size") if isinstance(meta, dict) else None
+        try:
+            check_model_file(self.job["model_path"], identity)
+            if isinstance(size, int) and not isinstance(size, bool):
+                check_loaded_size(size, identity)
+        except RuntimeError as exc:
+            self.res.status, self.res.reason = "load_failed", str(exc)
+            return False
+        return True
 
     async def wait_ready(self) -> bool:
         """``/health`` answers 200 once the model is loaded (503 while loading)."""

@@ -1,8 +1,10 @@
-"""What the parent sends a worker and what comes back: plain JSON, so a worker can be any executable."""
+"""What the parent sends a worker and what comes back: plain JSON, so a worker can be any executable; and the
+check each child that loads a model (a worker, llama-server) makes against the job's ``model_identity``."""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 # Environment variable that makes the worker fail on purpose: "<action>@<stage>[:<model-path-substring>]",
@@ -42,3 +44,31 @@ KV_CACHE_TYPES: dict[str, int] = {
 
 def encode_event(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+
+def check_model_file(path: str, identity: dict[str, Any] | None) -> None:
+    """RuntimeError unless the file at ``path`` is still the one the agent hashed (its size and mtime, as
+    stored with its sha256): a model replaced after it was hashed is never measured under the old one's
+    sha256, quant and bits per weight."""
+    if not identity:
+        return
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise RuntimeError(f"the model file {path} cannot be read now ({exc.strerror})") from None
+    now, hashed = (st.st_size, st.st_mtime_ns), (identity.get("size_bytes"), identity.get("mtime_ns"))
+    if now != hashed:
+        raise RuntimeError(
+            f"the model file {path} changed after it was hashed (size, mtime_ns {hashed[0]}, {hashed[1]} "
+            f"-> {now[0]}, {now[1]}); not measured under the hashed file's identity (run the plan again)"
+        )
+
+
+def check_loaded_size(model_size_bytes: int, identity: dict[str, Any] | None) -> None:
+    """RuntimeError when llama.cpp's size of the model it loaded is not the hashed file's tensor bytes."""
+    expected = (identity or {}).get("tensor_bytes")
+    if expected and model_size_bytes != expected:
+        raise RuntimeError(
+            f"llama.cpp loaded {model_size_bytes} bytes of tensors, the hashed file has {expected}: the "
+            "model loaded is not the model hashed (replaced while the sweep ran?)"
+        )

@@ -10,12 +10,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_run
-from edgeprof.executors.store import store_child
+from edgeprof.executors.store import model_identity, store_child
 from edgeprof.gguf import drop_page_cache
 from edgeprof.plan import RunSpec
 from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.stats import median
-from edgeprof.storage.models import ModelFile, Run
+from edgeprof.storage.models import Run
 
 
 class InProcessExecutor:
@@ -107,15 +107,3 @@ class InProcessExecutor:
 
     def attach_energy(self, session: Session, run: Run, energy: EnergyOver) -> None:
         """Nothing of its own: the per-rep energy of its measurements is telemetry's (it needs the phases)."""
-
-
-def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
-    """The hashed file's identity for the child to check at load (size, mtime, tensor bytes): the model
-    loaded must be the model whose sha256 the run is stored under."""
-    # no autoflush: a flush here would open a write transaction that stays open while the child runs, and
-    # the sweep lease's heartbeat (its own connection) would wait behind it
-    with session.no_autoflush:
-        mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
-    if mf is None:
-        return None
-    return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_run
-from edgeprof.executors.store import add_phases, store_child
+from edgeprof.executors.store import add_phases, file_identity, model_identity, store_child
 from edgeprof.gguf import GGUFInfo, read_gguf_info, sha256_file
 from edgeprof.plan import MAX_CHUNKS, ModelEntry, Plan, QualitySpec, RunSpec
 from edgeprof.runners import ChildResult, RunInterrupted, run_child
@@ -229,9 +229,17 @@ class QualityRun:
         if self.ctx.on_event is not None:
             self.ctx.on_event(event)
 
+    def reference_row(self) -> ModelFile | None:
+        """The reference file's row under the sha256 its cache is keyed by (hashed before any config)."""
+        path = str(Path(self.ref.path).resolve())
+        with self.session.no_autoflush:  # no write transaction may open before the child runs
+            return self.session.scalars(
+                select(ModelFile).where(ModelFile.path == path, ModelFile.sha256 == self.ref_sha)
+            ).first()
+
     def child_run(self, mode: str, model_path: str) -> ChildResult:
         """A quality worker child: ``base`` writes the reference cache, ``score`` scores a variant on it."""
-        job = {
+        job: dict[str, Any] = {
             "mode": mode,
             "model_path": model_path,
             "params": self.spec.params.to_json(),
@@ -241,6 +249,13 @@ class QualityRun:
         }
         if mode == "base":
             job["text"] = self.q.text
+        # the model loaded is the model hashed: the reference's log-probs and the variant's scores are
+        # stored under their files' sha256, which a file replaced since would make false
+        job["model_identity"] = (
+            model_identity(self.session, self.run)
+            if model_path == self.spec.model.path
+            else file_identity(self.reference_row())
+        )
         # No write transaction may stay open while the child runs: the sweep lease's heartbeat writes on its
         # own connection from inside run_child, and would wait out SQLite's busy timeout behind ours.
         self.session.commit()

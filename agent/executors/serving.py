@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from edgeprof.device import backend_of
 from edgeprof.executors.base import EnergyOver, RunContext, config_label, end_run
 from edgeprof.executors.serving_stats import counter_deltas, summarize_level
-from edgeprof.executors.store import add_phases
+from edgeprof.executors.store import add_phases, file_identity
 from edgeprof.plan import RunSpec
 from edgeprof.plan.serving import server_slots
 from edgeprof.run_states import SKIPPED_MEMORY, utcnow
@@ -255,6 +255,7 @@ class ServingExecutor:
         if budget.get("fits") is False:
             return self.refuse(session, run, spec, budget)
         job = self.job_for(spec, mf.vocab_size if mf is not None else None)
+        job["model_identity"] = file_identity(mf)  # the server loads the file that was hashed
         # No write transaction open while the server runs: the sampler's sink and the lease's heartbeats
         # write from other connections, and would wait out SQLite's busy timeout (the sampler blocked in
         # its flush takes no readings: a level without telemetry).

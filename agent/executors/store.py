@@ -18,7 +18,7 @@ from edgeprof.device import backend_of
 from edgeprof.run_states import utcnow
 from edgeprof.runners import ChildResult
 from edgeprof.storage.identity import add_unique
-from edgeprof.storage.models import Build, Measurement, Phase, Run
+from edgeprof.storage.models import Build, Measurement, ModelFile, Phase, Run
 
 # Event fields stored under the same name on a Measurement row.
 _SAME_NAME = (
@@ -116,3 +116,20 @@ def store_child(session: Session, run: Run, child: ChildResult, *, is_main: bool
         run.kv_cache_mib = effective.get("kv_cache_mib")
     if child.peak_rss_mb is not None:
         run.peak_rss_mb = max(run.peak_rss_mb or 0.0, child.peak_rss_mb)
+
+
+def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
+    """The hashed file's identity for the child to check at load (size, mtime, tensor bytes): the model
+    loaded must be the model whose sha256 the run is stored under."""
+    # no autoflush: a flush here would open a write transaction that stays open while the child runs, and
+    # the sweep lease's heartbeat (its own connection) would wait behind it
+    with session.no_autoflush:
+        mf = session.get(ModelFile, run.model_file_id) if run.model_file_id is not None else None
+    return file_identity(mf)
+
+
+def file_identity(mf: ModelFile | None) -> dict[str, Any] | None:
+    """What a child checks the file it loads against (llama_context.check_model_file/check_loaded_size)."""
+    if mf is None:
+        return None
+    return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}
