@@ -17,6 +17,9 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from edgeprof.safetext import safe_lines
 
 NOT_MEASURED = "not measured"
 THROTTLED_COLOR = "#d32f2f"
@@ -82,6 +85,10 @@ def stacked_panels(fig: Figure, n: int, legend_height: float, height: float = 3.
 def save(fig: Figure, out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # Every text of the figure (titles, labels, legends, notes: names from the database among them) with
+    # its control characters as the escapes every other reader shows; a font has no glyph for them.
+    for text in fig.findobj(Text):
+        text.set_text(safe_lines(text.get_text()))
     fig.savefig(out, format="png")
     return out
 
