@@ -30,7 +30,7 @@ from typing import Any
 
 from edgeprof.runners import loadgen
 from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE, check_loaded_size, check_model_file
+from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE, check_model_file, check_served_model
 
 SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
 # Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
@@ -516,18 +516,12 @@ class _Drive:
 
     async def loaded_the_hashed_file(self) -> bool:
         """The file is still the one hashed now that the server has loaded it, and the server's own size of
-        what it loaded (``/v1/models`` meta.size, llama_model_size) is the hashed file's tensor bytes."""
-        identity = self.job.get("model_identity")
-        if not identity:
+        what it loaded is the hashed file's tensor bytes (``protocol.check_served_model``)."""
+        if not self.job.get("model_identity"):
             return True
         _code, models = await _get_json(self.base, "/v1/models", client=self.control)
-        data = models.get("data") if isinstance(models, dict) else None
-        meta = data[0].get("meta") if isinstance(data, list) and data and isinstance(data[0], dict) else None
-        size = meta.get("size") if isinstance(meta, dict) else None
         try:
-            check_model_file(self.job["model_path"], identity)
-            if isinstance(size, int) and not isinstance(size, bool):
-                check_loaded_size(size, identity)
+            check_served_model(self.job["model_path"], self.job["model_identity"], models)
         except RuntimeError as exc:
             self.res.status, self.res.reason = "load_failed", str(exc)
             return False

@@ -72,3 +72,15 @@ def check_loaded_size(model_size_bytes: int, identity: dict[str, Any] | None) ->
             f"llama.cpp loaded {model_size_bytes} bytes of tensors, the hashed file has {expected}: the "
             "model loaded is not the model hashed (replaced while the sweep ran?)"
         )
+
+
+def check_served_model(path: str, identity: dict[str, Any] | None, models: Any) -> None:
+    """RuntimeError unless the file at ``path`` is still the one hashed and the size llama-server reports
+    for what it loaded (``/v1/models`` ``data[0].meta.size``, its llama_model_size) is the hashed file's
+    tensor bytes; a server that does not report the size is checked on the file alone."""
+    check_model_file(path, identity)
+    data = models.get("data") if isinstance(models, dict) else None
+    meta = data[0].get("meta") if isinstance(data, list) and data and isinstance(data[0], dict) else None
+    size = meta.get("size") if isinstance(meta, dict) else None
+    if isinstance(size, int) and not isinstance(size, bool):
+        check_loaded_size(size, identity)
