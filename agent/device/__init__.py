@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         switch_power_mode,
     )
     from edgeprof.device.record import get_or_create_device
-    from edgeprof.device.syscheck import busy_processes, system_warnings
+    from edgeprof.device.syscheck import BusyScan, busy_processes, system_warnings
 
 # module of this package -> the public names it defines, imported on first use
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -43,10 +43,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "switch_power_mode",
     ),
     "record": ("get_or_create_device",),
-    "syscheck": ("busy_processes", "system_warnings"),
+    "syscheck": ("BusyScan", "busy_processes", "system_warnings"),
 }
 
 __all__ = [
+    "BusyScan",
     "backend_of",
     "board_model",
     "busy_processes",

@@ -48,6 +48,53 @@ def _pid_ticks(proc: Path) -> dict[int, tuple[str, float]]:
     return out
 
 
+class BusyScan:
+    """The busy-process scan, started now and read later: its window overlaps what the caller does meanwhile
+    (a sweep hashes its models and opens its sweep), so the scan costs no wait of its own once that took
+    ``sample_s``. A window that grew past ``MAX_WINDOW_FACTOR`` × ``sample_s`` (a wait for another sweep's
+    lease) would average a hog that just started away: it is sampled afresh instead."""
+
+    MAX_WINDOW_FACTOR = 4.0
+
+    def __init__(
+        self,
+        root: Path | str = "/",
+        *,
+        sample_s: float = SAMPLE_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        exclude: frozenset[int] | None = None,
+        clk_tck: float | None = None,
+    ) -> None:
+        self.proc = Path(root) / "proc"
+        self.sample_s, self.sleep, self.clock = sample_s, sleep, clock
+        self.skip = {os.getpid(), *(exclude or ())}
+        self.tck = clk_tck or float(os.sysconf("SC_CLK_TCK"))
+        self._start()
+
+    def _start(self) -> None:
+        self.before, self.t0 = _pid_ticks(self.proc), self.clock()
+
+    def result(self) -> list[tuple[int, str, float]]:
+        """(pid, name, cores) of processes above ``BUSY_CORE_SHARE`` of a core over the window, busiest
+        first; this process (and ``exclude``) left out."""
+        if self.clock() - self.t0 > self.MAX_WINDOW_FACTOR * self.sample_s:
+            self._start()
+        left = self.sample_s - (self.clock() - self.t0)
+        if left > 0:
+            self.sleep(left)
+        after = _pid_ticks(self.proc)
+        window_s = max(self.clock() - self.t0, self.sample_s)
+        busy = []
+        for pid, (name, ticks) in after.items():
+            if pid in self.skip or pid not in self.before:
+                continue
+            cores = (ticks - self.before[pid][1]) / self.tck / window_s
+            if cores > BUSY_CORE_SHARE:
+                busy.append((pid, name, cores))
+        return sorted(busy, key=lambda b: -b[2])
+
+
 def busy_processes(
     root: Path | str = "/",
     *,
@@ -56,22 +103,8 @@ def busy_processes(
     exclude: frozenset[int] | None = None,
     clk_tck: float | None = None,
 ) -> list[tuple[int, str, float]]:
-    """(pid, name, cores) of processes above ``BUSY_CORE_SHARE`` of a core over ``sample_s``, busiest first;
-    this process (and ``exclude``) left out."""
-    proc = Path(root) / "proc"
-    tck = clk_tck or float(os.sysconf("SC_CLK_TCK"))
-    skip = {os.getpid(), *(exclude or ())}
-    before = _pid_ticks(proc)
-    sleep(sample_s)
-    after = _pid_ticks(proc)
-    busy = []
-    for pid, (name, ticks) in after.items():
-        if pid in skip or pid not in before:
-            continue
-        cores = (ticks - before[pid][1]) / tck / sample_s
-        if cores > BUSY_CORE_SHARE:
-            busy.append((pid, name, cores))
-    return sorted(busy, key=lambda b: -b[2])
+    """``BusyScan`` over a window of its own: ``sample_s`` waited here."""
+    return BusyScan(root, sample_s=sample_s, sleep=sleep, exclude=exclude, clk_tck=clk_tck).result()
 
 
 def _governors(root: Path) -> dict[str, str]:
@@ -110,12 +143,14 @@ def system_warnings(
     sample_s: float = SAMPLE_S,
     sleep: Callable[[float], None] = time.sleep,
     exclude: frozenset[int] | None = None,
+    scan: BusyScan | None = None,
 ) -> list[str]:
     """One line per thing that will make measurements noisy (empty: nothing found). ``jetson`` is
-    ``edgeprof.device.jetson.jetson_state`` (None off a Jetson)."""
+    ``edgeprof.device.jetson.jetson_state`` (None off a Jetson); ``scan``: a busy-process scan started
+    earlier (else one is taken here)."""
     root = Path(root)
     warnings: list[str] = []
-    busy = busy_processes(root, sample_s=sample_s, sleep=sleep, exclude=exclude)
+    busy = (scan or BusyScan(root, sample_s=sample_s, sleep=sleep, exclude=exclude)).result()
     if busy:
         listed = ", ".join(f"{name} (pid {pid}) {100 * cores:.0f}%" for pid, name, cores in busy[:MAX_LISTED])
         more = f" and {len(busy) - MAX_LISTED} more" if len(busy) > MAX_LISTED else ""

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof import __version__
 from edgeprof.device import (
+    BusyScan,
     collect_device_facts,
     comparable_state,
     get_or_create_device,
@@ -214,6 +215,8 @@ def _run_plan_held(engine: Engine, plan: Plan, *, held: _Held, opts: SweepOption
     """Measure every spec of ``plan`` not already finished in its sweep; returns counts per status."""
     from edgeprof.storage.db import new_session
 
+    # started first: its window overlaps the lease, the model hashing and the sweep's opening, not a wait
+    scan = BusyScan(opts.device_root) if opts.system_check else None
     with new_session(engine) as session:
         device = _device_and_lease(engine, session, plan, held, opts.device_root)
         heartbeat = held.beat_with(opts.heartbeat)
@@ -231,7 +234,9 @@ def _run_plan_held(engine: Engine, plan: Plan, *, held: _Held, opts: SweepOption
         progress = Progress(len(specs), opts.out or sys.stdout)
         for line in same_file_lines(plan, models) if todo else ():
             progress.line(line)
-        fitter = _preflight(session, plan, sweep, device, start_state, bool(todo), outcome, progress, opts)
+        fitter = _preflight(
+            session, plan, sweep, device, start_state, bool(todo), outcome, progress, opts, scan=scan
+        )
         tele, hooks = _start_telemetry(opts, sweep.id, bool(todo), progress, held)
         configs = ConfigLoop(
             session, plan, sweep, outcome, progress, fitter, models, opts,
@@ -326,11 +331,14 @@ def _preflight(
     outcome: SweepOutcome,
     progress: Progress,
     opts: SweepOptions,
+    *,
+    scan: BusyScan | None,
 ) -> FitChecker:
-    """Before the first config: what will make this sweep's numbers noisy, the memory bandwidth once per
-    sweep, and the fit checker that predicts each config's memory before it starts."""
-    if anything_to_do and opts.system_check:
-        for warning in system_warnings(opts.device_root, jetson=start_state):
+    """Before the first config: what will make this sweep's numbers noisy (the busy-process scan started
+    with the sweep), the memory bandwidth once per sweep, and the fit checker that predicts each config's
+    memory before it starts."""
+    if anything_to_do and scan is not None:
+        for warning in system_warnings(opts.device_root, jetson=start_state, scan=scan):
             progress.line(f"warning: {warning}")
     fitter = FitChecker(opts.device_root, plan.reserve_mb)
     if anything_to_do:
