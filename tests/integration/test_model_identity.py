@@ -32,20 +32,25 @@ needs_server = pytest.mark.skipif(
 )
 
 
+def replace_after_hashing(monkeypatch: pytest.MonkeyPatch, target: Path, by: Path) -> None:
+    """The sweep hashes its models, then ``target`` is overwritten with ``by`` before any config runs."""
+    hashed = loop.hash_models
+
+    def hash_then_replace(*args: Any, **kwargs: Any) -> Any:
+        rows = hashed(*args, **kwargs)
+        shutil.copy(by, target)
+        return rows
+
+    monkeypatch.setattr(loop, "hash_models", hash_then_replace)
+
+
 @pytest.mark.parametrize("hostile", [case("model-replaced-mid-sweep")], ids=lambda c: c.id)
 def test_a_model_replaced_after_it_was_hashed_fails_its_run(
     tmp_path: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch, hostile: object
 ) -> None:
     model = tmp_path / "model.gguf"
     shutil.copy(tiny_models["Q4_K_M"], model)
-    hashed = loop.hash_models
-
-    def hash_then_replace(*args: Any, **kwargs: Any) -> Any:
-        rows = hashed(*args, **kwargs)
-        shutil.copy(tiny_models["Q8_0"], model)  # another quant under the same name, after the hash
-        return rows
-
-    monkeypatch.setattr(loop, "hash_models", hash_then_replace)
+    replace_after_hashing(monkeypatch, model, tiny_models["Q8_0"])  # another quant under the same name
     engine = open_engine(tmp_path / "s.db")
     plan = parse_plan(plan_toml({"q4": model}), base=tmp_path)
     run_plan(engine, plan, out=io.StringIO())
@@ -77,14 +82,7 @@ def test_a_quality_model_replaced_after_it_was_hashed_is_never_scored_under_the_
     ref, variant = tmp_path / "ref.gguf", tmp_path / "variant.gguf"
     shutil.copy(tiny_models["F16"], ref)
     shutil.copy(tiny_models["Q4_K_M"], variant)
-    hashed = loop.hash_models
-
-    def hash_then_replace(*args: Any, **kwargs: Any) -> Any:
-        rows = hashed(*args, **kwargs)
-        shutil.copy(tiny_models["Q8_0"], variant if replaced == "variant" else ref)
-        return rows
-
-    monkeypatch.setattr(loop, "hash_models", hash_then_replace)
+    replace_after_hashing(monkeypatch, variant if replaced == "variant" else ref, tiny_models["Q8_0"])
     monkeypatch.setenv("EDGEPROF_CACHE_DIR", str(tmp_path / "cache"))
     kld = {"name": "kld", "kind": "quality", "ctx": 64, "chunks": 2}
     text = plan_toml({"f16": ref, "q4": variant}, workloads=[kld], repeat={"warmup": 0, "steady": 1})
@@ -118,14 +116,7 @@ def test_llama_server_on_a_model_replaced_after_it_was_hashed_fails_its_level(
 ) -> None:
     model = tmp_path / "model.gguf"
     shutil.copy(tiny_models["Q4_K_M"], model)
-    hashed = loop.hash_models
-
-    def hash_then_replace(*args: Any, **kwargs: Any) -> Any:
-        rows = hashed(*args, **kwargs)
-        shutil.copy(tiny_models["Q8_0"], model)
-        return rows
-
-    monkeypatch.setattr(loop, "hash_models", hash_then_replace)
+    replace_after_hashing(monkeypatch, model, tiny_models["Q8_0"])
     run = _served(tmp_path, model)
     assert run.status == "load_failed" and "changed after it was hashed" in (run.reason or ""), run.reason
 
