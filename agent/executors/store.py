@@ -129,7 +129,7 @@ def model_identity(session: Session, run: Run) -> dict[str, Any] | None:
 
 
 def file_identity(mf: ModelFile | None) -> dict[str, Any] | None:
-    """What a child checks the file it loads against (llama_context.check_model_file/check_loaded_size)."""
+    """What a child checks the file it loads against (runners.protocol.check_model_file and friends)."""
     if mf is None:
         return None
     return {"size_bytes": mf.size_bytes, "mtime_ns": mf.mtime_ns, "tensor_bytes": mf.tensor_bytes}
