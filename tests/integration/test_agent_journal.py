@@ -4,23 +4,14 @@ second while llama-server is polled) only with -v. A real llama-server on 127.0.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.serving import serving_plan_toml
-
-from edgeprof.runners.llama_server import find_server
+from support.serving import needs_server, serving_plan_toml
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(600)]
-
-SERVER, _WHERE = find_server()
-needs_server = pytest.mark.skipif(
-    SERVER is None and not os.environ.get("CI"),
-    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
-)
 
 
 def agent_journal(tmp_path: Path, model: Path, *flags: str) -> list[str]:

@@ -6,7 +6,6 @@ variant) and under llama-server."""
 from __future__ import annotations
 
 import io
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,21 +14,17 @@ import pytest
 from sqlalchemy import select
 from support.hostile_cases import case
 from support.plans import plan_toml
+from support.serving import needs_server
 
 import edgeprof.executors.serving as serving_executor
 import edgeprof.sweep.loop as loop
 from edgeprof.plan import parse_plan
-from edgeprof.runners.llama_server import find_server
 from edgeprof.runners.protocol import check_loaded_size, check_model_file
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Measurement, Run
 from edgeprof.sweep import run_plan
 
 pytestmark = [pytest.mark.llama, pytest.mark.timeout(300)]
-needs_server = pytest.mark.skipif(
-    find_server()[0] is None and not os.environ.get("CI"),
-    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
-)
 
 
 def replace_after_hashing(monkeypatch: pytest.MonkeyPatch, target: Path, by: Path) -> None:

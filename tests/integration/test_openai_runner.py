@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select
-from support.serving import foreign_plan_toml, running_llama_server
+from support.serving import SERVER, foreign_plan_toml, needs_server, running_llama_server
 
 from edgeprof.daemon.exposition import start_metrics_server
 from edgeprof.plan import parse_plan
 from edgeprof.report.llamabench import bench_plan, parse_bench_args
 from edgeprof.runners import loadgen
-from edgeprof.runners.llama_server import SERVER_FAULT_ENV, find_server, free_port
+from edgeprof.runners.llama_server import SERVER_FAULT_ENV, free_port
 from edgeprof.runners.openai_api import ENDPOINTS, payload_for
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Phase, Run, ServingLevel, ServingRequest
@@ -35,11 +35,6 @@ from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.timeout(600)
 
-SERVER, _WHERE = find_server()
-needs_server = pytest.mark.skipif(
-    SERVER is None and not os.environ.get("CI"),
-    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
-)
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "captures" / "openai_sse"
 
 

@@ -14,21 +14,16 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from support.serving import serving_plan_toml
+from support.serving import needs_server, serving_plan_toml
 
 from edgeprof.plan import expand, parse_plan
-from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV, find_server
+from edgeprof.runners.llama_server import SERVER_ENV, SERVER_FAULT_ENV
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Build, Phase, Run, ServingLevel, ServingRequest
 from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.timeout(600)
 
-SERVER, _WHERE = find_server()
-needs_server = pytest.mark.skipif(
-    SERVER is None and not os.environ.get("CI"),
-    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
-)
 
 def plan_for(tmp_path: Path, model: Path, **kw: Any):
     return parse_plan(serving_plan_toml(model, **kw), source=str(tmp_path / "plan.toml"), base=tmp_path)

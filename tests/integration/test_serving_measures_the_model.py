@@ -27,22 +27,17 @@ import httpx
 import pytest
 from sqlalchemy import select
 from support.runs import clean_env, edgeprof
-from support.serving import foreign_plan_toml, running_llama_server, stop_server
+from support.serving import SERVER, foreign_plan_toml, needs_server, running_llama_server, stop_server
 
 from edgeprof.plan import parse_plan
 from edgeprof.report import build_rows, render_table
-from edgeprof.runners.llama_server import SERVER_FAULT_ENV, find_server, free_port
+from edgeprof.runners.llama_server import SERVER_FAULT_ENV, free_port
 from edgeprof.storage.db import new_session, open_engine
 from edgeprof.storage.models import Run, ServingLevel
 from edgeprof.sweep import run_plan
 
 pytestmark = pytest.mark.timeout(600)
 
-SERVER, _WHERE = find_server()
-needs_server = pytest.mark.skipif(
-    SERVER is None and not os.environ.get("CI"),
-    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
-)
 # A prompt of ~40 tokens, the same for every request but for the nonce in front of it.
 STORY = "Once upon a time there was a small robot who lived by the sea and counted the waves " * 2
 TTFT_BAND = 3.0  # the second run's median TTFT within [min / 3, max × 3] of the first's: no cache (×7 faster)

@@ -11,14 +11,25 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from edgeprof.runners.llama_server import find_server
 from edgeprof.runners.loadgen import RequestRecord
 from support.plans import plan_toml
+
+# The tests that need the real llama-server: skipped where setup has not built it, never under CI.
+SERVER, _WHERE = find_server()
+needs_server = pytest.mark.skipif(
+    SERVER is None and not os.environ.get("CI"),
+    reason="llama-server not built (scripts/setup.sh builds it; CI always has it)",
+)
 
 
 def synthetic_request(idx: int, ttft_s: float, status: str = "ok") -> RequestRecord:
