@@ -8,7 +8,10 @@ A verdict is a claim, and two kinds of reading look like evidence without being 
   (a fixed value). Such a zone is never "the hottest", never "the board's temperature";
 - **a clock that is not observable**: a series that never changes over a run in which the work did (psutil's
   static ``/proc/cpuinfo`` figure on a machine without cpufreq, a fixed governor) cannot show a clock
-  falling, so it is no evidence that a clock "held".
+  falling, so it is no evidence that a clock "held". A clock its source reads from the hardware as it runs
+  (``MetricRole.measured``: tegrastats, NVML, the Raspberry Pi firmware) is observable however flat: held
+  under load, it *held* ("held at 1510 MHz"); so is a clock that moved anywhere in the run or that the
+  sweep saw at another value. Where clocks are not observable it is said once per clock domain.
 
 This module is the one place the rule lives. The collectors name their temperature metrics through
 ``thermometer_role`` and read values through ``celsius_or_none``; the verdicts, the importers, the cooldown,
@@ -111,11 +114,12 @@ def value_range(values: list[float]) -> float | None:
 
 
 def clock_unobservable_reason(
-    metric: str, values: list[float], reference_mhz: float | None = None
+    metric: str, values: list[float], reference_mhz: float | None = None, *, measured: bool = False
 ) -> str | None:
-    """Why a clock's readings over a run are no evidence (they never changed, and no comparable run saw
-    it elsewhere); None for a clock that moved, or with too few readings to tell."""
-    if len(values) < MIN_READINGS:
+    """Why a clock's readings over a run are no evidence (they never changed, no comparable run saw it
+    elsewhere, and its source does not read it from the hardware); None for a clock that moved, a
+    ``measured`` one, or with too few readings to tell."""
+    if measured or len(values) < MIN_READINGS:
         return None
     first = values[0]
     tol = abs(first) * CLOCK_SAME_FRACTION
@@ -138,6 +142,8 @@ class Evidence:
     excluded_zones: dict[str, str] = field(default_factory=dict)
     clocks: tuple[str, ...] = ()
     unobservable_clocks: dict[str, str] = field(default_factory=dict)
+    # the same, said once per clock domain (``cpu``, ``gpu``): six cores of one cluster are one statement
+    unobservable_domains: dict[str, str] = field(default_factory=dict)
 
     def apply(self, roles: Mapping[str, MetricRole]) -> dict[str, MetricRole]:
         """``roles`` with the excluded zones no thermometer and the unobservable clocks ``observable``
@@ -157,6 +163,7 @@ class Evidence:
             "excluded_zones": dict(self.excluded_zones),
             "clocks": list(self.clocks),
             "unobservable_clocks": dict(self.unobservable_clocks),
+            "unobservable_domains": dict(self.unobservable_domains),
         }
 
     def missing(self) -> str | None:
@@ -220,9 +227,36 @@ def judge_evidence(
         values = _values(series[metric])
         domain = roles[metric].domain
         ref = (reference_mhz or {}).get(domain) if domain is not None else None
-        reason = clock_unobservable_reason(metric, values, ref)
+        reason = clock_unobservable_reason(metric, values, ref, measured=roles[metric].measured)
         if reason is not None:
             unobservable[metric] = reason
         elif values:
             clocks.append(metric)
-    return Evidence(thermometers, excluded, tuple(clocks), unobservable)
+    domains = unobservable_by_domain(unobservable, roles, series)
+    return Evidence(thermometers, excluded, tuple(clocks), unobservable, domains)
+
+
+def _metric_span(metrics: list[str]) -> str:
+    return metrics[0] if len(metrics) == 1 else f"{metrics[0]} … {metrics[-1]}"
+
+
+def unobservable_by_domain(
+    unobservable: Mapping[str, str], roles: Mapping[str, MetricRole], series: Mapping[str, Readings]
+) -> dict[str, str]:
+    """One statement per clock domain for the clocks ``unobservable`` names: which metrics, the value(s)
+    they read, and why that is no evidence."""
+    by_domain: dict[str, list[str]] = {}
+    for metric in unobservable:
+        by_domain.setdefault(roles[metric].domain or "other", []).append(metric)
+    out: dict[str, str] = {}
+    for domain, metrics in sorted(by_domain.items()):
+        if len(metrics) == 1:
+            out[domain] = unobservable[metrics[0]]
+            continue
+        firsts = sorted({v for m in metrics for v in _values(series[m])[:1]})
+        read = f"{firsts[0]:g} MHz" if len(firsts) == 1 else f"{firsts[0]:g}–{firsts[-1]:g} MHz"
+        out[domain] = (
+            f"{_metric_span(metrics)} ({len(metrics)} clocks) each read one value ({read}) in every sample: "
+            "a clock that never moves is not observable (a static /proc/cpuinfo figure or a fixed governor)"
+        )
+    return out

@@ -393,8 +393,8 @@ _NVML_ROLES: dict[str, MetricRole] = {
     "util_pct": MetricRole("utilization", "pct", "gpu", discrete=True),
     "mem_util_pct": MetricRole("utilization", "pct", "dram", discrete=True),
     "mem_used_mb": MetricRole("memory", "MB", "gpu", discrete=True),
-    "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True),
-    "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True),
+    "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True, measured=True),
+    "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True, measured=True),
     "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True),
     # read from an nvidia-smi log (``--query-gpu=clocks.max.sm,power.limit``), not sampled live
     "sm_clock_max_mhz": MetricRole("clock_limit", "MHz", "gpu", domain="gpu", discrete=True),

@@ -57,6 +57,9 @@ class MetricRole:
       is ``edgeprof.collectors.evidence``.
     - ``observable``: False for a clock whose readings never moved over a run that worked (a static
       ``/proc/cpuinfo`` figure): set by ``evidence.judge_evidence``, never by a collector.
+    - ``measured``: for a clock, read from the hardware as it runs (tegrastats, NVML, the Raspberry Pi
+      firmware's ``measure_clock``): flat under load it *held*, never "not observable"; and where a domain
+      has one, the domain's other clocks (cpufreq: what the kernel asked for) are not what ran.
     - ``instance``: which device of several the metric belongs to (``gpu0``): one figure per device is
       summed into a run's energy, never a device's counter and its gauge together.
     - ``wrap``: the value at which an energy counter rolls over (None: never, or known only per device,
@@ -74,6 +77,7 @@ class MetricRole:
     discrete: bool = False
     thermometer: bool = True
     observable: bool = True
+    measured: bool = False
     wrap: float | None = None
     instance: str | None = None
 

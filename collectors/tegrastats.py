@@ -475,12 +475,14 @@ def jetson_role(metric: str) -> MetricRole | None:
     if leaf == "util_pct" and (head == "cpu" or is_core):
         return MetricRole("utilization", "pct", "cpu")
     if leaf == "freq_mhz" and is_core:
-        return MetricRole("clock", "MHz", "cpu", domain="cpu", per_core=True)
+        return MetricRole("clock", "MHz", "cpu", domain="cpu", per_core=True, measured=True)
     if head in ("gpu", "emc") and leaf in ("util_pct", "freq_mhz"):
         component: Component = "gpu" if head == "gpu" else "dram"
         if leaf == "util_pct":
             return MetricRole("utilization", "pct", component)
-        return MetricRole("clock", "MHz", component, domain="gpu" if head == "gpu" else None)
+        return MetricRole(
+            "clock", "MHz", component, domain="gpu" if head == "gpu" else None, measured=True
+        )
     if head == "temp" and leaf.endswith("_c"):
         if leaf.endswith(SECOND_TEMP_SUFFIX + "_c"):
             # JetPack 7's undocumented second value of ``name@a/bC``: stored, never judged.

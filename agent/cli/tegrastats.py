@@ -107,8 +107,55 @@ def import_tegrastats(
 
 
 FileArgument = Annotated[
-    Path, typer.Argument(metavar="FILE", help="A tegrastats log, jtop's CSV log or an nvidia-smi CSV log.")
+    Path,
+    typer.Argument(
+        metavar="FILE",
+        help=(
+            "A tegrastats log, jtop's CSV log, an nvidia-smi CSV log, an sbc-bench result, a stressberry "
+            "file, or a CSV whose columns are known or stated with --columns."
+        ),
+    ),
 ]
+ColumnsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help=(
+            "Read FILE as a CSV through this column map: ROLE=COLUMN pairs, ROLE one of time (seconds or a "
+            "timestamp), temp (°C), clock (MHz), throttle (0/1 flag), load (%); e.g. "
+            "time=sec,temp=tmp,clock=clk,throttle=thr."
+        ),
+    ),
+]
+
+
+def _board_inputs(log: Any) -> Any:
+    """A board log as the log verdict's inputs: its own roles, measured spacing, phases and trip points."""
+    from edgeprof.verdicts.log_verdict import LogInputs
+
+    return LogInputs(
+        log.series(), log.roles, log.spacing_s, False, log.wall_t0, None, log.trip_points, log.trip_source, log.phases
+    )
+
+
+def _import_board_log(file: Path, fmt: str, columns: str | None, db: str | None, device: str | None) -> None:
+    from edgeprof.telemetry.board_import import read_board_log
+    from edgeprof.telemetry.board_logs import store_board_log
+    from edgeprof.verdicts.log_verdict import judge_log
+
+    log = read_board_log(file, fmt, columns)
+    typer.echo(log.summary(file))
+    for note in log.notes:
+        typer.echo(f"note: {note}")
+    if db is not None:
+        sweep_id, stored = store_board_log(db, file, log, device)
+        typer.echo(
+            f"imported {len(log.rows)} records from {file.name} into sweep {sweep_id} (imported)"
+            if stored
+            else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
+        )
+    for line in verdict_lines(judge_log(_board_inputs(log))):
+        typer.echo(line)
 
 
 def import_log_file(
@@ -116,16 +163,21 @@ def import_log_file(
     db: StoreOption = None,
     interval_ms: IntervalOption = None,
     device_name: DeviceNameOption = None,
+    columns: ColumnsOption = None,
 ) -> None:
     """Read a log users already have (format recognised from its content): a verdict per session, and with
     --db its readings stored as an imported sweep (`edgeprof analyse --sweep N` judges it again)."""
     from edgeprof.telemetry import TegrastatsImportError, import_log
+    from edgeprof.telemetry.board_import import EXPECTED_BOARD, detect_board_format
     from edgeprof.telemetry.log_formats import EXPECTED, detect_format, read_rows, store_rows
 
     try:
-        fmt = detect_format(file)
+        fmt = None if columns else detect_format(file)
         if fmt is None:
-            fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}")
+            board_fmt = detect_board_format(file, columns)
+            if board_fmt is None:
+                fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}; or {EXPECTED_BOARD}")
+            return _import_board_log(file, str(board_fmt), columns, db, device_name)
         rows: list[Any] = []
         if fmt == "tegrastats":
             import_log(file, False, db, sys.stdout, device_name=device_name, rows=rows)
@@ -167,6 +219,7 @@ def register(app: typer.Typer) -> None:
         "import-log",
         epilog=(
             "Example: edgeprof import-log tegrastats.log  ·  edgeprof import-log jtop.csv --db night.db  ·  "
-            "edgeprof import-log smi.csv --db night.db --device-name rig1"
+            "edgeprof import-log smi.csv --db night.db --device-name rig1  ·  "
+            "edgeprof import-log pi.csv --columns time=sec,temp=tmp,clock=clk,throttle=thr"
         ),
     )(import_log_file)

@@ -14,6 +14,7 @@ from edgeprof.collectors import MetricRole, roles_for
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import read_samples
 from edgeprof.verdicts.log_verdict import LogInputs, judge_log, line_times, measured_spacing_s
+from edgeprof.verdicts.store import stored_roles
 
 IMPORTED_STATUS = "imported"
 # The import's sample source -> the collector that reads the same format live (its roles are the log's).
@@ -41,7 +42,8 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
     if sweep is None:
         raise ValueError(f"no sweep {sweep_id}")
     meta = _sampler(sweep)
-    timed = meta.get("clock") == "timestamps"
+    # "elapsed": a board log's seconds column without a start date: real spacing, no wall clock
+    timed = meta.get("clock") in ("timestamps", "elapsed")
     stated = interval_ms / 1000.0 if interval_ms else None
     scale = stated if (stated and not timed) else 1.0
     series: dict[str, list[tuple[float, float | None]]] = {}
@@ -50,11 +52,25 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
     for s in read_samples(session, sweep_id):
         series.setdefault(s.metric, []).append((s.t_mono * scale, s.value))
         sources.setdefault(s.metric, SOURCE_COLLECTOR.get(s.source, s.source))
-        if timed and s.t_mono == 0.0:
+        if meta.get("clock") == "timestamps" and s.t_mono == 0.0:
             wall_t0 = s.t_wall
-    roles: dict[str, MetricRole] = roles_for(series, sources)
-    spacing = stated or (measured_spacing_s(line_times(series)) if timed else 1.0) or 1.0
-    return LogInputs(series, roles, spacing, not timed and stated is None, wall_t0, power_budget_mw(series))
+    # the roles a board-log reader declared and the import stored come first
+    roles: dict[str, MetricRole] = roles_for(series, sources, stored_roles(session, sweep_id))
+    # a board log states the spacing its sessions split by (an sbc-bench result is one run)
+    spacing = stated or meta.get("spacing_s") or (measured_spacing_s(line_times(series)) if timed else 1.0) or 1.0
+    trips = {m: [(str(k), float(c)) for k, c in ts] for m, ts in (meta.get("trip_points") or {}).items()}
+    phases = [(str(n), float(a), float(b)) for n, a, b in meta.get("phases") or []]
+    return LogInputs(
+        series,
+        roles,
+        spacing,
+        not timed and stated is None,
+        wall_t0,
+        power_budget_mw(series),
+        trips,
+        meta.get("trip_source"),
+        phases,
+    )
 
 
 def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> float | None:

@@ -15,6 +15,7 @@ steady), ``inconclusive`` (too short, or nothing that could show it). Pure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,6 +62,10 @@ class LogInputs:
     wall_t0: float | None = None
     power_budget_mw: float | None = None
     trip_points: Mapping[str, Sequence[tuple[str, float]]] = field(default_factory=dict)
+    # where the trip points came from ("the log", "sysfs", a per-board table and its source)
+    trip_source: str | None = None
+    # named spans of the log (sbc-bench's tests): (name, start, end) in the log's seconds
+    phases: Sequence[tuple[str, float, float]] = ()
 
 
 def line_times(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> list[float]:
@@ -98,21 +103,47 @@ def _domain_of(role: MetricRole) -> str | None:
     return "emc" if role.component == "dram" else None
 
 
-def _util_metric(clock: str) -> str:
-    """``cpu3.freq_mhz`` -> ``cpu3.util_pct``; ``gpu0.sm_clock_mhz`` -> ``gpu0.util_pct``."""
-    return clock.partition(".")[0] + ".util_pct"
+def util_metric(clock: str, series: Mapping[str, Any], domain: str) -> str | None:
+    """The utilisation that says whether ``clock`` was under load: its own unit's (``cpu3.freq_mhz`` ->
+    ``cpu3.util_pct``, ``gpu0.sm_clock_mhz`` -> ``gpu0.util_pct``), else its domain's whole load
+    (``cpu.util_pct``: sbc-bench's %cpu, a CSV's load column); None where the log has neither."""
+    for name in (clock.partition(".")[0] + ".util_pct", f"{domain}.util_pct"):
+        if name in series:
+            return name
+    return None
 
 
-def _loaded(series: Mapping[str, list[Point]], metrics: Sequence[str]) -> list[Point]:
+def _hot_times(hottest: Readings) -> set[float]:
+    """The times at which the hottest thermometer was within ``HOT_BAND_C`` of its session maximum."""
+    if not hottest.pts:
+        return set()
+    peak = max(v for _, v in hottest.pts)
+    return {t for t, v in hottest.pts if v >= peak - HOT_BAND_C}
+
+
+def _loaded(
+    series: Mapping[str, list[Point]], metrics: Sequence[str], domain: str, hottest: Readings
+) -> tuple[list[Point], bool]:
     """A domain's clock at each line where one of its clocks ran at ``LOAD_UTIL_PCT`` or more (the
-    highest such clock of the line)."""
+    highest such clock of the line), and whether the load was read. A log without any load for the
+    domain (a vcgencmd CSV) counts the lines at its hottest as loaded: heat is what the work leaves."""
     by_t: dict[float, float] = {}
+    utils = {m: util_metric(m, series, domain) for m in metrics}
+    if not any(utils.values()):
+        hot = _hot_times(hottest)
+        for metric in metrics:
+            for t, v in series[metric]:
+                if t in hot:
+                    by_t[t] = max(by_t.get(t, v), v)
+        return sorted(by_t.items()), False
     for metric in metrics:
-        util = dict(series.get(_util_metric(metric), []))
+        name = utils[metric]
+        util = dict(series[name]) if name else {}
         for t, v in series[metric]:
+            # a line without a load reading is not a loaded line
             if util.get(t, -1.0) >= LOAD_UTIL_PCT:
                 by_t[t] = max(by_t.get(t, v), v)
-    return sorted(by_t.items())
+    return sorted(by_t.items()), True
 
 
 def _limit_of(
@@ -128,23 +159,29 @@ def _limit_of(
     return max(values) if values else None
 
 
-def _drop(loaded: list[Point], hottest: Readings, heated_from_c: float | None) -> dict[str, Any] | None:
-    """The first loaded reading below the drop fraction of the highest before it, while the board had
-    heated by the soak's threshold: when, from, to (the median after it), by how much, how hot."""
+def _drop(
+    loaded: list[Point], hottest: Readings, heated_from_c: float | None, asked: Mapping[float, float]
+) -> dict[str, Any] | None:
+    """The first loaded reading below the drop fraction of the highest before it (or of the clock the
+    kernel asked for at that line, ``asked``), while the board had heated by the soak's threshold: when,
+    from, to (the median after it), the lowest after it, by how much on average, how hot."""
     fraction = ThrottleThresholds.clock_drop_fraction
     ref = float("-inf")
     for i, (t, v) in enumerate(loaded):
+        ref = max(ref, asked.get(t, ref))
         temps = hottest.values(t, t) if hottest.pts else []
         hot = (
             heated_from_c is not None and temps and temps[0] - heated_from_c >= SoakThresholds.heating_rise_c
         )
         if ref > 0 and v < fraction * ref and hot:
-            after = median([w for _, w in loaded[i:]]) or v
+            after = [w for _, w in loaded[i:]]
+            mean_after = sum(after) / len(after)
             return {
                 "t_s": t,
                 "from_mhz": rounded(ref, 1),
-                "to_mhz": rounded(after, 1),
-                "depth_pct": rounded(100.0 * (1.0 - after / ref), 1),
+                "to_mhz": rounded(median(after) or v, 1),
+                "lowest_mhz": rounded(min(after), 1),
+                "depth_pct": rounded(100.0 * (1.0 - mean_after / ref), 1),
                 "temp_c": rounded(temps[0], 2),
             }
         ref = max(ref, v)
@@ -158,10 +195,7 @@ HOT_BAND_C = SoakThresholds.heating_rise_c
 
 def _while_hot(series: Mapping[str, list[Point]], metrics: list[str], hottest: Readings) -> float | None:
     """The median of a domain's clock (its highest core per line) while the board was at its hottest."""
-    if not hottest.pts:
-        return None
-    peak = max(v for _, v in hottest.pts)
-    hot_t = {t for t, v in hottest.pts if v >= peak - HOT_BAND_C}
+    hot_t = _hot_times(hottest)
     per_line: dict[float, float] = {}
     for metric in metrics:
         for t, v in series[metric]:
@@ -170,23 +204,46 @@ def _while_hot(series: Mapping[str, list[Point]], metrics: list[str], hottest: R
     return median(list(per_line.values()))
 
 
+@dataclass(frozen=True)
+class _DomainClocks:
+    """One clock domain's metrics: the ones judged and, where a measured clock is among them, the
+    requested ones (cpufreq: what the kernel asked for) that are then not the clock that ran."""
+
+    name: str
+    judged: list[str]
+    requested: list[str]
+
+
+def _requested_by_line(series: Mapping[str, list[Point]], requested: list[str]) -> dict[float, float]:
+    out: dict[float, float] = {}
+    for metric in requested:
+        for t, v in series[metric]:
+            out[t] = max(out.get(t, v), v)
+    return out
+
+
 def _domain(
-    metrics: list[str],
+    clocks: _DomainClocks,
     series: Mapping[str, list[Point]],
     limit: float | None,
     hottest: Readings,
     start_c: float | None,
 ) -> dict[str, Any]:
-    """One clock domain of a session: the highest seen, where it stood while hot, whether it was capped
-    (held flat under load below its maximum, or at a limit the log cannot name) or dropped."""
+    """One clock domain of a session: the highest seen, where it stood while hot, whether it held (flat or
+    not), was capped (held flat under load below the maximum the log states) or dropped."""
+    metrics, name = clocks.judged, clocks.name
     seen = [v for m in metrics for _, v in series[m]]
-    loaded = _loaded(series, metrics)
+    loaded, load_read = _loaded(series, metrics, name, hottest)
     entry: dict[str, Any] = {
         "metrics": metrics,
         "max_mhz": rounded(max(seen), 1),
         "while_hot_mhz": rounded(_while_hot(series, metrics, hottest), 1),
         "loaded_readings": len(loaded),
+        "load": "read" if load_read else "inferred_from_heat",
     }
+    if clocks.requested:
+        asked = [v for m in clocks.requested for _, v in series[m]]
+        entry["requested"] = {"metrics": clocks.requested, "min_mhz": min(asked), "max_mhz": max(asked)}
     if limit is not None:
         entry["limit_mhz"] = rounded(limit, 1)
     if len(loaded) < MIN_SESSION_LINES:
@@ -198,15 +255,35 @@ def _domain(
         return entry
     values = [v for _, v in loaded]
     entry["held_mhz"] = rounded(median(thirds(values)[1]), 1)  # the throttle verdict's "observed"
-    drop = _drop(loaded, hottest, start_c)
+    drop = _drop(loaded, hottest, start_c, _requested_by_line(series, clocks.requested))
     if drop is not None:
         entry.update({"capped": False, "status": "dropped", "drop": drop})
         return entry
-    flat = max(values) - min(values) <= FLAT_FRACTION * max(values)
-    below_limit = limit is not None and max(values) < (1.0 - FLAT_FRACTION) * limit
-    capped = flat and (limit is None or below_limit)
+    entry["flat"] = max(values) - min(values) <= FLAT_FRACTION * max(values)
+    # capped: flat under load below a maximum the log itself states; a flat clock without one held
+    capped = entry["flat"] and limit is not None and max(values) < (1.0 - FLAT_FRACTION) * limit
     entry.update({"capped": capped, "status": "capped" if capped else "held"})
     return entry
+
+
+def _domains(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -> dict[str, _DomainClocks]:
+    """The clock metrics of each domain; where the domain has a measured clock, only those are judged."""
+    observable: dict[str, list[str]] = {}
+    for metric in sorted(series):
+        role = roles.get(metric)
+        name = _domain_of(role) if role is not None else None
+        if name is not None and series[metric]:
+            observable.setdefault(name, []).append(metric)
+    out = {}
+    for name, metrics in observable.items():
+        measured = [m for m in metrics if roles[m].measured]
+        requested = [
+            m for m in sorted(series) if (r := roles.get(m)) is not None and r.role == "clock"
+            and r.domain == name and not r.measured and series[m]
+        ]
+        judged, asked = (measured, requested) if measured and requested else (metrics, [])
+        out[name] = _DomainClocks(name, judged, asked)
+    return out
 
 
 def _clocks(
@@ -215,27 +292,29 @@ def _clocks(
     hottest: Readings,
     start_c: float | None,
 ) -> dict[str, dict[str, Any]]:
-    domains: dict[str, list[str]] = {}
-    for metric in sorted(series):
-        role = roles.get(metric)
-        name = _domain_of(role) if role is not None else None
-        if name is not None and series[metric]:
-            domains.setdefault(name, []).append(metric)
     return {
-        name: _domain(ms, series, _limit_of(series, roles, name), hottest, start_c)
-        for name, ms in sorted(domains.items())
+        name: _domain(d, series, _limit_of(series, roles, name), hottest, start_c)
+        for name, d in sorted(_domains(series, roles).items())
     }
 
 
+def _flag_hits(role: MetricRole, metric: str, value: float) -> list[str]:
+    """What one reading of a throttle-flag metric says of heat or power: a 0/1 column of a CSV log
+    (unit ``flag``) by its name; otherwise NVML's clock-event reasons."""
+    if role.unit == "flag":
+        return [f"{metric} set"] if value >= 1.0 else []
+    return [n for n in decode_clock_event_reasons(int(value)) if n in NVML_THROTTLE_REASONS]
+
+
 def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -> tuple[float, str] | None:
-    """(time, reasons) of the first line whose clock-event reasons say heat or power."""
+    """(time, reasons) of the first line whose throttle flags say heat or power."""
     first: tuple[float, str] | None = None
     for metric, readings in series.items():
         role = roles.get(metric)
         if role is None or role.role != "throttle_flags":
             continue
         for t, v in readings:
-            hits = [n for n in decode_clock_event_reasons(int(v)) if n in NVML_THROTTLE_REASONS]
+            hits = _flag_hits(role, metric, v)
             if hits and (first is None or t < first[0]):
                 first = (t, ", ".join(hits))
                 break
@@ -291,23 +370,26 @@ def _trip_zone(thermometers: Sequence[str], roles: Mapping[str, MetricRole]) -> 
     return ", ".join(parts) or None
 
 
-def _zones(
-    thermo: Mapping[str, list[Point]], trips: Mapping[str, Sequence[tuple[str, float]]]
-) -> dict[str, Any]:
+def _zones(thermo: Mapping[str, list[Point]], inputs: LogInputs) -> dict[str, Any]:
+    """Each thermometer's start / max / end and slope; its trip point and the margin to it where known
+    (the margin is evidence: how far from throttling the board ran)."""
     th = ThrottleThresholds()
     out = {}
     for metric, readings in thermo.items():
-        fig = zone_figures(readings, trips.get(metric, ()), th)
+        fig = zone_figures(readings, inputs.trip_points.get(metric, ()), th)
         out[metric] = {
             "start_c": fig["start_c"],
             "max_c": fig["max_c"],
             "end_c": rounded(readings[-1][1], 2),
             "slope_c_per_min": fig["slope_c_per_min"],
-        } | ({"trip": fig["trip"]} if "trip" in fig else {})
+        }
+        if "trip" in fig:
+            source = inputs.trip_source or "the log"
+            out[metric] |= {"trip": fig["trip"] | {"source": source}, "margin_c": fig["margin_c"]}
     return out
 
 
-def _gpu_clock_note(
+def _missing_clock_note(
     series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], clocks: Any
 ) -> str | None:
     """Where the GPU worked but its clock cannot show a throttle, say so (JetPack 5/6 on Orin Nano prints
@@ -326,57 +408,116 @@ def _gpu_clock_note(
     return "the GPU clock is not in this log: GPU clock throttling cannot be seen in it"
 
 
+def plateau_c(hottest: Readings) -> tuple[float, float] | None:
+    """The band the hottest thermometer settled in: the readings within ``HOT_BAND_C`` of its maximum,
+    from their nearest-rank 10th percentile to the maximum (one stray low reading does not widen it)."""
+    if not hottest.pts:
+        return None
+    peak = max(v for _, v in hottest.pts)
+    band = sorted(v for _, v in hottest.pts if v >= peak - HOT_BAND_C)
+    return band[math.ceil(0.1 * len(band)) - 1], peak
+
+
+def _drop_text(inputs: LogInputs, name: str, d: dict[str, Any], clock: dict[str, Any]) -> str:
+    drop = d
+    label = f"{name} clock"
+    asked = clock.get("requested")
+    if asked:
+        label += f" ({', '.join(clock['metrics'])}, measured)"
+    text = (
+        f"{label} {drop['from_mhz']:g} -> {drop['lowest_mhz']:g} MHz from {_at(inputs, drop['t_s'])}"
+        f"{_phase(inputs, drop['t_s'])} (median {drop['to_mhz']:g} MHz after, -{drop['depth_pct']:g} % "
+        f"on average), at {drop['temp_c']:g} °C"
+    )
+    if asked:
+        read = f"{asked['min_mhz']:g}" if asked["min_mhz"] == asked["max_mhz"] else (
+            f"{asked['min_mhz']:g}–{asked['max_mhz']:g}"
+        )
+        text += (
+            f"; {', '.join(asked['metrics'])} read {read} MHz meanwhile: what the kernel asked for, "
+            "not the clock that ran"
+        )
+    return text
+
+
+def _at(inputs: LogInputs, t: float) -> str:
+    """A time of the log for a reason: the wall clock and, where there is one, the seconds into the log."""
+    return _when(inputs, t) + (f" (+{t:.0f} s)" if inputs.wall_t0 is not None else "")
+
+
+def _phase(inputs: LogInputs, t: float) -> str:
+    names = [name for name, a, b in inputs.phases if a <= t <= b]
+    return f" (during {names[0]})" if names else ""
+
+
+def _held_text(clocks: Mapping[str, Any]) -> str:
+    held = [
+        f"{n} held at {d['held_mhz']:g} MHz" for n, d in clocks.items() if d["status"] == "held" and d["held_mhz"]
+    ]
+    return ", ".join(held)
+
+
+def _margin_text(s: Mapping[str, Any]) -> str:
+    zone = s["thermometers"].get(s["hottest_zone"] or "", {})
+    trip = zone.get("trip")
+    if not trip:
+        return f"hottest {s['hottest_max_c']:g} °C (no trip point in the log or known for the board)"
+    return (
+        f"hottest {s['hottest_max_c']:g} °C, {trip['c'] - s['hottest_max_c']:.1f} °C under its "
+        f"{trip['type']} trip at {trip['c']:g} °C ({trip.get('source', 'the log')})"
+    )
+
+
+def _no_clock_text(s: Mapping[str, Any], found: Evidence, plateau: tuple[float, float] | None) -> str:
+    text = "no CPU or GPU clock in this log that could show a throttle"
+    if found.unobservable_domains:
+        text += " (" + "; ".join(found.unobservable_domains.values()) + ")"
+    if plateau is not None:
+        low, high = plateau
+        text += f"; the temperature plateaued at {low:g}–{high:g} °C"
+    return text
+
+
 def _decide(
     s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None, inputs: LogInputs
 ) -> tuple[str, str]:
+    """The verdict and its reason, in the order the module docstring gives."""
     clocks, thermal = s["clocks"], s["thermal"]
     if s["lines"] < MIN_SESSION_LINES:
         return "inconclusive", f"too short: {s['lines']} line(s); need {MIN_SESSION_LINES} for a trend"
-    dropped = sorted(
-        (d["drop"]["t_s"], name, d["drop"]) for name, d in clocks.items() if d["status"] == "dropped"
-    )
-    drop_text = ""
-    if dropped:
-        t, name, d = dropped[0]
-        drop_text = (
-            f"{name} clock {d['from_mhz']:g} -> {d['to_mhz']:g} MHz (-{d['depth_pct']:g} %) "
-            f"at {_when(inputs, t)}, hottest {d['temp_c']:g} °C"
-        )
+    dropped = sorted((d["drop"]["t_s"], n) for n, d in clocks.items() if d["status"] == "dropped")
+    drop_text = _drop_text(inputs, dropped[0][1], clocks[dropped[0][1]]["drop"], clocks[dropped[0][1]]) if (
+        dropped
+    ) else ""
     if flags is not None:
-        said = f"the log's clock-event reasons say {flags[1]} from {_when(inputs, flags[0])}"
+        said = f"the log's throttle flags say {flags[1]} from {_at(inputs, flags[0])}{_phase(inputs, flags[0])}"
         return "throttled", said + (f"; {drop_text}" if drop_text else "")
     if dropped:
         return "throttled", drop_text
     missing = found.missing()
     if missing is not None:
         return "inconclusive", missing.replace("on this machine", "in this log")
-    heating = (
-        f"; still {thermal['end_slope_c_per_min']:+.1f} °C/min at the end"
-        if thermal.get("measured")
-        and thermal.get("steady_state_s") is None
-        and thermal.get("end_slope_c_per_min")
-        else ""
-    )
     capped = [f"{n} flat at {d['held_mhz']:g} MHz" for n, d in clocks.items() if d["status"] == "capped"]
     if capped:
         return "capped", (
-            f"clocks held under load ({', '.join(capped)}): a power mode, jetson_clocks or a limit, "
-            f"not heat{heating}"
+            f"clocks held under load ({', '.join(capped)}) below the maximum the log states: a power mode, "
+            "jetson_clocks or a limit, not heat"
         )
+    unseen = "".join(f"; {n}" for n in s["notes"])
     judged = [n for n, d in clocks.items() if n in ("cpu", "gpu") and d["status"] != "not_loaded"]
     if not judged and not s["reasons_logged"]:
-        return "inconclusive", (
-            "no CPU or GPU clock in this log that could show a throttle"
-            + (f" ({', '.join(found.unobservable_clocks)} never moved)" if found.unobservable_clocks else "")
-        )
+        return "inconclusive", _no_clock_text(s, found, s["plateau_c"]) + unseen
     if not thermal.get("measured"):
         return "inconclusive", "no thermometer in this log: whether the temperature settled cannot be shown"
+    held = _held_text(clocks)
+    held = f"; {held}" if held else ""
     if thermal["steady_state_s"] is None:
         slope = thermal.get("end_slope_c_per_min")
-        return "not_steady", "run longer" + (f"; {slope:+.1f} °C/min at the end" if slope is not None else "")
+        at_end = f"{slope:+.1f} °C/min at the end; " if slope is not None else ""
+        return "not_steady", f"{at_end}run longer{held}; {_margin_text(s)}{unseen}"
     return "not_throttled", (
-        f"clocks held; temperature steady at {thermal['steady_temp_c']:.1f} °C after "
-        f"{thermal['steady_state_s']:.0f} s"
+        f"clocks held{held.replace(';', ':', 1)}; temperature steady at {thermal['steady_temp_c']:.1f} °C "
+        f"after {thermal['steady_state_s']:.0f} s; {_margin_text(s)}{unseen}"
     )
 
 
@@ -390,7 +531,7 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
     roles = found.apply(inputs.roles)
     thermo = {m: series[m] for m in found.thermometers if m in series}
     hottest = Readings(per_time_max(thermo.values()))
-    zones = _zones(thermo, inputs.trip_points)
+    zones = _zones(thermo, inputs)
     hottest_zone = max(zones, key=lambda m: zones[m]["max_c"]) if zones else None
     start_c = hottest.pts[0][1] if hottest.pts else None
     thermal: dict[str, Any] = (
@@ -416,9 +557,11 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
         "steady_temp_c": rounded(thermal.get("steady_temp_c"), 2),
         "end_slope_c_per_min": rounded(thermal.get("end_slope_c_per_min")),
         "clocks": clocks,
-        "clocks_not_observable": dict(found.unobservable_clocks),
+        # said once per clock domain, and not for a domain a measured clock of the log answers for
+        "clocks_not_observable": {d: r for d, r in found.unobservable_domains.items() if d not in clocks},
         "power": _power(series, roles, inputs.power_budget_mw),
-        "notes": [n for n in (_gpu_clock_note(series, roles, clocks),) if n],
+        "notes": [n for n in (_missing_clock_note(series, roles, clocks),) if n],
+        "plateau_c": plateau_c(hottest),
         "thermal": thermal,
     }
     # the driver's own clock-event reasons, logged and never naming heat or power, are evidence too

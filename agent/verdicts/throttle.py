@@ -507,7 +507,7 @@ def _no_evidence(found: Evidence, reasons: list[str]) -> bool:
         return False
     reasons.append(missing)
     reasons.extend(f"{m}: {r}" for m, r in found.excluded_zones.items())
-    reasons.extend(found.unobservable_clocks.values())
+    reasons.extend(found.unobservable_domains.values())
     return True
 
 
