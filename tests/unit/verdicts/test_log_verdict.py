@@ -11,7 +11,7 @@ import pytest
 from support.paths import CAPTURES
 from support.synthetic_logs import Board, nvidia_smi_csv, tegrastats_log
 
-from edgeprof.collectors import roles_for
+from edgeprof.collectors import MetricRole, roles_for
 from edgeprof.telemetry.tegrastats_import import tegrastats_series
 from edgeprof.verdicts.log_verdict import (
     FLAT_FRACTION,
@@ -33,19 +33,22 @@ def judge_file(path: Path, interval_s: float | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("name", "hottest_at_most", "hottest_at_least"),
+    ("name", "hottest_at_most", "hottest_at_least", "verdict"),
     [
-        ("tx2_jp4_light-load_2660lines.log", 45.0, 44.0),  # the PMIC zone reads 100 °C throughout
-        ("nano-4gb_jp4_gpu-inference_114lines.txt", 33.0, 32.0),  # PMIC@50C
-        ("orin-nano-class_jp5.1_stress-gpuburn_105s.log", 53.5, 52.5),  # PMIC@50C while GPU 38 -> 53 °C
+        # the PMIC zone reads 100 °C throughout; steady at 43.5 °C after 540 s
+        ("tx2_jp4_light-load_2660lines.log", 45.0, 44.0, "not_throttled"),
+        # PMIC@50C; 114 lines still warming at +1.4 °C/min
+        ("nano-4gb_jp4_gpu-inference_114lines.txt", 33.0, 32.0, "not_steady"),
+        # PMIC@50C while GPU 38 -> 53 °C: still heating at its end
+        ("orin-nano-class_jp5.1_stress-gpuburn_105s.log", 53.5, 52.5, "not_steady"),
     ],
 )
-def test_real_logs_are_not_throttled_or_capped_with_the_real_hottest(
-    name: str, hottest_at_most: float, hottest_at_least: float
+def test_real_logs_are_answered_with_the_real_hottest(
+    name: str, hottest_at_most: float, hottest_at_least: float, verdict: str
 ) -> None:
     result = judge_file(LOGS / name)
     [session] = result["sessions"]
-    assert session["verdict"] in ("not_throttled", "capped"), session["reason"]
+    assert session["verdict"] == verdict, session["reason"]
     assert hottest_at_least <= session["hottest_max_c"] <= hottest_at_most
     assert session["hottest_zone"] != PMIC and PMIC not in session["thermometers"]
     assert "PMIC" in session["excluded_zones"][PMIC]
@@ -63,10 +66,13 @@ def test_real_logs_are_not_throttled_or_capped_with_the_real_hottest(
     assert all({"max_mhz", "held_mhz", "capped"} <= set(d) for d in session["clocks"].values())
 
 
-def test_the_orin_log_is_capped_and_says_its_gpu_clock_cannot_be_seen() -> None:
+def test_the_orin_log_held_its_cpu_clock_is_still_heating_and_says_its_gpu_clock_cannot_be_seen() -> None:
     [session] = judge_file(LOGS / "orin-nano-class_jp5.1_stress-gpuburn_105s.log")["sessions"]
-    assert session["verdict"] == "capped" and session["clocks"]["cpu"]["capped"]
-    assert session["clocks"]["cpu"]["held_mhz"] == 1190.0
+    # flat at 1189-1190 MHz with no maximum in the log: held (as one flat at exactly 1510 MHz is), not capped
+    assert session["verdict"] == "not_steady" and not session["clocks"]["cpu"]["capped"]
+    assert session["clocks"]["cpu"]["status"] == "held" and session["clocks"]["cpu"]["held_mhz"] == 1190.0
+    assert "cpu held at 1190 MHz" in session["reason"] and "GPU clock is not in this log" in session["reason"]
+    assert session["reason"].startswith("+") and "°C/min at the end; run longer" in session["reason"]
     assert any("GPU clock is not in this log" in n for n in session["notes"])
     assert session["start"] == "2025-10-01 20:05:55" and session["lines"] == 103
 
@@ -91,7 +97,7 @@ def test_a_synthetic_throttled_log_is_throttled_at_the_trip_naming_the_clock_and
     assert abs(drop["t_s"] - trip_t) <= board.interval_s
     assert drop["from_mhz"] == board.max_mhz and drop["to_mhz"] == board.capped_mhz
     assert drop["depth_pct"] == pytest.approx(100 * (1 - board.capped_mhz / board.max_mhz), abs=0.1)
-    assert "gpu clock 1020 -> 612 MHz (-40 %)" in session["reason"]
+    assert "gpu clock 1020 -> 612 MHz from" in session["reason"] and "-40 % on average" in session["reason"]
     assert session["clocks"]["gpu"]["while_hot_mhz"] == board.capped_mhz  # at its peak the cap was down
     assert session["trip_zone"] == "temp.tj_c" and PMIC in session["excluded_zones"]
 
@@ -100,7 +106,7 @@ def test_a_log_that_heats_and_stays_fast_is_not_steady(tmp_path: Path) -> None:
     board = Board(trip_c=None, gpu_util=70.0, cpu_util=100.0, cpu_swing_mhz=90.0, lines=200)
     [session] = judge_file(tegrastats_log(tmp_path / "heating.log", board))["sessions"]
     assert session["verdict"] == "not_steady", session["reason"]
-    assert session["reason"].startswith("run longer; +") and "°C/min" in session["reason"]
+    assert session["reason"].startswith("+") and "°C/min at the end; run longer" in session["reason"]
 
 
 def test_a_20_hour_gap_makes_two_sessions(tmp_path: Path) -> None:
@@ -116,13 +122,26 @@ def test_sessions_split_just_beyond_the_gap_threshold() -> None:
     assert len(split_sessions([0.0, 1.0, 1.0 + limit + 0.01], 1.0)) == 2
 
 
-def _one_domain(gpu: list[float], util: float) -> dict[str, Any]:
-    series = {
+def _one_domain(
+    gpu: list[float],
+    util: float,
+    limit_mhz: float | None = None,
+    temps: list[float] | None = None,
+    util_lines: int | None = None,
+) -> dict[str, Any]:
+    """A tegrastats-style GPU clock at ``util`` load (on the first ``util_lines`` lines only, where given),
+    ``temps`` (default: flat 40/40.5 °C) and, where given, the clock's maximum as the log would state it."""
+    n = len(gpu)
+    series: dict[str, list[tuple[float, float | None]]] = {
         "gpu.freq_mhz": [(float(i), v) for i, v in enumerate(gpu)],
-        "gpu.util_pct": [(float(i), util) for i in range(len(gpu))],
-        "temp.tj_c": [(float(i), 40.0 + 0.5 * (i % 2)) for i in range(len(gpu))],
+        "gpu.util_pct": [(float(i), util) for i in range(n if util_lines is None else util_lines)],
+        "temp.tj_c": [(float(i), v) for i, v in enumerate(temps or [40.0 + 0.5 * (i % 2) for i in range(n)])],
     }
-    result = judge_log(LogInputs(series, roles_for(series, dict.fromkeys(series, "tegrastats"))))
+    roles = roles_for(series, dict.fromkeys(series, "tegrastats"))
+    if limit_mhz is not None:
+        series["gpu.max_mhz"] = [(float(i), limit_mhz) for i in range(n)]
+        roles["gpu.max_mhz"] = MetricRole("clock_limit", "MHz", "gpu", domain="gpu")
+    result = judge_log(LogInputs(series, roles))
     return result["sessions"][0]
 
 
@@ -132,11 +151,40 @@ def test_a_clock_is_loaded_from_the_load_threshold_on() -> None:
     assert _one_domain(clock, LOAD_UTIL_PCT - 1)["clocks"]["gpu"]["loaded_readings"] == 0
 
 
-def test_capped_means_flat_within_the_flat_fraction() -> None:
+def test_capped_means_flat_within_the_flat_fraction_below_the_stated_maximum() -> None:
     inside = [1000.0, 1000.0 * (1 - FLAT_FRACTION)] * 5
     outside = [1000.0, 1000.0 * (1 - FLAT_FRACTION) - 1.0] * 5
-    assert _one_domain(inside, 99.0)["verdict"] == "capped"
-    assert _one_domain(outside, 99.0)["clocks"]["gpu"]["status"] == "held"
+    assert _one_domain(inside, 99.0, limit_mhz=1300.0)["verdict"] == "capped"
+    assert _one_domain(outside, 99.0, limit_mhz=1300.0)["clocks"]["gpu"]["status"] == "held"
+
+
+def test_a_flat_clock_without_a_stated_maximum_held_and_is_never_capped() -> None:
+    # kills ``capped = flat`` (the limit dropped from the rule): 1189-1190 and exactly 1510 read alike
+    for clock in ([1190.0, 1189.0] * 5, [1510.0] * 10):
+        session = _one_domain(clock, 99.0)
+        assert session["clocks"]["gpu"]["status"] == "held" and not session["clocks"]["gpu"]["capped"]
+        assert session["verdict"] != "capped" and session["verdict"] != "inconclusive", session["reason"]
+        assert f"gpu held at {session['clocks']['gpu']['held_mhz']:g} MHz" in session["reason"]
+    at_max = _one_domain([1000.0] * 10, 99.0, limit_mhz=1000.0)  # pinned at the stated maximum: held
+    assert at_max["clocks"]["gpu"]["status"] == "held"
+
+
+def test_a_drop_counts_only_once_the_board_has_heated() -> None:
+    # kills the drop rule without ``and hot``: a loaded clock falling on a board that never warmed is DVFS
+    clock = [1000.0] * 5 + [600.0] * 5
+    cold = _one_domain(clock, 99.0)
+    assert cold["clocks"]["gpu"]["status"] != "dropped" and cold["verdict"] != "throttled"
+    rise = 2.0  # the soak's heating threshold: a drop at exactly +2 °C is hot enough
+    warm = _one_domain(clock, 99.0, temps=[40.0] * 5 + [40.0 + rise] * 5)
+    assert warm["clocks"]["gpu"]["status"] == "dropped" and warm["verdict"] == "throttled"
+    just_under = _one_domain(clock, 99.0, temps=[40.0] * 5 + [40.0 + rise - 0.01] * 5)
+    assert just_under["clocks"]["gpu"]["status"] != "dropped"
+
+
+def test_a_line_without_a_load_reading_is_not_under_load() -> None:
+    # kills ``util.get(t, -1.0)`` -> ``100.0``: the load of lines the log did not read is not assumed full
+    session = _one_domain([1000.0] * 10, 99.0, util_lines=6)
+    assert session["clocks"]["gpu"]["loaded_readings"] == 6
 
 
 def _smi(tmp_path: Path, board: Board, limit_mhz: float | None = None) -> dict[str, Any]:
@@ -156,10 +204,12 @@ def test_an_sm_clock_held_flat_below_its_stated_maximum_is_capped(tmp_path: Path
     assert session["clocks"]["gpu"]["limit_mhz"] == 1980.0 and session["clocks"]["gpu"]["held_mhz"] == 1400.0
 
 
-def test_an_sm_clock_pinned_at_its_maximum_is_judged_by_the_drivers_reasons(tmp_path: Path) -> None:
+def test_an_sm_clock_pinned_at_its_maximum_is_observed_holding(tmp_path: Path) -> None:
+    # NVML reads the clock from the hardware: flat, it held; it is not "not observable"
     session = _smi(tmp_path, Board(trip_c=None))
     assert session["verdict"] in ("not_throttled", "not_steady"), session["reason"]
-    assert "gpu0.sm_clock_mhz" in session["clocks_not_observable"]
+    assert session["clocks_not_observable"] == {} and session["clocks"]["gpu"]["status"] == "held"
+    assert "gpu held at 1020 MHz" in session["reason"]
 
 
 def test_a_session_needs_the_minimum_lines_for_a_trend() -> None:
