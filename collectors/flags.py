@@ -15,6 +15,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Literal
 
+from edgeprof.collectors.roles import MetricRole
+
 # What a set bit says held the clock down: heat, a power limit, or a supply voltage that sagged (a weak
 # power supply: never heat). None: the bit is no throttle (an idle GPU), or the source's decoder decides
 # from the other bits of the same word (a Pi's firmware lowers its clock for heat or for under-voltage).
@@ -105,3 +107,31 @@ def decoder_named(name: str | None) -> FlagDecoder | None:
 
 def decoder_names() -> list[str]:
     return sorted(_DECODERS)
+
+
+def decoder_for(role: MetricRole) -> FlagDecoder | None:
+    """The decoder of a ``throttle_flags`` role's word (None: no source declares its bits)."""
+    return decoder_named(role.flags)
+
+
+def throttle_names(role: MetricRole, word: float | int) -> list[str]:
+    """Names of the bits of one reading of ``role``'s flag word that mean the clock was held down."""
+    decoder = decoder_for(role)
+    return [] if decoder is None else [d.name for d in decoder.decode(int(word)) if d.throttles]
+
+
+def news(decoder: FlagDecoder, previous: int | None, word: int) -> list[DecodedFlag]:
+    """The bits of ``word`` that say something happened at this reading: every "now" bit set, and a sticky
+    "since boot" bit only where ``previous`` lacked it (no previous reading: nothing sticky is news)."""
+    sticky = word & decoder.sticky_mask & ~(word if previous is None else previous)
+    return decoder.decode((word & ~decoder.sticky_mask) | sticky)
+
+
+def is_throttle_flag_name(name: str) -> bool:
+    """Whether ``name`` is a throttling bit of some source's flag word (``SwThermalSlowdown``,
+    ``ArmFrequencyCapped``)."""
+    for entry in _DECODERS:
+        decoder = decoder_named(entry)
+        if decoder is not None and any(f.name == name and f.throttles for f in decoder.bits):
+            return True
+    return False

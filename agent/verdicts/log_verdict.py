@@ -21,15 +21,16 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-from edgeprof.collectors import MetricRole, decode_clock_event_reasons
+from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import Evidence, judge_evidence
+from edgeprof.collectors.flags import throttle_names
 from edgeprof.stats import median
 from edgeprof.telemetry import slope_per_s
 from edgeprof.verdicts.result import rounded
 from edgeprof.verdicts.series import Point, per_time_max, points, thirds
 from edgeprof.verdicts.soak import SoakThresholds, thermal_state
 from edgeprof.verdicts.soak_telemetry import Readings
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds, zone_figures
+from edgeprof.verdicts.throttle import ThrottleThresholds, zone_figures
 
 # A gap of more than 5 intervals between two lines splits the log into sessions: tegrastats and the
 # samplers write every interval; a restart of the logger a few seconds late is one session, a board
@@ -235,7 +236,7 @@ def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -
         if role is None or role.role != "throttle_flags":
             continue
         for t, v in readings:
-            hits = [n for n in decode_clock_event_reasons(int(v)) if n in NVML_THROTTLE_REASONS]
+            hits = throttle_names(role, v)
             if hits and (first is None or t < first[0]):
                 first = (t, ", ".join(hits))
                 break
