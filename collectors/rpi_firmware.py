@@ -159,7 +159,9 @@ class RpiFirmwareCollector(Collector):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(root)
+        # A runner given by the caller (a test's synthetic firmware) answers for ``vcgencmd`` itself.
         self.runner: Runner = runner or run_command
+        self._own_runner = runner is not None
         self.call_timeout_s = call_timeout_s
         self.wait_s = wait_s
         self.background = background
@@ -192,7 +194,7 @@ class RpiFirmwareCollector(Collector):
             return
         sysfs = self.path(GET_THROTTLED_SYSFS)
         self._sysfs = sysfs if parse_get_throttled(read_text(sysfs)) is not None else None
-        self._vcgencmd = self.find_vcgencmd()
+        self._vcgencmd = self.find_vcgencmd() or ("vcgencmd" if self._own_runner else None)
         if self._vcgencmd is not None and self._vcgencmd_read(("measure_temp",)).get(SOC_TEMP) is None:
             self.last_error = f"{self._vcgencmd} measure_temp gave no temperature (no access to /dev/vcio?)"
             self._vcgencmd = None
