@@ -61,7 +61,9 @@ class SyntheticPi:
             script.chmod(0o755)
         self.set()
 
-    def set(self, arm_mhz: float | None = None, temp_c: float | None = None, throttled: int | None = None) -> None:
+    def set(
+        self, arm_mhz: float | None = None, temp_c: float | None = None, throttled: int | None = None
+    ) -> None:
         if arm_mhz is not None:
             self.state.arm_mhz = arm_mhz
         if temp_c is not None:

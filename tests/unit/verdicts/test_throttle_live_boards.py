@@ -85,7 +85,8 @@ def test_a_pi_throttled_by_under_voltage_names_the_supply_not_heat(tmp_path: Pat
     pi = SyntheticPi(FakeRoot(tmp_path), sysfs=False)  # an older kernel: get_throttled via vcgencmd
 
     def board(t: float) -> float:
-        pi.set(arm_mhz=600.0 if t >= 20 else 1500.0, temp_c=50.0 + (t % 2), throttled=0x50005 if t >= 20 else 0)
+        late = t >= 20
+        pi.set(arm_mhz=600.0 if late else 1500.0, temp_c=50.0 + (t % 2), throttled=0x50005 if late else 0)
         return 20.0 * pi.state.arm_mhz / 1500.0
 
     run = live_run(pi_collectors(pi), board)
