@@ -260,3 +260,16 @@ def unobservable_by_domain(
             "a clock that never moves is not observable (a static /proc/cpuinfo figure or a fixed governor)"
         )
     return out
+
+
+def is_board_thermometer(role: MetricRole | None) -> bool:
+    """A temperature of the board itself that is a thermometer (not a pseudo-sensor, not a discrete GPU's
+    die, which says nothing of the board a run heats)."""
+    return role is not None and role.role == "temperature" and role.thermometer and not role.discrete
+
+
+def thermometer_sources(declared: Mapping[str, Iterable[MetricRole | None]]) -> list[str]:
+    """The sources to read the board's temperature from (the cooldown, the live progress line), in the
+    order given (the registry's: thermal zones first): each source whose declared metrics include a board
+    thermometer. ``declared``: source name -> the roles of the metrics it declares."""
+    return [name for name, roles in declared.items() if any(is_board_thermometer(r) for r in roles)]

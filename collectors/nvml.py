@@ -36,6 +36,7 @@ from typing import Any
 
 from edgeprof.collectors.base import Availability, Collector, Metric, MetricKind, SampleValues
 from edgeprof.collectors.evidence import thermometer_role
+from edgeprof.collectors.flags import Cause, FlagBit, FlagDecoder
 from edgeprof.collectors.roles import MetricRole
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,23 @@ CLOCK_EVENT_REASONS: tuple[tuple[int, str], ...] = (
     (0x80, "HwPowerBrakeSlowdown"),
     (0x100, "DisplayClockSetting"),
 )
-_KNOWN_REASON_BITS = 0
-for _bit, _ in CLOCK_EVENT_REASONS:
-    _KNOWN_REASON_BITS |= _bit
+# What each reason that holds clocks down says held them (GpuIdle, application clocks, SyncBoost and
+# display clocks are normal operation, not throttling). HwSlowdown is the board's slowdown pin, pulled by
+# its temperature or by its power brake alike.
+_CAUSES: dict[str, Cause] = {
+    "SwPowerCap": "power",
+    "HwSlowdown": "heat or power",
+    "SwThermalSlowdown": "heat",
+    "HwThermalSlowdown": "heat",
+    "HwPowerBrakeSlowdown": "power",
+}
+CLOCK_EVENT_FLAGS = FlagDecoder(
+    "nvml",
+    tuple(
+        FlagBit(bit.bit_length() - 1, name, throttles=name in _CAUSES, cause=_CAUSES.get(name))
+        for bit, name in CLOCK_EVENT_REASONS
+    ),
+)
 
 
 def decode_clock_event_reasons(mask: int) -> list[str]:
@@ -72,12 +87,7 @@ def decode_clock_event_reasons(mask: int) -> list[str]:
 
     Bits NVML may add later are reported as ``Unknown(0x...)`` rather than dropped. 0 (no reason) -> [].
     """
-    mask = int(mask)
-    names = [name for bit, name in CLOCK_EVENT_REASONS if mask & bit]
-    rest = mask & ~_KNOWN_REASON_BITS
-    if rest:
-        names.append(f"Unknown({rest:#x})")
-    return names
+    return CLOCK_EVENT_FLAGS.names(mask)
 
 
 def _import_pynvml() -> Any:
@@ -395,7 +405,7 @@ _NVML_ROLES: dict[str, MetricRole] = {
     "mem_used_mb": MetricRole("memory", "MB", "gpu", discrete=True),
     "sm_clock_mhz": MetricRole("clock", "MHz", "gpu", domain="gpu", discrete=True, measured=True),
     "mem_clock_mhz": MetricRole("clock", "MHz", "dram", discrete=True, measured=True),
-    "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True),
+    "clock_event_reasons": MetricRole("throttle_flags", "bitmask", "gpu", discrete=True, flags="nvml"),
     # read from an nvidia-smi log (``--query-gpu=clocks.max.sm,power.limit``), not sampled live
     "sm_clock_max_mhz": MetricRole("clock_limit", "MHz", "gpu", domain="gpu", discrete=True),
     "power_limit_mw": MetricRole("other", "mW", "gpu", discrete=True),

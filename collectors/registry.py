@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors.base import Collector
+from edgeprof.collectors.jetson_gpu_devfreq import JetsonGpuDevfreqCollector
 from edgeprof.collectors.jetson_oc import JetsonOcEventsCollector
 from edgeprof.collectors.jtop import JtopCollector
 from edgeprof.collectors.nvml import NvmlCollector
@@ -21,6 +22,7 @@ from edgeprof.collectors.procstat import ProcStatCollector
 from edgeprof.collectors.psutil_host import PsutilHostCollector
 from edgeprof.collectors.rapl import RaplCollector
 from edgeprof.collectors.roles import MetricRole
+from edgeprof.collectors.rpi_firmware import RpiFirmwareCollector
 from edgeprof.collectors.sysfs_cpufreq import CpuFreqCollector
 from edgeprof.collectors.sysfs_thermal import ThermalZonesCollector
 from edgeprof.collectors.tegrastats import TegrastatsCollector
@@ -37,14 +39,17 @@ ALL_HOST_COLLECTORS: list[type[Collector]] = [
 ]
 
 # Device-specific sources go here, in the order doctor should list them:
-#   Jetson: tegrastats (power rails, GPU/EMC load), jtop and the OC throttle counters; NVIDIA dGPU: nvml.
+#   Jetson: tegrastats (power rails, GPU/EMC load), jtop, the GPU's devfreq clock and the OC throttle
+#   counters; NVIDIA dGPU: nvml; Raspberry Pi: the firmware's clock, temperature and throttle word.
 # Import them at the top of this module like the host collectors; keep optional third-party imports
 # (jtop, pynvml) inside the collector module so this registry imports everywhere.
 PLATFORM_COLLECTORS: list[type[Collector]] = [
     TegrastatsCollector,
     JtopCollector,
+    JetsonGpuDevfreqCollector,
     JetsonOcEventsCollector,
     NvmlCollector,
+    RpiFirmwareCollector,
 ]
 
 

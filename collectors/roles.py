@@ -24,7 +24,7 @@ Role = Literal[
     "power",  # an instantaneous power gauge (mW)
     "energy",  # a cumulative energy counter (uJ, mJ)
     "memory",  # memory in use / available (MB)
-    "throttle_flags",  # a bitmask of hardware throttle reasons (NVML clock-event reasons)
+    "throttle_flags",  # a bitmask of hardware throttle reasons, decoded by its source (``flags``)
     "throttle_counter",  # a monotonic count of throttle events (x86 thermal_throttle)
     "cpu_time",  # cumulative CPU seconds; ``domain``: host_busy, host_steal, host_total, child, self
     "run_queue",  # runnable tasks at the reading (/proc/stat procs_running)
@@ -57,11 +57,13 @@ class MetricRole:
       is ``edgeprof.collectors.evidence``.
     - ``observable``: False for a clock whose readings never moved over a run that worked (a static
       ``/proc/cpuinfo`` figure): set by ``evidence.judge_evidence``, never by a collector.
-    - ``measured``: for a clock, read from the hardware as it runs (tegrastats, NVML, the Raspberry Pi
-      firmware's ``measure_clock``): flat under load it *held*, never "not observable"; and where a domain
-      has one, the domain's other clocks (cpufreq: what the kernel asked for) are not what ran.
     - ``instance``: which device of several the metric belongs to (``gpu0``): one figure per device is
       summed into a run's energy, never a device's counter and its gauge together.
+    - ``flags``: for a throttle-flag word, the decoder of its source's bits (``edgeprof.collectors.flags``;
+      None: a role stored before flags named their source, NVML's).
+    - ``measured``: a clock read from the hardware as it runs (tegrastats, NVML, a Pi's firmware
+      ``measure_clock``): flat under load it *held*, never "not observable"; where one is read in a clock
+      domain it is that domain's clock, and the kernel's requested figure (cpufreq) is not.
     - ``wrap``: the value at which an energy counter rolls over (None: never, or known only per device,
       in which case the live ``Metric.wrap`` carries it).
     """
@@ -77,9 +79,10 @@ class MetricRole:
     discrete: bool = False
     thermometer: bool = True
     observable: bool = True
-    measured: bool = False
     wrap: float | None = None
     instance: str | None = None
+    flags: str | None = None
+    measured: bool = False
 
     @property
     def to_j(self) -> float | None:

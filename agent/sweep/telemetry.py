@@ -14,8 +14,8 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session
 
 from edgeprof import verdicts
-from edgeprof.collectors import Collector, build_collectors, roles_for
-from edgeprof.collectors.evidence import judge_evidence
+from edgeprof.collectors import Collector, MetricRole, build_collectors, roles_for
+from edgeprof.collectors.evidence import judge_evidence, thermometer_sources
 from edgeprof.executors import EnergyOver, executor_of_run
 from edgeprof.plan import Collect, Cooldown, RunSpec
 from edgeprof.storage.models import CollectorStatus, Measurement, Phase, PhaseStat, Run, Sweep
@@ -110,6 +110,7 @@ class Telemetry:
         self.sampler = Sampler(self.collectors, collect.interval_ms / 1000.0, self._write, clock=clock)
         self.trip_points = verdicts.trip_points_from(self.collectors)
         self.wraps: dict[str, float | None] = {}
+        self._thermometers: list[Collector] | None = None
         # metric -> the collector whose readings of it are used (the first to report it)
         self._owners: dict[str, str] = {}
         for state in self.sampler.states:
@@ -217,16 +218,29 @@ class Telemetry:
                 sweep.sampler_json = json.dumps(summary)
             session.commit()
 
+    def thermometers(self) -> list[Collector]:
+        """The available sources that declare a board thermometer, in the registry's order (the evidence
+        rule, ``thermometer_sources``: thermal zones first, then tegrastats, jtop, a Pi's firmware ...)."""
+        if self._thermometers is None:
+            ok = [s.collector for s in self.sampler.states if s.ok]
+            declared: dict[str, list[MetricRole | None]] = {}
+            for collector in ok:
+                try:
+                    declared[collector.name] = [m.role for m in collector.declared_metrics()]
+                except Exception:  # noqa: BLE001 - a source that cannot say its metrics is no thermometer
+                    declared[collector.name] = []
+            names = thermometer_sources(declared)
+            self._thermometers = [c for c in ok if c.name in names]
+        return self._thermometers
+
     def current_temp_c(self) -> float | None:
-        """The hottest thermometer now (the evidence rule: no pseudo-sensor), from the thermal zones, else
-        from tegrastats or jtop where a board has only those."""
-        for name in ("sysfs_thermal", "tegrastats", "jtop"):
-            for state in self.sampler.states:
-                if state.ok and state.collector.name == name:
-                    values, _err = state.collector.safe_sample()
-                    temp = hottest_c(values)
-                    if temp is not None:
-                        return temp
+        """The hottest thermometer now (the evidence rule: no pseudo-sensor), from the first source that
+        has a reading."""
+        for collector in self.thermometers():
+            values, _err = collector.safe_sample()
+            temp = hottest_c(values)
+            if temp is not None:
+                return temp
         return None
 
     # -- hooks ------------------------------------------------------------------------------------------

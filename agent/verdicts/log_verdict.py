@@ -22,15 +22,16 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-from edgeprof.collectors import MetricRole, decode_clock_event_reasons
+from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import Evidence, judge_evidence
+from edgeprof.collectors.flags import throttle_names
 from edgeprof.stats import median
 from edgeprof.telemetry import slope_per_s
 from edgeprof.verdicts.result import rounded
 from edgeprof.verdicts.series import Point, per_time_max, points, thirds
 from edgeprof.verdicts.soak import SoakThresholds, thermal_state
 from edgeprof.verdicts.soak_telemetry import Readings
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds, zone_figures
+from edgeprof.verdicts.throttle import ThrottleThresholds, zone_figures
 
 # A gap of more than 5 intervals between two lines splits the log into sessions: tegrastats and the
 # samplers write every interval; a restart of the logger a few seconds late is one session, a board
@@ -299,11 +300,11 @@ def _clocks(
 
 
 def _flag_hits(role: MetricRole, metric: str, value: float) -> list[str]:
-    """What one reading of a throttle-flag metric says of heat or power: a 0/1 column of a CSV log
-    (unit ``flag``) by its name; otherwise NVML's clock-event reasons."""
+    """What one reading of a throttle-flag metric says held the clock down: a 0/1 column of a CSV log
+    (unit ``flag``) by its name; otherwise the bits its source's decoder names."""
     if role.unit == "flag":
         return [f"{metric} set"] if value >= 1.0 else []
-    return [n for n in decode_clock_event_reasons(int(value)) if n in NVML_THROTTLE_REASONS]
+    return throttle_names(role, value)
 
 
 def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -> tuple[float, str] | None:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import Evidence
+from edgeprof.collectors.flags import is_throttle_flag_name
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
 from edgeprof.verdicts.interference import InterferenceThresholds
@@ -40,7 +41,7 @@ from edgeprof.verdicts.soak_telemetry import (
     soak_telemetry,
     windows_of,
 )
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, ThrottleThresholds, excluded_notes
+from edgeprof.verdicts.throttle import ThrottleThresholds, excluded_notes
 
 SoakValue = Literal["throttled", "not_throttled", "not_steady", "slowdown_not_thermal", "inconclusive"]
 
@@ -190,8 +191,9 @@ def thermal_state(
 
 def _what(signal: str) -> str:
     """A hardware signal as the first-throttle figure names it."""
-    if signal in NVML_THROTTLE_REASONS:
-        return f"{signal} flag"
+    name, _, cause = signal.partition(" [")
+    if is_throttle_flag_name(name):
+        return f"{name} flag" + (f" ({cause.rstrip(']')}, not heat)" if cause else "")
     if " cap " in signal:
         component, _, rest = signal.partition(" cap ")
         return f"{component} clock cap {rest.replace('->', ' -> ')}"

@@ -14,13 +14,14 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from edgeprof.collectors import MetricRole, counter_delta, decode_clock_event_reasons
+from edgeprof.collectors import MetricRole, counter_delta
 from edgeprof.collectors.evidence import Evidence, judge_evidence
+from edgeprof.collectors.flags import decoder_for, news
 from edgeprof.stats import median
 from edgeprof.telemetry import EnergySource, SeriesLike, choose_energy_source, energy_j, energy_per_token
 from edgeprof.verdicts.interference import Rep, judge_rep
 from edgeprof.verdicts.series import Point, per_time_max, points
-from edgeprof.verdicts.throttle import NVML_THROTTLE_REASONS, clock_domains, is_temperature
+from edgeprof.verdicts.throttle import clock_domains, is_temperature
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class SoakTelemetry:
     gpu: Readings | None
     emc: Readings | None
     caps: dict[str, tuple[str, Readings]]  # metric -> (component, readings)
-    flags: dict[str, Readings]
+    flags: dict[str, tuple[MetricRole, Readings]]  # metric -> (its role: whose bits, Readings)
     counters: dict[str, Readings]
     cpu_time: dict[str, Readings]  # the interference counters
     energy: dict[str, Readings]
@@ -124,7 +125,7 @@ def soak_telemetry(
         caps={
             m: (r.component, Readings(points(series[m]))) for m, r in usable.items() if r.role == "clock_cap"
         },
-        flags={m: Readings(points(series[m])) for m, r in usable.items() if r.role == "throttle_flags"},
+        flags={m: (r, Readings(points(series[m]))) for m, r in usable.items() if r.role == "throttle_flags"},
         counters={m: Readings(points(series[m])) for m, r in usable.items() if r.role == "throttle_counter"},
         cpu_time={
             m: Readings(points(series[m])) for m, r in of.items() if r.role in ("cpu_time", "run_queue")
@@ -142,15 +143,9 @@ def _hardware_signals(
     """(signals, time of the first) of NVML reasons, throttle counters and lowered caps in [t0, t1].
     ``cap_ref``: each cap's highest reading so far in the soak, carried from window to window."""
     found: list[tuple[float, str]] = []
-    for readings in tel.flags.values():
-        hits = [
-            (t, name)
-            for t, v in readings.inside(t0, t1)
-            for name in decode_clock_event_reasons(int(v))
-            if name in NVML_THROTTLE_REASONS
-        ]
-        for name in dict.fromkeys(n for _, n in hits):
-            found.append((min(t for t, n in hits if n == name), name))
+    for role, readings in tel.flags.values():
+        for t, name in _flag_hits(role, readings, t0, t1):
+            found.append((t, name))
     for metric, readings in tel.counters.items():
         # from the last reading before the window to its last one inside: an increase belongs to the
         # window whose reading saw it, never to both windows either side of a boundary
@@ -174,6 +169,31 @@ def _hardware_signals(
             found.append((drop[0], f"{component} cap {drop[1]:.0f}->{drop[2]:.0f} MHz"))
     found.sort(key=lambda p: p[0])
     return [text for _, text in found], (found[0][0] if found else None)
+
+
+def flag_signal(name: str, cause: str | None) -> str:
+    """A flag as a soak signal: its bit name, with its cause where that is not heat or power (a Pi's
+    ``Throttled [under-voltage]``: a weak supply, never to be read as heat)."""
+    return f"{name} [{cause}]" if cause == "under-voltage" else name
+
+
+def _flag_hits(role: MetricRole, readings: Readings, t0: float, t1: float) -> list[tuple[float, str]]:
+    """(first time, signal) of each throttling bit of a flag word in [t0, t1], decoded by its source; a
+    sticky "since boot" bit counts where it appears, never where it was already set."""
+    decoder = decoder_for(role)
+    if decoder is None:
+        return []
+    span = readings.around(t0, t1)
+    first: dict[str, float] = {}
+    previous: int | None = None
+    for t, v in span:
+        word = int(v)
+        if t >= t0 and t <= t1:
+            for flag in news(decoder, previous, word):
+                if flag.throttles:
+                    first.setdefault(flag_signal(flag.name, flag.cause), t)
+        previous = word
+    return [(t, name) for name, t in first.items()]
 
 
 def _median_in(readings: Readings | None, t0: float, t1: float) -> float | None:

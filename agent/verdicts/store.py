@@ -31,6 +31,7 @@ from edgeprof.verdicts.throttle import (
     ThrottleInputs,
     ThrottleThresholds,
     clock_domains,
+    is_cap_domain,
     throttle_verdict,
 )
 
@@ -182,7 +183,7 @@ def reference_clocks(session: Session, run: Run, roles: Mapping[str, MetricRole]
     refs: dict[str, float] = {}
     for name, metrics in domains.items():
         # storage.samples.max_value: numpy over the blocks (cached per block), no rows built
-        if name.startswith("cpu_cap."):
+        if is_cap_domain(name):
             top = max_value(session, all_runs, metrics)
         else:
             top = max_value(session, list(spans), metrics, spans)

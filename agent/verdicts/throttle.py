@@ -4,8 +4,11 @@
 the roles of the metrics) and returns a value with the evidence behind it, so every rule can be checked on a
 synthetic series whose answer is known. Evidence comes in three kinds, strongest first:
 
-(a) hardware flags: an NVML clock-event reason for heat or power set while the model ran, or an x86
-    thermal-throttle counter that went up (the silicon saying it throttled, no inference needed);
+(a) hardware flags: a flag word's throttle bit set while the model ran (NVML's clock-event reasons for heat
+    or power, a Raspberry Pi firmware's capping/throttling bits: each word decoded by its source's decoder,
+    ``edgeprof.collectors.flags``), or an x86 thermal-throttle counter that went up (the silicon saying it
+    throttled, no inference needed). Each flag names its cause: heat, power, or under-voltage (a sagging
+    supply, never called heat);
 (b) clocks: a CPU/GPU clock under load below a fraction of the highest this clock reached in comparable runs
     of the sweep (or a cpufreq cap lowered), *while* a thermal zone was near its trip point or rising;
 (c) drift: steady tokens/s falling across repetitions (last third vs first third, and the rank correlation
@@ -22,18 +25,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from edgeprof.collectors import MetricRole, counter_delta, decode_clock_event_reasons
+from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import Evidence, judge_evidence
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
+from edgeprof.verdicts.hardware_signals import hardware_flags, measured_clocks, requested_not_ran
 from edgeprof.verdicts.result import VerdictResult, rounded
-from edgeprof.verdicts.series import per_time_max, points, spearman, thirds, value_at, within
+from edgeprof.verdicts.series import per_time_max, spearman, thirds, value_at, within
 
 ThrottleValue = Literal["throttled", "not_throttled", "inconclusive", "slowdown_not_thermal"]
 
-# NVML clock-event ("throttle") reasons that mean "clocks held down by heat or power" (names as
-# ``edgeprof.collectors.nvml.decode_clock_event_reasons`` gives them). GpuIdle, application-clock settings,
-# SyncBoost and display clocks are normal operation, not throttling.
+# NVML clock-event ("throttle") reasons that mean "clocks held down by heat or power": the bits NVML's
+# decoder marks ``throttles`` (``edgeprof.collectors.nvml.CLOCK_EVENT_FLAGS``). GpuIdle, application-clock
+# settings, SyncBoost and display clocks are normal operation, not throttling.
 NVML_THROTTLE_REASONS = frozenset(
     {"SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown"}
 )
@@ -134,13 +138,19 @@ def is_clock(role: MetricRole | None, gpu_in_use: bool = True) -> bool:
     return gpu_in_use or role.domain != "gpu"
 
 
+def is_cap_domain(name: str) -> bool:
+    """A domain of ``clock_domains`` that is a cap (``cpu_cap.policy0``, ``gpu_cap.gpu_devfreq``)."""
+    return name.startswith(("cpu_cap.", "gpu_cap."))
+
+
 def clock_domains(
     metrics: Sequence[str], gpu_in_use: bool, roles: Mapping[str, MetricRole]
 ) -> dict[str, list[str]]:
-    """Clock domain (``cpu``, ``gpu``, ``cpu_cap.<policy>``) -> the metrics that give its clock."""
+    """Clock domain (``cpu``, ``gpu``, ``cpu_cap.<policy>``, ``gpu_cap.<node>``) -> the metrics that give
+    its clock."""
     of = {m: roles.get(m) for m in sorted(metrics)}
     clocks = {m: r for m, r in of.items() if r is not None and is_clock(r)}
-    cpu_all = [m for m, r in clocks.items() if r.domain == "cpu"]
+    cpu_all = measured_clocks(clocks, "cpu") or [m for m, r in clocks.items() if r.domain == "cpu"]
     cpu_clusters = [m for m in cpu_all if not clocks[m].per_core]
     domains: dict[str, list[str]] = {}
     if cpu_all:
@@ -148,65 +158,17 @@ def clock_domains(
         # scheduler puts the thread, and idle policies at a low clock do not read as a "drop". Single
         # cores' clocks stand in only where no per-cluster clock was read.
         domains["cpu"] = cpu_clusters or cpu_all
-    gpus = [m for m, r in clocks.items() if r.domain == "gpu"]
+    gpus = measured_clocks(clocks, "gpu") or [m for m, r in clocks.items() if r.domain == "gpu"]
     if gpus and gpu_in_use:
         domains["gpu"] = gpus
     for metric, role in of.items():
         if role is not None and role.role == "clock_cap":
-            domains[f"cpu_cap.{role.domain or metric}"] = [metric]
+            if role.component == "gpu":
+                if gpu_in_use:
+                    domains[f"gpu_cap.{role.domain or metric}"] = [metric]
+            else:
+                domains[f"cpu_cap.{role.domain or metric}"] = [metric]
     return domains
-
-
-# -- (a) hardware flags ----------------------------------------------------------------------------------
-def _nvml_reasons(
-    inputs: ThrottleInputs, metric: str, t0: float, t1: float
-) -> tuple[str | None, dict[str, Any]]:
-    """(flag text or None, detail) of an NVML clock-event-reason bitmask over the load window."""
-    seen = 0
-    for _t, v in within(inputs.series[metric], t0, t1):
-        seen |= int(v)
-    names = decode_clock_event_reasons(seen)
-    throttling = [name for name in names if name in NVML_THROTTLE_REASONS]
-    entry: dict[str, Any] = {"reasons_seen": names, "throttle_reasons": throttling}
-    if throttling and not inputs.gpu_in_use:
-        entry["ignored"] = "the run did not offload to the GPU (ngl=0)"
-        return None, entry
-    return (f"{metric}: {', '.join(throttling)} during load" if throttling else None), entry
-
-
-def _counter_rise(
-    series: SeriesLike, metric: str, t0: float, t1: float
-) -> tuple[str | None, dict[str, Any] | None]:
-    """(flag text or None, detail or None) of a throttle-event counter over the load window."""
-    readings = points(series)
-    if len(readings) < 2:
-        return None, None
-    base = next((p for p in reversed(readings) if p[0] <= t0), readings[0])
-    end = next((p for p in readings if p[0] >= t1), readings[-1])
-    if end[0] <= base[0]:
-        return None, None
-    delta = counter_delta(base[1], end[1], None)
-    flag = f"{metric}: +{delta:g} throttle events during load" if delta is not None and delta > 0 else None
-    return flag, {"delta": delta, "from": base[1], "to": end[1]}
-
-
-def _hardware_flags(inputs: ThrottleInputs, t0: float, t1: float) -> tuple[list[str], dict[str, Any]]:
-    flags: list[str] = []
-    detail: dict[str, Any] = {}
-    for metric in sorted(inputs.series):
-        role = inputs.roles.get(metric)
-        kind = role.role if role is not None else None
-        if kind == "throttle_flags":
-            flag, detail[metric] = _nvml_reasons(inputs, metric, t0, t1)
-        elif kind == "throttle_counter":
-            flag, entry = _counter_rise(inputs.series[metric], metric, t0, t1)
-            if entry is not None:
-                detail[metric] = entry
-        else:
-            continue
-        if flag is not None:
-            flags.append(flag)
-    return flags, detail
 
 
 # -- (b) clocks and temperatures ---------------------------------------------------------------------------
@@ -220,7 +182,7 @@ def _clock_domain(
         ref, ref_source = max(given, own_max), "comparable runs of the sweep"
     else:
         ref, ref_source = own_max, "this run"
-    if name.startswith("cpu_cap."):
+    if is_cap_domain(name):
         # A cap is a kernel decision, not a noisy reading: its lowest value under load is the evidence.
         observed, observed_what = min(values), "min cap under load"
     else:
@@ -399,6 +361,26 @@ class _Signals:
     def heat(self) -> bool:
         return self.temp_status in ("near_trip", "rising")
 
+    def flag_causes(self) -> list[str]:
+        """The causes the flags that fired name (heat, power, under-voltage)."""
+        return sorted(
+            {c for e in self.hardware.values() if "ignored" not in e and e.get("throttle_reasons")
+             for c in e.get("causes", ())}
+        )
+
+    def under_voltage(self) -> list[str]:
+        """The flag words that saw the supply sag during load."""
+        return [m for m, e in self.hardware.items() if e.get("under_voltage")]
+
+    def power_notes(self) -> list[str]:
+        words = self.under_voltage()
+        if not words:
+            return []
+        return [
+            f"under-voltage during load ({', '.join(words)}): the power supply sagged; a power fault, "
+            "not heat"
+        ]
+
     def clock_text(self) -> list[str]:
         return [
             f"{name} clock {e['observed_mhz']:g} MHz under load = {100 * e['fraction']:.0f}% of "
@@ -434,7 +416,7 @@ class _Signals:
 
 
 def _gather(inputs: ThrottleInputs, t0: float, t1: float, th: ThrottleThresholds) -> _Signals:
-    flags, hardware = _hardware_flags(inputs, t0, t1)
+    flags, hardware = hardware_flags(inputs.series, inputs.roles, inputs.gpu_in_use, t0, t1)
     clock_status, clocks = _clocks(inputs, t0, t1, th)
     temp_status, temps = _temperatures(inputs, t0, t1, th)
     drift_status, drift = _drift(inputs, th)
@@ -459,6 +441,7 @@ def _slowdown(sig: _Signals, th: ThrottleThresholds, signals: list[str], reasons
     reasons.append(sig.drift_text())
     if sig.temp_status == "flat":
         reasons.append("temperatures stayed flat under load: heat did not cause the slowdown")
+        reasons.extend(sig.power_notes())
         if sig.clock_status == "dropped":
             reasons.append(
                 "clocks fell without heat (power cap or governor?): " + "; ".join(sig.clock_text())
@@ -552,14 +535,20 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
     sig = _gather(inputs, *window, th)
     evidence.update(_evidence_of(sig, *window))
     evidence["evidence"] = found.as_json()
-    evidence["notes"].extend(excluded_notes(found))
+    evidence["notes"].extend(excluded_notes(found) + requested_not_ran(inputs.series, inputs.roles, *window))
+    causes = sig.flag_causes()
     if sig.flags:
         signals.append("hardware")
         reasons.extend(sig.flags)
     if sig.clock_status == "dropped" and sig.heat:
         signals += ["clock", "temperature"]
         reasons += sig.clock_text() + sig.temp_text()
+        causes = sorted({*causes, "heat"})
+    evidence["causes"] = causes
+    evidence["notes"].extend(sig.power_notes())
     if signals:
+        if causes == ["under-voltage"]:
+            reasons.append("held down by under-voltage (the power supply), not by heat")
         if sig.drift_status == "falling":
             signals.append("drift")
             reasons.append(sig.drift_text())

@@ -63,15 +63,19 @@ def test_describe_on_real_vm_tree(tmp_path: Path) -> None:
         "proc_stat",
         "tegrastats",
         "jtop",
+        "jetson_gpu_devfreq",
         "jetson_oc",
         "nvml",
+        "rpi_firmware",
     ]
-    # No Jetson and no NVIDIA GPU here: each platform source is unavailable and says why.
-    for name in ("tegrastats", "jtop", "jetson_oc", "nvml"):
+    # No Jetson, no NVIDIA GPU, no Pi here: each platform source is unavailable and says why.
+    for name in ("tegrastats", "jtop", "jetson_gpu_devfreq", "jetson_oc", "nvml", "rpi_firmware"):
         assert report[name]["ok"] is False and report[name]["reason"], name
     assert "tegrastats not found" in report["tegrastats"]["reason"]
     assert report["jtop"]["reason"].startswith(("jtop:", "jetson-stats not installed"))
     assert report["nvml"]["reason"].startswith(("NVML unavailable", "nvidia-ml-py not installed"))
+    assert report["jetson_gpu_devfreq"]["reason"].startswith("no GPU devfreq node under /sys/class/devfreq")
+    assert "not a Raspberry Pi" in report["rpi_firmware"]["reason"]
     assert report["psutil_host"]["ok"]
     assert report["sysfs_thermal"] == {
         "name": "sysfs_thermal",
