@@ -84,8 +84,9 @@ class _Reader:
         """Seconds from the result's start of a row's time of day (past midnight: the next day)."""
         h, m, s = (int(x) for x in hms.split(":"))
         at = self.day + timedelta(hours=h, minutes=m, seconds=s)
-        while self.last is not None and at < self.last - timedelta(hours=12):
+        while at < (self.last or self.start) - timedelta(hours=12):
             at += timedelta(days=1)
+        self.last = at
         return (at - self.start).total_seconds()
 
     def row(self, match: re.Match[str]) -> None:
