@@ -175,3 +175,59 @@ def test_the_timeline_of_a_throttled_log_marks_the_drop(tmp_path: Path) -> None:
     assert not isinstance(figure, str)
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
     assert any(t.startswith(" throttled: gpu 1020 -> 612 MHz") for t in texts), texts
+
+
+BOARD_LOGS = CAPTURES / "throttling-logs"
+PI4 = BOARD_LOGS / "rpi4-2000mhz_vcgencmd-csv_720s.csv"
+PI3B = BOARD_LOGS / "rpi3b_sbc-bench_fake-real-clock_25min.txt"
+STRESSBERRY = BOARD_LOGS / "rpi3b_stressberry_temperature-only_600s.dat"
+
+
+def imported_page(tmp_path: Path, log: Path, *extra: str) -> tuple[dict[str, Any], str]:
+    """Import a real board log, then its ``analyse --format json`` session and its HTML report."""
+    imported = edgeprof(tmp_path, "import-log", str(log), "--db", "t.db", *extra)
+    assert imported.returncode == 0, imported.stderr
+    [session] = analysed(tmp_path, 1)["sessions"]
+    html = edgeprof(tmp_path, "report", "--db", "t.db", "--html", "r.html")
+    assert html.returncode == 0, html.stderr
+    return session, (tmp_path / "r.html").read_text()
+
+
+def test_the_pi4_vcgencmd_csv_is_throttled_at_its_flag_and_clock_drop_in_json_and_html(tmp_path: Path) -> None:
+    session, page = imported_page(tmp_path, PI4)
+    assert session["verdict"] == "throttled", session["reason"]
+    assert "(+398 s)" in session["reason"] and "log.throttle_flag" in session["reason"]
+    drop = session["clocks"]["cpu"]["drop"]
+    assert abs(drop["t_s"] - 413.0) <= 1.0 and (drop["from_mhz"], drop["lowest_mhz"]) == (2000.0, 1333.0)
+    assert 80.0 <= drop["temp_c"] <= 82.0 and session["hottest_max_c"] == 82.0
+    assert "throttled" in page and "cpu clock 2000 -&gt; 1333 MHz" in page and "(+413 s)" in page
+
+
+def test_a_stated_column_map_imports_the_same_log(tmp_path: Path) -> None:
+    session, _page = imported_page(tmp_path, PI4, "--columns", "time=sec,temp=tmp,clock=clk,throttle=thr")
+    assert session["verdict"] == "throttled" and session["clocks"]["cpu"]["drop"]["t_s"] == 413.0
+
+
+def test_the_pi3b_sbc_bench_result_names_the_firmware_clock_and_the_cpufreq_figure(tmp_path: Path) -> None:
+    session, page = imported_page(tmp_path, PI3B)
+    assert session["verdict"] == "throttled", session["reason"]
+    assert "1200 -> 657 MHz" in session["reason"] and "cpu.arm_clock_mhz" in session["reason"]
+    assert "cpufreq.policy0.cur_mhz read 1200 MHz" in session["reason"]
+    assert "1200 -&gt; 657 MHz" in page and "not the clock that ran" in page
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        board, kernel = conn.execute("select board_model, kernel from device").fetchone()
+    assert "Raspberry Pi 3 Model B Rev 1.2" in board and kernel == "5.15.74-v8+"
+
+
+def test_the_stressberry_file_is_inconclusive_naming_the_missing_clock_and_the_plateau(tmp_path: Path) -> None:
+    session, page = imported_page(tmp_path, STRESSBERRY)
+    assert session["verdict"] == "inconclusive", session["reason"]
+    assert "no CPU or GPU clock in this log" in session["reason"] and "80.6–81.7 °C" in session["reason"]
+    assert "inconclusive" in page and "80.6–81.7 °C" in page
+
+
+def test_a_stated_map_naming_a_missing_column_is_one_line_and_stores_nothing(tmp_path: Path) -> None:
+    out = edgeprof(tmp_path, "import-log", str(PI4), "--db", "t.db", "--columns", "time=sec,temp=celsius")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("edgeprof: error:") and "no column celsius" in out.stderr
+    assert not (tmp_path / "t.db").exists() or sweeps(tmp_path / "t.db") == 0
