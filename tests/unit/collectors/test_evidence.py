@@ -113,6 +113,25 @@ def test_no_thermometer_and_a_static_clock_never_give_not_throttled() -> None:
     assert throttle_verdict(inputs(STEADY_TPS, moving)).value == "not_throttled"
 
 
+def test_a_clock_read_from_the_hardware_is_observable_however_flat() -> None:
+    flat = [1510.0] * (MIN_READINGS * 2)
+    assert clock_unobservable_reason("cpu0.freq_mhz", flat, measured=True) is None
+    # tegrastats and NVML read their clocks from the hardware; psutil's figure may be /proc/cpuinfo's
+    run = {f"cpu{i}.freq_mhz": series(lambda _t: 1510.0) for i in range(6)}
+    assert judge_evidence(run, roles_for(run, dict.fromkeys(run, "tegrastats"))).unobservable_clocks == {}
+    assert len(judge_evidence(run, roles_for(run, dict.fromkeys(run, "psutil_host"))).unobservable_clocks) == 6
+
+
+def test_clocks_not_observable_are_said_once_per_domain() -> None:
+    run = {f"cpu{i}.freq_mhz": series(lambda _t: STATIC_CPUINFO_MHZ) for i in range(6)}
+    found = judge_evidence(run, roles_for(run, dict.fromkeys(run, "psutil_host")))
+    assert list(found.unobservable_domains) == ["cpu"]
+    [said] = found.unobservable_domains.values()
+    assert said.startswith("cpu0.freq_mhz … cpu5.freq_mhz (6 clocks)") and "2445.41 MHz" in said
+    result = throttle_verdict(inputs(STEADY_TPS, _vm_run() | run))
+    assert sum("not observable" in r for r in result.evidence["reasons"]) == 1
+
+
 def test_a_pmic_zone_at_100_c_is_never_the_hottest_in_a_verdict() -> None:
     metrics = {
         "temp.pmic_c": series(lambda _t: 100.0),

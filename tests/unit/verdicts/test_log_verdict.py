@@ -233,3 +233,35 @@ def test_steady_state_is_judged_every_10_s_and_at_the_end() -> None:
 
     assert judged_ends([0.0, 5.0, 9.9, 10.0, 15.0, 21.0]) == [0.0, 10.0, 21.0]
     assert STEADY_EVERY_S == 10.0
+
+
+def _orin_nano_decode(lines: int = 600) -> dict[str, list[tuple[float, float | None]]]:
+    """SYNTHETIC, shaped like an Orin Nano 8 GB llama.cpp decode log under jetson_clocks (JetPack 6): six
+    cores at exactly 1510 MHz and full load, the GPU at 99 % with no clock printed (JetPack 5/6), the
+    hottest zone warming toward 66.9 °C and still rising +2.3 °C/min at the end, PMIC fixed at 50 °C."""
+    out: dict[str, list[tuple[float, float | None]]] = {}
+    for i in range(lines):
+        t = float(i)
+        tj = 66.9 - 2.3 / 60.0 * (lines - 1 - i)
+        readings = {f"cpu{c}.freq_mhz": 1510.0 for c in range(6)} | {f"cpu{c}.util_pct": 100.0 for c in range(6)}
+        readings |= {"gpu.util_pct": 99.0, "temp.tj_c": round(tj, 2), "temp.cpu_c": round(tj - 2.0, 2)}
+        readings |= {"temp.pmic_c": 50.0}
+        for metric, value in readings.items():
+            out.setdefault(metric, []).append((t, value))
+    return out
+
+
+def test_a_decode_log_with_its_cpu_held_at_1510_is_not_steady_and_names_the_unseen_gpu_clock() -> None:
+    series = _orin_nano_decode()
+    [session] = judge_log(LogInputs(series, roles_for(series, dict.fromkeys(series, "tegrastats"))))["sessions"]
+    assert session["verdict"] == "not_steady", session["reason"]  # never inconclusive for a clock it read
+    assert session["reason"].startswith("+2.3 °C/min at the end; run longer")
+    assert "cpu held at 1510 MHz" in session["reason"] and "hottest 66.9 °C" in session["reason"]
+    assert "GPU clock is not in this log" in session["reason"]
+    assert session["clocks"]["cpu"]["status"] == "held" and session["clocks_not_observable"] == {}
+    # with the trip point known (a board's sysfs, a log that states it) the margin is shown
+    trips = {"temp.tj_c": [("passive", 99.0)]}
+    inputs = LogInputs(series, roles_for(series, dict.fromkeys(series, "tegrastats")), trip_points=trips)
+    [tripped] = judge_log(inputs)["sessions"]
+    assert "32.1 °C under its passive trip at 99 °C" in tripped["reason"]
+    assert tripped["thermometers"]["temp.tj_c"]["margin_c"] == pytest.approx(32.1)
