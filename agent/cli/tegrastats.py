@@ -134,11 +134,20 @@ def _board_inputs(log: Any) -> Any:
     from edgeprof.verdicts.log_verdict import LogInputs
 
     return LogInputs(
-        log.series(), log.roles, log.spacing_s, False, log.wall_t0, None, log.trip_points, log.trip_source, log.phases
+        log.series(),
+        log.roles,
+        log.spacing_s,
+        spacing_assumed=False,
+        wall_t0=log.wall_t0,
+        trip_points=log.trip_points,
+        trip_source=log.trip_source,
+        phases=log.phases,
     )
 
 
-def _import_board_log(file: Path, fmt: str, columns: str | None, db: str | None, device: str | None) -> None:
+def _import_board_log(
+    file: Path, fmt: str, columns: str | None, db: str | None, device: str | None
+) -> None:
     from edgeprof.telemetry.board_import import read_board_log
     from edgeprof.telemetry.board_logs import store_board_log
     from edgeprof.verdicts.log_verdict import judge_log

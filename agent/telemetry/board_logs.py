@@ -6,16 +6,17 @@ Unlike tegrastats, jtop and nvidia-smi logs, these have no live collector whose 
 each reader declares the role of every metric it writes (``BoardLog.roles``), and the import stores those
 roles with the sweep (as a collector's status), so ``analyse`` judges the stored log by what each metric is.
 
-Metric names: ``temp.<zone>_c`` (a thermometer), ``cpu.util_pct`` (the CPU load), ``cpufreq.<cluster>.cur_mhz``
-(a cpufreq clock: what the kernel asked for), ``cpu.arm_clock_mhz`` (the Raspberry Pi firmware's measured ARM
-clock: what ran), ``cpu.clock_mhz`` (a CSV's clock column), ``log.throttle_flag`` (a CSV's 0/1 throttle
-column).
+Metric names: ``temp.<zone>_c`` (a thermometer), ``cpu.util_pct`` (the CPU load),
+``cpufreq.<cluster>.cur_mhz`` (a cpufreq clock: what the kernel asked for), ``cpu.arm_clock_mhz`` (the
+Raspberry Pi firmware's measured ARM clock: what ran), ``cpu.clock_mhz`` (a CSV's clock column),
+``log.throttle_flag`` (a CSV's 0/1 throttle column).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,11 @@ from edgeprof.telemetry.tegrastats_import import TegrastatsImportError
 SBC_BENCH, COLUMN_CSV, STRESSBERRY = "sbc_bench", "column_csv", "stressberry"
 BOARD_FORMATS = (SBC_BENCH, COLUMN_CSV, STRESSBERRY)
 # the sample source an import of each format writes (what ``log_store`` reads back)
-BOARD_SOURCES = {SBC_BENCH: "sbc_bench_import", COLUMN_CSV: "column_csv_import", STRESSBERRY: "stressberry_import"}
+BOARD_SOURCES = {
+    SBC_BENCH: "sbc_bench_import",
+    COLUMN_CSV: "column_csv_import",
+    STRESSBERRY: "stressberry_import",
+}
 
 CPU_LOAD = "cpu.util_pct"
 FIRMWARE_CLOCK = "cpu.arm_clock_mhz"
@@ -91,7 +96,7 @@ class BoardLog:
     def spacing_s(self) -> float:
         """The spacing the verdict splits sessions by: the median step between rows, and for an sbc-bench
         result (one run, each section sampled at its own interval) its longest step."""
-        steps = sorted(b[0] - a[0] for a, b in zip(self.rows, self.rows[1:]) if b[0] > a[0])
+        steps = sorted(b[0] - a[0] for a, b in pairwise(self.rows) if b[0] > a[0])
         if not steps:
             return 1.0
         return steps[-1] if self.fmt == SBC_BENCH else steps[len(steps) // 2]

@@ -60,7 +60,9 @@ def parse_column_map(text: str) -> dict[str, str]:
     for part in (p.strip() for p in text.split(",") if p.strip()):
         role, sep, column = part.partition("=")
         if not sep or role.strip() not in ROLES or not column.strip():
-            raise ColumnMapError(f"--columns {text!r}: expected ROLE=COLUMN pairs, ROLE one of {', '.join(ROLES)}")
+            raise ColumnMapError(
+                f"--columns {text!r}: expected ROLE=COLUMN pairs, ROLE one of {', '.join(ROLES)}"
+            )
         out[role.strip()] = column.strip()
     if "temp" not in out and "clock" not in out:
         raise ColumnMapError(f"--columns {text!r}: names neither a temp nor a clock column")
@@ -129,7 +131,9 @@ def read_column_csv(path: Path, columns: str | None = None) -> BoardLog:
     header = [h.strip() for h in next(csv.reader([header_line]))]
     mapping = parse_column_map(columns) if columns else auto_map(header)
     if mapping is None:
-        raise ColumnMapError(f"{path}: columns {', '.join(header)} are not all known; state them with --columns")
+        raise ColumnMapError(
+            f"{path}: columns {', '.join(header)} are not all known; state them with --columns"
+        )
     missing = [c for c in mapping.values() if c not in header]
     if missing:
         raise ColumnMapError(f"{path}: no column {', '.join(missing)} (its header: {', '.join(header)})")

@@ -104,7 +104,9 @@ class _Reader:
 def _start(first: str, path: Path) -> tuple[str, datetime]:
     match = _FIRST_RE.match(first.strip())
     if match is None:
-        raise TegrastatsImportError(f"{path}: not an sbc-bench result (no 'sbc-bench vX <board> (<date>)' line)")
+        raise TegrastatsImportError(
+            f"{path}: not an sbc-bench result (no 'sbc-bench vX <board> (<date>)' line)"
+        )
     try:
         start = parsedate_to_datetime(match["date"])
     except (TypeError, ValueError):

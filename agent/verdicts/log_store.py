@@ -57,7 +57,8 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
     # the roles a board-log reader declared and the import stored come first
     roles: dict[str, MetricRole] = roles_for(series, sources, stored_roles(session, sweep_id))
     # a board log states the spacing its sessions split by (an sbc-bench result is one run)
-    spacing = stated or meta.get("spacing_s") or (measured_spacing_s(line_times(series)) if timed else 1.0) or 1.0
+    measured = measured_spacing_s(line_times(series)) if timed else 1.0
+    spacing = stated or meta.get("spacing_s") or measured or 1.0
     trips = {m: [(str(k), float(c)) for k, c in ts] for m, ts in (meta.get("trip_points") or {}).items()}
     phases = [(str(n), float(a), float(b)) for n, a, b in meta.get("phases") or []]
     return LogInputs(

@@ -419,8 +419,9 @@ def plateau_c(hottest: Readings) -> tuple[float, float] | None:
     return band[math.ceil(0.1 * len(band)) - 1], peak
 
 
-def _drop_text(inputs: LogInputs, name: str, d: dict[str, Any], clock: dict[str, Any]) -> str:
-    drop = d
+def _drop_text(inputs: LogInputs, name: str, clock: dict[str, Any]) -> str:
+    """The drop of one clock domain in words, with the requested clock it fell from where there is one."""
+    drop = clock["drop"]
     label = f"{name} clock"
     asked = clock.get("requested")
     if asked:
@@ -452,10 +453,8 @@ def _phase(inputs: LogInputs, t: float) -> str:
 
 
 def _held_text(clocks: Mapping[str, Any]) -> str:
-    held = [
-        f"{n} held at {d['held_mhz']:g} MHz" for n, d in clocks.items() if d["status"] == "held" and d["held_mhz"]
-    ]
-    return ", ".join(held)
+    held = [n for n, d in clocks.items() if d["status"] == "held" and d["held_mhz"]]
+    return ", ".join(f"{n} held at {clocks[n]['held_mhz']:g} MHz" for n in held)
 
 
 def _margin_text(s: Mapping[str, Any]) -> str:
@@ -487,11 +486,11 @@ def _decide(
     if s["lines"] < MIN_SESSION_LINES:
         return "inconclusive", f"too short: {s['lines']} line(s); need {MIN_SESSION_LINES} for a trend"
     dropped = sorted((d["drop"]["t_s"], n) for n, d in clocks.items() if d["status"] == "dropped")
-    drop_text = _drop_text(inputs, dropped[0][1], clocks[dropped[0][1]]["drop"], clocks[dropped[0][1]]) if (
-        dropped
-    ) else ""
+    first = dropped[0][1] if dropped else None
+    drop_text = _drop_text(inputs, first, clocks[first]) if first is not None else ""
     if flags is not None:
-        said = f"the log's throttle flags say {flags[1]} from {_at(inputs, flags[0])}{_phase(inputs, flags[0])}"
+        when = _at(inputs, flags[0]) + _phase(inputs, flags[0])
+        said = f"the log's throttle flags say {flags[1]} from {when}"
         return "throttled", said + (f"; {drop_text}" if drop_text else "")
     if dropped:
         return "throttled", drop_text

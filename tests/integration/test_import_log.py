@@ -193,7 +193,7 @@ def imported_page(tmp_path: Path, log: Path, *extra: str) -> tuple[dict[str, Any
     return session, (tmp_path / "r.html").read_text()
 
 
-def test_the_pi4_vcgencmd_csv_is_throttled_at_its_flag_and_clock_drop_in_json_and_html(tmp_path: Path) -> None:
+def test_the_pi4_vcgencmd_csv_is_throttled_at_its_flag_and_clock_drop(tmp_path: Path) -> None:
     session, page = imported_page(tmp_path, PI4)
     assert session["verdict"] == "throttled", session["reason"]
     assert "(+398 s)" in session["reason"] and "log.throttle_flag" in session["reason"]
@@ -219,7 +219,7 @@ def test_the_pi3b_sbc_bench_result_names_the_firmware_clock_and_the_cpufreq_figu
     assert "Raspberry Pi 3 Model B Rev 1.2" in board and kernel == "5.15.74-v8+"
 
 
-def test_the_stressberry_file_is_inconclusive_naming_the_missing_clock_and_the_plateau(tmp_path: Path) -> None:
+def test_the_stressberry_file_is_inconclusive_naming_its_missing_clock_and_plateau(tmp_path: Path) -> None:
     session, page = imported_page(tmp_path, STRESSBERRY)
     assert session["verdict"] == "inconclusive", session["reason"]
     assert "no CPU or GPU clock in this log" in session["reason"] and "80.6–81.7 °C" in session["reason"]

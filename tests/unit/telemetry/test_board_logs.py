@@ -76,14 +76,21 @@ def test_a_stated_column_map_reads_the_same_and_a_wrong_one_is_one_line() -> Non
 
 
 def test_a_header_maps_itself_only_when_every_name_is_known() -> None:
-    assert auto_map(["sec", "tmp", "clk", "thr"]) == {"time": "sec", "temp": "tmp", "clock": "clk", "throttle": "thr"}
+    assert auto_map(["sec", "tmp", "clk", "thr"]) == {
+        "time": "sec",
+        "temp": "tmp",
+        "clock": "clk",
+        "throttle": "thr",
+    }
     assert auto_map(["sec", "tmp", "fan"]) is None  # an unknown column: the user states the map
     assert auto_map(["name", "value"]) is None
 
 
 def test_a_synthetic_csv_without_a_date_line_has_elapsed_seconds_only(tmp_path: Path) -> None:
     log_file = tmp_path / "synthetic.csv"  # SYNTHETIC
-    log_file.write_text("time,temp,clock,load\n" + "".join(f"{i * 2},{50 + i / 10},1500,95\n" for i in range(30)))
+    log_file.write_text(
+        "time,temp,clock,load\n" + "".join(f"{i * 2},{50 + i / 10},1500,95\n" for i in range(30))
+    )
     log = read(log_file)
     assert log.wall_t0 is None and log.spacing_s == 2.0
     assert log.rows[1][1] == {"temp.temp_c": 50.1, "cpu.clock_mhz": 1500.0, CPU_LOAD: 95.0}
@@ -105,7 +112,10 @@ def test_the_pi3b_result_is_throttled_naming_the_firmware_clock_and_the_cpufreq_
     assert session["verdict"] == "throttled", session["reason"]
     assert "(cpu.arm_clock_mhz, measured) 1200 -> 657 MHz" in session["reason"]
     assert "cpufreq.policy0.cur_mhz read 1200 MHz meanwhile" in session["reason"]
-    assert "not the clock that ran" in session["reason"] and "during 7-zip multi core benchmark" in session["reason"]
+    assert (
+        "not the clock that ran" in session["reason"]
+        and "during 7-zip multi core benchmark" in session["reason"]
+    )
     assert session["clocks"]["cpu"]["requested"]["max_mhz"] == 1200.0
     # the Pi firmware's 80 °C throttle point, from the board table with its source
     zone = session["thermometers"]["temp.cpu_thermal_c"]

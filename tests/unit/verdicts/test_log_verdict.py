@@ -243,7 +243,8 @@ def _orin_nano_decode(lines: int = 600) -> dict[str, list[tuple[float, float | N
     for i in range(lines):
         t = float(i)
         tj = 66.9 - 2.3 / 60.0 * (lines - 1 - i)
-        readings = {f"cpu{c}.freq_mhz": 1510.0 for c in range(6)} | {f"cpu{c}.util_pct": 100.0 for c in range(6)}
+        readings = {f"cpu{c}.freq_mhz": 1510.0 for c in range(6)}
+        readings |= {f"cpu{c}.util_pct": 100.0 for c in range(6)}
         readings |= {"gpu.util_pct": 99.0, "temp.tj_c": round(tj, 2), "temp.cpu_c": round(tj - 2.0, 2)}
         readings |= {"temp.pmic_c": 50.0}
         for metric, value in readings.items():
@@ -253,7 +254,8 @@ def _orin_nano_decode(lines: int = 600) -> dict[str, list[tuple[float, float | N
 
 def test_a_decode_log_with_its_cpu_held_at_1510_is_not_steady_and_names_the_unseen_gpu_clock() -> None:
     series = _orin_nano_decode()
-    [session] = judge_log(LogInputs(series, roles_for(series, dict.fromkeys(series, "tegrastats"))))["sessions"]
+    roles = roles_for(series, dict.fromkeys(series, "tegrastats"))
+    [session] = judge_log(LogInputs(series, roles))["sessions"]
     assert session["verdict"] == "not_steady", session["reason"]  # never inconclusive for a clock it read
     assert session["reason"].startswith("+2.3 °C/min at the end; run longer")
     assert "cpu held at 1510 MHz" in session["reason"] and "hottest 66.9 °C" in session["reason"]
