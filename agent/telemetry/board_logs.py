@@ -7,9 +7,10 @@ each reader declares the role of every metric it writes (``BoardLog.roles``), an
 roles with the sweep (as a collector's status), so ``analyse`` judges the stored log by what each metric is.
 
 Metric names: ``temp.<zone>_c`` (a thermometer), ``cpu.util_pct`` (the CPU load),
-``cpufreq.<cluster>.cur_mhz`` (a cpufreq clock: what the kernel asked for), ``cpu.arm_clock_mhz`` (the
+``cpufreq.<cluster>.cur_mhz`` (a cpufreq clock: what the kernel asked for), ``rpi.arm_clock_mhz`` (the
 Raspberry Pi firmware's measured ARM clock: what ran), ``cpu.clock_mhz`` (a CSV's clock column),
-``log.throttle_flag`` (a CSV's 0/1 throttle column).
+``log.throttle_flag`` (a CSV's 0/1 throttle column), ``rpi.throttled_flags`` (a CSV's throttle column of
+``get_throttled`` words, ``0x50005``: decoded as the Pi firmware's, under-voltage named as its own cause).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import thermometer_role
+from edgeprof.collectors.rpi_firmware import ARM_CLOCK, THROTTLED, rpi_firmware_role
 from edgeprof.telemetry.tegrastats_import import TegrastatsImportError
 
 SBC_BENCH, COLUMN_CSV, STRESSBERRY = "sbc_bench", "column_csv", "stressberry"
@@ -34,7 +36,9 @@ BOARD_SOURCES = {
 }
 
 CPU_LOAD = "cpu.util_pct"
-FIRMWARE_CLOCK = "cpu.arm_clock_mhz"
+# the Raspberry Pi firmware's measured ARM clock and get_throttled word: the live collector's names and roles
+FIRMWARE_CLOCK = ARM_CLOCK
+FIRMWARE_FLAGS = THROTTLED
 CSV_CLOCK = "cpu.clock_mhz"
 THROTTLE_FLAG = "log.throttle_flag"
 
@@ -57,8 +61,8 @@ def role_of(metric: str) -> MetricRole | None:
         return thermometer_role(metric[5:-2], "soc")
     if metric == CPU_LOAD:
         return MetricRole("utilization", "pct", "cpu")
-    if metric == FIRMWARE_CLOCK:
-        return MetricRole("clock", "MHz", "cpu", domain="cpu", measured=True)
+    if metric in (FIRMWARE_CLOCK, FIRMWARE_FLAGS):
+        return rpi_firmware_role(metric)
     if metric == CSV_CLOCK or (metric.startswith("cpufreq.") and metric.endswith(".cur_mhz")):
         return MetricRole("clock", "MHz", "cpu", domain="cpu")
     if metric == THROTTLE_FLAG:

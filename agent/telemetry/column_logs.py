@@ -20,12 +20,14 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 
+from edgeprof.collectors.rpi_firmware import parse_get_throttled
 from edgeprof.telemetry.board_logs import (
     COLUMN_CSV,
     CPU_LOAD,
     CSV_CLOCK,
     STRESSBERRY,
     THROTTLE_FLAG,
+    FIRMWARE_FLAGS,
     BoardLog,
     Row,
     checked,
@@ -98,11 +100,21 @@ def date_line(text: str) -> float | None:
 
 
 def _number(text: str | None) -> float | None:
-    match = _NUMBER_RE.match(text or "")
-    if match:
-        return float(match.group(1))
-    raw = (text or "").strip().lower()
-    return float(int(raw, 16)) if re.fullmatch(r"0x[0-9a-f]+", raw) else None
+    """A cell as a number: decimal, or a ``get_throttled`` word (``0x50005``, ``throttled=0x50005``)."""
+    raw = (text or "").strip()
+    if raw.lower().startswith(("0x", "throttled=")):
+        word = parse_get_throttled(raw)
+        return float(word) if word is not None else None
+    match = _NUMBER_RE.match(raw)
+    return float(match.group(1)) if match else None
+
+
+def _flag_words(rows: list[Row]) -> list[Row]:
+    """A throttle column that holds more than 0/1 is a word of bits, read as the Pi firmware's
+    ``get_throttled`` (the one such word a CSV of a board carries): its bits decoded, under-voltage apart."""
+    if not any((v.get(THROTTLE_FLAG) or 0.0) > 1.0 for _, v in rows):
+        return rows
+    return [(t, {(FIRMWARE_FLAGS if m == THROTTLE_FLAG else m): x for m, x in v.items()}) for t, v in rows]
 
 
 def _values(record: Mapping[str, str | None], mapping: Mapping[str, str]) -> dict[str, float | None]:
@@ -144,7 +156,7 @@ def read_column_csv(path: Path, columns: str | None = None) -> BoardLog:
         if t is not None:
             rows.append((t, _values(record, mapping)))
     notes = [] if "time" in mapping else ["no time column: one line a second assumed"]
-    log = BoardLog(COLUMN_CSV, rows, start, device={}, notes=notes, columns=map_text(mapping))
+    log = BoardLog(COLUMN_CSV, _flag_words(rows), start, device={}, notes=notes, columns=map_text(mapping))
     return checked(log, path)
 
 

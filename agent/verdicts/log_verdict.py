@@ -24,7 +24,7 @@ from typing import Any
 
 from edgeprof.collectors import MetricRole
 from edgeprof.collectors.evidence import Evidence, judge_evidence
-from edgeprof.collectors.flags import throttle_names
+from edgeprof.collectors.flags import decoder_for, news
 from edgeprof.stats import median
 from edgeprof.telemetry import slope_per_s
 from edgeprof.verdicts.result import rounded
@@ -299,12 +299,19 @@ def _clocks(
     }
 
 
-def _flag_hits(role: MetricRole, metric: str, value: float) -> list[str]:
+def _flag_hits(role: MetricRole, metric: str, value: float, previous: float | None) -> list[str]:
     """What one reading of a throttle-flag metric says held the clock down: a 0/1 column of a CSV log
-    (unit ``flag``) by its name; otherwise the bits its source's decoder names."""
+    (unit ``flag``) by its name; otherwise the bits its source's decoder names that are news at this
+    reading (a "since boot" bit already set before it is not), each with its cause where that is not heat
+    (a Pi's under-voltage, a GPU's power cap)."""
     if role.unit == "flag":
         return [f"{metric} set"] if value >= 1.0 else []
-    return throttle_names(role, value)
+    decoder = decoder_for(role)
+    if decoder is None:
+        return []
+    before = int(previous) if previous is not None else None
+    hits = [d for d in news(decoder, before, int(value)) if d.throttles]
+    return [d.name if d.cause in (None, "heat") else f"{d.name} ({d.cause}, not heat)" for d in hits]
 
 
 def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -> tuple[float, str] | None:
@@ -314,8 +321,10 @@ def _flags(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole]) -
         role = roles.get(metric)
         if role is None or role.role != "throttle_flags":
             continue
+        previous: float | None = None
         for t, v in readings:
-            hits = _flag_hits(role, metric, v)
+            hits = _flag_hits(role, metric, v, previous)
+            previous = v
             if hits and (first is None or t < first[0]):
                 first = (t, ", ".join(hits))
                 break

@@ -211,7 +211,7 @@ def test_a_stated_column_map_imports_the_same_log(tmp_path: Path) -> None:
 def test_the_pi3b_sbc_bench_result_names_the_firmware_clock_and_the_cpufreq_figure(tmp_path: Path) -> None:
     session, page = imported_page(tmp_path, PI3B)
     assert session["verdict"] == "throttled", session["reason"]
-    assert "1200 -> 657 MHz" in session["reason"] and "cpu.arm_clock_mhz" in session["reason"]
+    assert "1200 -> 657 MHz" in session["reason"] and "rpi.arm_clock_mhz" in session["reason"]
     assert "cpufreq.policy0.cur_mhz read 1200 MHz" in session["reason"]
     assert "1200 -&gt; 657 MHz" in page and "not the clock that ran" in page
     with sqlite3.connect(tmp_path / "t.db") as conn:

@@ -110,7 +110,7 @@ def test_the_pi3b_result_has_its_device_phases_and_both_clocks() -> None:
 def test_the_pi3b_result_is_throttled_naming_the_firmware_clock_and_the_cpufreq_figure() -> None:
     session = judged(PI3B)
     assert session["verdict"] == "throttled", session["reason"]
-    assert "(cpu.arm_clock_mhz, measured) 1200 -> 657 MHz" in session["reason"]
+    assert "(rpi.arm_clock_mhz, measured) 1200 -> 657 MHz" in session["reason"]
     assert "cpufreq.policy0.cur_mhz read 1200 MHz meanwhile" in session["reason"]
     assert (
         "not the clock that ran" in session["reason"]
@@ -182,3 +182,23 @@ def test_a_file_that_only_starts_like_a_result_is_one_line(tmp_path: Path) -> No
     empty.write_text("sbc-bench v0.9.9 Board (Mon, 05 Dec 2022 17:44:55 +0100)\nnothing else\n")
     with pytest.raises(TegrastatsImportError, match="no readings"):
         read(empty)
+
+
+def _word_csv(tmp_path: Path, words: list[str]) -> Path:
+    """SYNTHETIC: a vcgencmd loop that logs the get_throttled word itself, the clock falling with it."""
+    path = tmp_path / "synthetic-words.csv"
+    rows = [f"{i},{60 + i},{1500 if w in ('0x0', '0x10001') else 1000},{w}" for i, w in enumerate(words)]
+    path.write_text("sec,tmp,clk,thr\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_throttle_column_of_firmware_words_is_decoded_and_under_voltage_is_not_heat(tmp_path: Path) -> None:
+    heat = judged(_word_csv(tmp_path, ["0x0"] * 4 + ["0x20002", "throttled=0x20006"] + ["0x20006"] * 4))
+    assert heat["verdict"] == "throttled", heat["reason"]
+    assert "ArmFrequencyCapped, ArmFrequencyCappedOccurred from 4 s" in heat["reason"]
+    assert "not heat" not in heat["reason"]
+    volts = judged(_word_csv(tmp_path, ["0x0"] * 4 + ["0x50005"] * 6))
+    assert volts["verdict"] == "throttled" and "Throttled (under-voltage, not heat)" in volts["reason"]
+    # the under-voltage bit alone holds no clock down: no flag hit, and the clock held
+    only_volts = judged(_word_csv(tmp_path, ["0x0"] * 4 + ["0x10001"] * 6))
+    assert "under-voltage" not in only_volts["reason"] and only_volts["verdict"] != "throttled"
