@@ -1,24 +1,28 @@
-"""The verdict on a log a user already has (tegrastats, jtop's CSV, nvidia-smi's CSV): per session, did the
-board throttle, when, which clock, by how much, and at what temperature?
+"""The verdict on a log a user already has (tegrastats, jtop's CSV, nvidia-smi's CSV, an sbc-bench result, a
+CSV through a column map, stressberry's file): per session, did the board throttle, when, which clock, by
+how much, and at what temperature? ``judge_log`` is the one entry point, for an import and ``analyse`` alike.
 
 A log is not a run: nothing says when the model worked, so "under load" is read from the log itself (a
-clock counts where its own utilisation is at least ``LOAD_UTIL_PCT``). Everything else is the judgement the
-live verdicts use, not a copy of it: the evidence rule (``edgeprof.collectors.evidence``: thermometers,
-excluded zones, observable clocks), the throttle verdict's zone figures and clock-drop fraction, the soak's
-heating threshold and its thermal steady state, and the NVML clock-event reasons that mean heat or power.
+clock counts where its own utilisation, else its domain's, is at least ``LOAD_UTIL_PCT``; a log with no load
+at all counts its lines at the board's hottest). Everything else is the judgement the live verdicts use, not
+a copy of it: the evidence rule (``edgeprof.collectors.evidence``: thermometers, excluded zones, observable
+clocks, a measured clock observed however flat), the throttle verdict's zone figures, trip margins and
+clock-drop fraction, the soak's heating threshold and its thermal steady state, and each flag word decoded
+by its source (``edgeprof.collectors.flags``).
 
-Verdicts: ``throttled`` (a hardware reason, or a loaded clock below the drop fraction of its highest so far
-while the board had heated), ``capped`` (loaded clocks held flat: a power mode, ``jetson_clocks`` or a
-limit, not heat), ``not_steady`` (still heating at the end), ``not_throttled`` (clocks held, temperature
-steady), ``inconclusive`` (too short, or nothing that could show it). Pure.
+Verdicts: ``throttled`` (a flag that held the clock down, or a loaded clock below the drop fraction of its
+highest so far, or of the clock the kernel asked for, while the board had heated), ``capped`` (loaded
+clocks held flat below the maximum the log states: a power mode or a limit, not heat), ``not_steady``
+(still heating at the end, even with a clock missing), ``not_throttled`` (clocks held, temperature steady,
+with the margin to the trip where known), ``inconclusive`` (too short, or nothing that could show it: what
+is missing is named, and the plateau the temperature reached). A flat clock with no stated maximum *held*.
+Pure.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
@@ -27,6 +31,18 @@ from edgeprof.collectors.evidence import Evidence, judge_evidence
 from edgeprof.collectors.flags import decoder_for, news
 from edgeprof.stats import median
 from edgeprof.telemetry import slope_per_s
+from edgeprof.verdicts.log_reasons import (
+    HOT_BAND_C,
+    at,
+    drop_text,
+    held_text,
+    margin_text,
+    missing_clock_note,
+    no_clock_text,
+    phase_at,
+    plateau_c,
+    when,
+)
 from edgeprof.verdicts.result import rounded
 from edgeprof.verdicts.series import Point, per_time_max, points, thirds
 from edgeprof.verdicts.soak import SoakThresholds, thermal_state
@@ -189,11 +205,6 @@ def _drop(
     return None
 
 
-# "While hot": the readings taken while the hottest thermometer was within 2 °C of its session maximum (the
-# soak's heating threshold, read the other way: as near the peak as the board was above its start).
-HOT_BAND_C = SoakThresholds.heating_rise_c
-
-
 def _while_hot(series: Mapping[str, list[Point]], metrics: list[str], hottest: Readings) -> float | None:
     """The median of a domain's clock (its highest core per line) while the board was at its hottest."""
     hot_t = _hot_times(hottest)
@@ -349,11 +360,12 @@ def judged_ends(times: Sequence[float]) -> list[float]:
 
 # -- one session ---------------------------------------------------------------------------------------------
 def _when(inputs: LogInputs, t: float) -> str:
-    """A time of the log as the user reads it: the wall clock where it has timestamps, else seconds."""
-    if inputs.wall_t0 is None:
-        return f"{t:.0f} s" + (" (spacing assumed)" if inputs.spacing_assumed else "")
-    # local time, as the importer read the log's own timestamps: the text the log itself shows
-    return datetime.fromtimestamp(inputs.wall_t0 + t).strftime("%Y-%m-%d %H:%M:%S")
+    return when(inputs.wall_t0, inputs.spacing_assumed, t)
+
+
+def _at(inputs: LogInputs, t: float) -> str:
+    """When, with the seconds into the log and the phase the log was in."""
+    return at(inputs.wall_t0, inputs.spacing_assumed, t) + phase_at(inputs.phases, t)
 
 
 def _power(series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], budget: float | None) -> Any:
@@ -399,94 +411,6 @@ def _zones(thermo: Mapping[str, list[Point]], inputs: LogInputs) -> dict[str, An
     return out
 
 
-def _missing_clock_note(
-    series: Mapping[str, list[Point]], roles: Mapping[str, MetricRole], clocks: Any
-) -> str | None:
-    """Where the GPU worked but its clock cannot show a throttle, say so (JetPack 5/6 on Orin Nano prints
-    no GPU clock; a GPU pinned by jetson_clocks reads one value)."""
-    gpu_busy = any(
-        (r := roles.get(m)) is not None and r.role == "utilization" and r.component == "gpu" for m in series
-    )
-    if not gpu_busy or "gpu" in clocks:
-        return None
-    flat = [m for m in series if (r := roles.get(m)) is not None and r.role == "clock" and r.domain == "gpu"]
-    if flat:
-        return (
-            f"the GPU clock ({', '.join(flat)}) never moved in this log: not observable, a GPU throttle "
-            "cannot be seen"
-        )
-    return "the GPU clock is not in this log: GPU clock throttling cannot be seen in it"
-
-
-def plateau_c(hottest: Readings) -> tuple[float, float] | None:
-    """The band the hottest thermometer settled in: the readings within ``HOT_BAND_C`` of its maximum,
-    from their nearest-rank 10th percentile to the maximum (one stray low reading does not widen it)."""
-    if not hottest.pts:
-        return None
-    peak = max(v for _, v in hottest.pts)
-    band = sorted(v for _, v in hottest.pts if v >= peak - HOT_BAND_C)
-    return band[math.ceil(0.1 * len(band)) - 1], peak
-
-
-def _drop_text(inputs: LogInputs, name: str, clock: dict[str, Any]) -> str:
-    """The drop of one clock domain in words, with the requested clock it fell from where there is one."""
-    drop = clock["drop"]
-    label = f"{name} clock"
-    asked = clock.get("requested")
-    if asked:
-        label += f" ({', '.join(clock['metrics'])}, measured)"
-    text = (
-        f"{label} {drop['from_mhz']:g} -> {drop['lowest_mhz']:g} MHz from {_at(inputs, drop['t_s'])}"
-        f"{_phase(inputs, drop['t_s'])} (median {drop['to_mhz']:g} MHz after, -{drop['depth_pct']:g} % "
-        f"on average), at {drop['temp_c']:g} °C"
-    )
-    if asked:
-        read = f"{asked['min_mhz']:g}" if asked["min_mhz"] == asked["max_mhz"] else (
-            f"{asked['min_mhz']:g}–{asked['max_mhz']:g}"
-        )
-        text += (
-            f"; {', '.join(asked['metrics'])} read {read} MHz meanwhile: what the kernel asked for, "
-            "not the clock that ran"
-        )
-    return text
-
-
-def _at(inputs: LogInputs, t: float) -> str:
-    """A time of the log for a reason: the wall clock and, where there is one, the seconds into the log."""
-    return _when(inputs, t) + (f" (+{t:.0f} s)" if inputs.wall_t0 is not None else "")
-
-
-def _phase(inputs: LogInputs, t: float) -> str:
-    names = [name for name, a, b in inputs.phases if a <= t <= b]
-    return f" (during {names[0]})" if names else ""
-
-
-def _held_text(clocks: Mapping[str, Any]) -> str:
-    held = [n for n, d in clocks.items() if d["status"] == "held" and d["held_mhz"]]
-    return ", ".join(f"{n} held at {clocks[n]['held_mhz']:g} MHz" for n in held)
-
-
-def _margin_text(s: Mapping[str, Any]) -> str:
-    zone = s["thermometers"].get(s["hottest_zone"] or "", {})
-    trip = zone.get("trip")
-    if not trip:
-        return f"hottest {s['hottest_max_c']:g} °C (no trip point in the log or known for the board)"
-    return (
-        f"hottest {s['hottest_max_c']:g} °C, {trip['c'] - s['hottest_max_c']:.1f} °C under its "
-        f"{trip['type']} trip at {trip['c']:g} °C ({trip.get('source', 'the log')})"
-    )
-
-
-def _no_clock_text(s: Mapping[str, Any], found: Evidence, plateau: tuple[float, float] | None) -> str:
-    text = "no CPU or GPU clock in this log that could show a throttle"
-    if found.unobservable_domains:
-        text += " (" + "; ".join(found.unobservable_domains.values()) + ")"
-    if plateau is not None:
-        low, high = plateau
-        text += f"; the temperature plateaued at {low:g}–{high:g} °C"
-    return text
-
-
 def _decide(
     s: dict[str, Any], found: Evidence, flags: tuple[float, str] | None, inputs: LogInputs
 ) -> tuple[str, str]:
@@ -495,14 +419,15 @@ def _decide(
     if s["lines"] < MIN_SESSION_LINES:
         return "inconclusive", f"too short: {s['lines']} line(s); need {MIN_SESSION_LINES} for a trend"
     dropped = sorted((d["drop"]["t_s"], n) for n, d in clocks.items() if d["status"] == "dropped")
-    first = dropped[0][1] if dropped else None
-    drop_text = _drop_text(inputs, first, clocks[first]) if first is not None else ""
-    if flags is not None:
-        when = _at(inputs, flags[0]) + _phase(inputs, flags[0])
-        said = f"the log's throttle flags say {flags[1]} from {when}"
-        return "throttled", said + (f"; {drop_text}" if drop_text else "")
+    dropped_text = ""
     if dropped:
-        return "throttled", drop_text
+        t, first = dropped[0]
+        dropped_text = drop_text(first, clocks[first], _at(inputs, t))
+    if flags is not None:
+        said = f"the log's throttle flags say {flags[1]} from {_at(inputs, flags[0])}"
+        return "throttled", said + (f"; {dropped_text}" if dropped_text else "")
+    if dropped:
+        return "throttled", dropped_text
     missing = found.missing()
     if missing is not None:
         return "inconclusive", missing.replace("on this machine", "in this log")
@@ -515,18 +440,18 @@ def _decide(
     unseen = "".join(f"; {n}" for n in s["notes"])
     judged = [n for n, d in clocks.items() if n in ("cpu", "gpu") and d["status"] != "not_loaded"]
     if not judged and not s["reasons_logged"]:
-        return "inconclusive", _no_clock_text(s, found, s["plateau_c"]) + unseen
+        return "inconclusive", no_clock_text(found.unobservable_domains, s["plateau_c"]) + unseen
     if not thermal.get("measured"):
         return "inconclusive", "no thermometer in this log: whether the temperature settled cannot be shown"
-    held = _held_text(clocks)
+    held = held_text(clocks)
     held = f"; {held}" if held else ""
     if thermal["steady_state_s"] is None:
         slope = thermal.get("end_slope_c_per_min")
         at_end = f"{slope:+.1f} °C/min at the end; " if slope is not None else ""
-        return "not_steady", f"{at_end}run longer{held}; {_margin_text(s)}{unseen}"
+        return "not_steady", f"{at_end}run longer{held}; {margin_text(s)}{unseen}"
     return "not_throttled", (
         f"clocks held{held.replace(';', ':', 1)}; temperature steady at {thermal['steady_temp_c']:.1f} °C "
-        f"after {thermal['steady_state_s']:.0f} s; {_margin_text(s)}{unseen}"
+        f"after {thermal['steady_state_s']:.0f} s; {margin_text(s)}{unseen}"
     )
 
 
@@ -569,7 +494,7 @@ def judge_session(inputs: LogInputs, index: int, t0: float, t1: float, lines: in
         # said once per clock domain, and not for a domain a measured clock of the log answers for
         "clocks_not_observable": {d: r for d, r in found.unobservable_domains.items() if d not in clocks},
         "power": _power(series, roles, inputs.power_budget_mw),
-        "notes": [n for n in (_missing_clock_note(series, roles, clocks),) if n],
+        "notes": [n for n in (missing_clock_note(series, roles, clocks),) if n],
         "plateau_c": plateau_c(hottest),
         "thermal": thermal,
     }
