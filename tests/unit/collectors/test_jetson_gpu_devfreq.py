@@ -91,4 +91,4 @@ def test_doctor_says_which_node_it_reads(tmp_path: Path) -> None:
     SyntheticOrin(FakeRoot(tmp_path))
     entry = next(c for c in collectors_info(tmp_path) if c["name"] == "jetson_gpu_devfreq")
     assert entry["ok"] and f"/sys/class/devfreq/{ORIN_GPU_NODE}" in entry["reason"]
-    assert [m["name"] for m in entry["metrics"]][0] == "devfreq.gpu.cur_mhz"
+    assert entry["metrics"][0]["name"] == "devfreq.gpu.cur_mhz"

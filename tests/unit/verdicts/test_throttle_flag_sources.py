@@ -17,7 +17,8 @@ from edgeprof.verdicts.hardware_signals import REQUESTED_SAME_FRACTION, requeste
 def _with_word(word: int, flags: str | None, *, discrete: bool = False):
     metrics = {**cool_metrics(), "dev.flags": series(lambda t: float(word) if t >= 10 else 0.0)}
     run = inputs(STEADY_TPS, metrics, gpu=True)
-    role = MetricRole("throttle_flags", "bitmask", "gpu" if discrete else "cpu", discrete=discrete, flags=flags)
+    part = "gpu" if discrete else "cpu"
+    role = MetricRole("throttle_flags", "bitmask", part, discrete=discrete, flags=flags)
     return replace(run, roles={**run.roles, "dev.flags": role})
 
 
@@ -36,7 +37,9 @@ def _with_word(word: int, flags: str | None, *, discrete: bool = False):
         (0x20, "someone_else", "not_throttled", None),
     ],
 )
-def test_each_word_is_decoded_by_its_own_source(word: int, flags: str | None, value: str, named: str | None) -> None:
+def test_each_word_is_decoded_by_its_own_source(
+    word: int, flags: str | None, value: str, named: str | None
+) -> None:
     result = throttle_verdict(_with_word(word, flags))
     assert result.value == value, result.evidence["reasons"]
     text = " ".join(result.evidence["reasons"])
