@@ -9,6 +9,7 @@ import pytest
 from support.boards import SyntheticPi
 from support.fakes import FakeRoot
 
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.rpi_firmware import (
     GET_THROTTLED_FLAGS,
     STALE_S,
@@ -188,3 +189,10 @@ def test_roles_make_the_measured_clock_the_cpu_clock_and_the_word_decoded_by_the
     assert word is not None and word.role == "throttle_flags" and word.flags == "rpi_firmware"
     temp = RpiFirmwareCollector.role_of("temp.rpi_soc_c")
     assert temp is not None and temp.role == "temperature" and temp.thermometer
+
+
+def test_the_roles_survive_storage() -> None:
+    """A sweep stores its collectors' roles as JSON: the decoder's name and the measured mark come back."""
+    for metric in ("rpi.throttled_flags", "rpi.arm_clock_mhz"):
+        role = RpiFirmwareCollector.role_of(metric)
+        assert role is not None and MetricRole.from_json(role.as_json()) == role
