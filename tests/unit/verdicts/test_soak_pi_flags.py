@@ -22,7 +22,13 @@ def _soak_with_word(before: int, after: int):
 
 def test_the_firmware_capping_its_clock_is_a_throttle_signal() -> None:
     soak = _soak_with_word(0x0, 0x20002)
+    # the firmware measures 1200 MHz from the cap on, while cpufreq reads what Linux asked for
+    soak.series["rpi.arm_clock_mhz"] = [
+        (t, 1200.0 if t >= START + 200.0 else v) for t, v in soak.series["cpufreq.policy0.cur_mhz"]
+    ]
     j = judge_soak(soak.speeds, soak.series, declared_roles(soak.series), gpu_in_use=False)
+    assert any("not what ran" in n for n in j.evidence["notes"]), j.evidence["notes"]
+    assert j.windows[30].cpu_mhz == 1200.0  # the soak's CPU clock is the measured one
     assert j.value == "throttled" and j.first_throttle_window == 20
     assert j.first_throttle_what == "ArmFrequencyCapped flag"
     assert j.first_throttle_s == pytest.approx(200.5)
