@@ -115,9 +115,13 @@ def decoder_for(role: MetricRole) -> FlagDecoder | None:
 
 
 def throttle_names(role: MetricRole, word: float | int) -> list[str]:
-    """Names of the bits of one reading of ``role``'s flag word that mean the clock was held down."""
+    """Names of the bits of one reading of ``role``'s flag word that say the clock is held down now. A
+    sticky "since boot" bit is left out: one reading cannot tell whether it is news (``news`` can, given
+    the reading before)."""
     decoder = decoder_for(role)
-    return [] if decoder is None else [d.name for d in decoder.decode(int(word)) if d.throttles]
+    if decoder is None:
+        return []
+    return [d.name for d in decoder.decode(int(word) & ~decoder.sticky_mask) if d.throttles]
 
 
 def news(decoder: FlagDecoder, previous: int | None, word: int) -> list[DecodedFlag]:

@@ -46,7 +46,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 MAX_KEEP_RAW_S = 100 * 365 * 86400.0
 _UNIT_S = {"": 86400.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 # Name fallbacks when a collector did not declare a metric's kind (older sweeps, imports).
-_COUNTER_NAME = re.compile(r"(^energy\.|_uj$|_mj$|count$|\.clock_event_reasons$)")
+# A flag word (``.clock_event_reasons``, ``.throttled_flags``) keeps a reading, never a mean of its bits.
+_COUNTER_NAME = re.compile(r"(^energy\.|_uj$|_mj$|count$|\.clock_event_reasons$|_flags$)")
 
 
 def parse_duration(text: str) -> float:

@@ -30,6 +30,7 @@ from edgeprof.collectors.evidence import Evidence
 from edgeprof.collectors.flags import is_throttle_flag_name
 from edgeprof.stats import median
 from edgeprof.telemetry import SeriesLike, slope_per_s
+from edgeprof.verdicts.hardware_signals import requested_not_ran
 from edgeprof.verdicts.interference import InterferenceThresholds
 from edgeprof.verdicts.result import rounded
 from edgeprof.verdicts.series import thirds
@@ -394,6 +395,8 @@ def judge_soak(
     evidence: dict[str, Any] = {"thresholds": asdict(th), "reasons": [], "notes": []}
     evidence["evidence"] = tel.evidence.as_json()
     evidence["notes"].extend(excluded_notes(tel.evidence))
+    if windows:
+        evidence["notes"].extend(requested_not_ran(series, roles, windows[0].t_start, windows[-1].t_end))
     value = _decide(windows, figures, thermal, first, th, evidence, tel.evidence)
     evidence.update(_rounded_figures(figures, thermal))
     t0 = windows[0].t_start if windows else 0.0

@@ -512,7 +512,9 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
 
     Decision, in order:
 
-    1. a hardware flag (NVML heat/power reason with the GPU in use, x86 throttle counter up) -> throttled;
+    1. a hardware flag (a flag word's throttle bit, decoded by its source: NVML's heat/power reasons with the
+       GPU in use, a Pi firmware's capping/throttling; an x86 throttle counter up) -> throttled, its cause
+       named (``evidence["causes"]``: heat, power, under-voltage; under-voltage alone is "not by heat");
     2. a clock drop while a zone is near its trip point or rising -> throttled;
     3. tokens/s falling across steady reps:
        - temperatures flat -> slowdown_not_thermal (whatever the clocks did, heat did not cause it);
@@ -521,6 +523,10 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
        - otherwise -> inconclusive;
     4. too few steady reps or readings under load -> inconclusive;
     5. otherwise not_throttled (with notes: near a trip point, or a clock drop without heat).
+
+    Wherever the supply sagged (an under-voltage bit) a note says so, as a power fault, never as heat; where a
+    measured clock (a Pi's firmware) is read, it is the clock, and a note names the kernel's requested figure
+    that differs from it.
     """
     th = thresholds or ThrottleThresholds()
     window = _load_window(inputs)

@@ -39,6 +39,7 @@ class PiState:
     arm_mhz: float = 1500.0
     temp_c: float = 60.0
     throttled: int = 0x0
+    requested_mhz: float = 1500.0  # what cpufreq reads: the clock Linux asked for
 
 
 class SyntheticPi:
@@ -62,8 +63,14 @@ class SyntheticPi:
         self.set()
 
     def set(
-        self, arm_mhz: float | None = None, temp_c: float | None = None, throttled: int | None = None
+        self,
+        arm_mhz: float | None = None,
+        temp_c: float | None = None,
+        throttled: int | None = None,
+        requested_mhz: float | None = None,
     ) -> None:
+        if requested_mhz is not None:
+            self.state.requested_mhz = requested_mhz
         if arm_mhz is not None:
             self.state.arm_mhz = arm_mhz
         if temp_c is not None:
@@ -71,6 +78,8 @@ class SyntheticPi:
         if throttled is not None:
             self.state.throttled = throttled
         self.root.replace("sys/class/thermal/thermal_zone0/temp", round(self.state.temp_c * 1000))
+        policy = "sys/devices/system/cpu/cpufreq/policy0/scaling_cur_freq"
+        self.root.replace(policy, round(self.state.requested_mhz * KHZ))
         if self.sysfs:
             self.root.path(GET_THROTTLED_SYSFS).parent.mkdir(parents=True, exist_ok=True)
             self.root.replace(GET_THROTTLED_SYSFS, f"{self.state.throttled:x}")

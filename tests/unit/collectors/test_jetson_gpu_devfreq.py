@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from support.boards import ORIN_GPU_NODE, SyntheticOrin
+from support.captures import read_capture
 from support.fakes import FakeRoot
 
 from edgeprof.collectors.jetson_gpu_devfreq import (
@@ -91,4 +92,36 @@ def test_doctor_says_which_node_it_reads(tmp_path: Path) -> None:
     SyntheticOrin(FakeRoot(tmp_path))
     entry = next(c for c in collectors_info(tmp_path) if c["name"] == "jetson_gpu_devfreq")
     assert entry["ok"] and f"/sys/class/devfreq/{ORIN_GPU_NODE}" in entry["reason"]
-    assert [m["name"] for m in entry["metrics"]][0] == "devfreq.gpu.cur_mhz"
+    assert entry["metrics"][0]["name"] == "devfreq.gpu.cur_mhz"
+
+
+# -- real captured devfreq figures -------------------------------------------------------------------------
+def test_a_real_xavier_available_frequencies_line_read_in_hz(tmp_path: Path) -> None:
+    """The AGX Xavier's available_frequencies as a user recorded them (a capture with its source), in a
+    fake root whose other files are synthetic: 14 steps, 114.75 to 1377 MHz."""
+    (line,) = read_capture("devfreq-available_frequencies_agx-xavier.txt")
+    fake = FakeRoot(tmp_path)
+    node = "sys/class/devfreq/17000000.gv11b"
+    fake.write(f"{node}/available_frequencies", line + "\n")
+    fake.value(f"{node}/cur_freq", 1377000000)  # synthetic: the top step
+    ok, reason = JetsonGpuDevfreqCollector(tmp_path).available()
+    assert ok and "GPU gv11b (Xavier (tegra194))" in reason and "14 steps 114.75-1377 MHz" in reason
+    assert JetsonGpuDevfreqCollector(tmp_path).sample()["devfreq.gpu.hw_max_mhz"] == 1377.0
+
+
+def test_the_real_agx_orin_gpu_figures_of_jetson_clocks_show_in_mhz(tmp_path: Path) -> None:
+    """``jetson_clocks --show`` prints the GPU's devfreq min/max/cur in Hz (the real AGX Orin capture);
+    written into the node's files they read as the MHz jetson_clocks means."""
+    gpu = next(ln for ln in read_capture("jetson_clocks-show_agx-orin_jp5.1.txt") if ln.startswith("GPU "))
+    figures = dict(part.split("=") for part in gpu.split()[1:])
+    fake = FakeRoot(tmp_path)
+    node = f"sys/class/devfreq/{ORIN_GPU_NODE}"
+    fake.value(f"{node}/min_freq", figures["MinFreq"])
+    fake.value(f"{node}/max_freq", figures["MaxFreq"])
+    fake.value(f"{node}/cur_freq", figures["CurrentFreq"])
+    values = JetsonGpuDevfreqCollector(tmp_path).sample()
+    assert values == {
+        "devfreq.gpu.cur_mhz": 306.0,
+        "devfreq.gpu.max_mhz": 1300.5,
+        "devfreq.gpu.min_mhz": 306.0,
+    }

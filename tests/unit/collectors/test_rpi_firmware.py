@@ -9,6 +9,8 @@ import pytest
 from support.boards import SyntheticPi
 from support.fakes import FakeRoot
 
+from edgeprof.collectors.flags import throttle_names
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.rpi_firmware import (
     GET_THROTTLED_FLAGS,
     STALE_S,
@@ -188,3 +190,18 @@ def test_roles_make_the_measured_clock_the_cpu_clock_and_the_word_decoded_by_the
     assert word is not None and word.role == "throttle_flags" and word.flags == "rpi_firmware"
     temp = RpiFirmwareCollector.role_of("temp.rpi_soc_c")
     assert temp is not None and temp.role == "temperature" and temp.thermometer
+
+
+def test_the_roles_survive_storage() -> None:
+    """A sweep stores its collectors' roles as JSON: the decoder's name and the measured mark come back."""
+    for metric in ("rpi.throttled_flags", "rpi.arm_clock_mhz"):
+        role = RpiFirmwareCollector.role_of(metric)
+        assert role is not None and MetricRole.from_json(role.as_json()) == role
+
+
+def test_one_reading_names_only_what_holds_the_clock_now() -> None:
+    role = RpiFirmwareCollector.role_of("rpi.throttled_flags")
+    assert role is not None
+    assert throttle_names(role, 0x50005) == ["Throttled"]
+    assert throttle_names(role, 0x70000) == []  # all since boot: maybe before this log or run
+    assert throttle_names(MetricRole("throttle_flags", "bitmask"), 0x20) == ["SwThermalSlowdown"]  # legacy

@@ -11,12 +11,14 @@ from support.throttle_runs import FALLING_TPS, STEADY_TPS, cool_metrics, inputs,
 
 from edgeprof.collectors import MetricRole
 from edgeprof.verdicts import throttle_verdict
+from edgeprof.verdicts.hardware_signals import REQUESTED_SAME_FRACTION, requested_not_ran
 
 
 def _with_word(word: int, flags: str | None, *, discrete: bool = False):
     metrics = {**cool_metrics(), "dev.flags": series(lambda t: float(word) if t >= 10 else 0.0)}
     run = inputs(STEADY_TPS, metrics, gpu=True)
-    role = MetricRole("throttle_flags", "bitmask", "gpu" if discrete else "cpu", discrete=discrete, flags=flags)
+    part = "gpu" if discrete else "cpu"
+    role = MetricRole("throttle_flags", "bitmask", part, discrete=discrete, flags=flags)
     return replace(run, roles={**run.roles, "dev.flags": role})
 
 
@@ -35,7 +37,9 @@ def _with_word(word: int, flags: str | None, *, discrete: bool = False):
         (0x20, "someone_else", "not_throttled", None),
     ],
 )
-def test_each_word_is_decoded_by_its_own_source(word: int, flags: str | None, value: str, named: str | None) -> None:
+def test_each_word_is_decoded_by_its_own_source(
+    word: int, flags: str | None, value: str, named: str | None
+) -> None:
     result = throttle_verdict(_with_word(word, flags))
     assert result.value == value, result.evidence["reasons"]
     text = " ".join(result.evidence["reasons"])
@@ -85,3 +89,20 @@ def test_a_gpu_run_whose_gpu_clock_was_not_read_is_not_told_the_clocks_held() ->
     # the same run without offload: the CPU clock is the run's clock, it held, heat did not slow it
     cpu_only = replace(_gpu_run_without_gpu_clock(FALLING_TPS), gpu_in_use=False)
     assert throttle_verdict(cpu_only).value == "slowdown_not_thermal"
+
+
+@pytest.mark.parametrize(("measured", "said"), [(1471.0, False), (1470.0, True)])
+def test_a_requested_clock_beyond_two_percent_of_the_measured_one_is_named_not_what_ran(
+    measured: float, said: bool
+) -> None:
+    """``REQUESTED_SAME_FRACTION`` = 2 % of the measured clock: 1500 requested differs from 1471 measured
+    by 29 MHz (inside 29.42), from 1470 by 30 MHz (outside 29.4)."""
+    series_ = {"cpufreq.policy0.cur_mhz": [(t, 1500.0) for t in range(10)],
+               "rpi.arm_clock_mhz": [(t, measured) for t in range(10)]}
+    roles = {
+        "cpufreq.policy0.cur_mhz": MetricRole("clock", "MHz", "cpu", domain="cpu"),
+        "rpi.arm_clock_mhz": MetricRole("clock", "MHz", "cpu", domain="cpu", measured=True),
+    }
+    assert REQUESTED_SAME_FRACTION == 0.02
+    notes = requested_not_ran(series_, roles, 0.0, 9.0)
+    assert bool(notes) is said
