@@ -37,6 +37,11 @@ def _clock_text(name: str, d: dict[str, Any]) -> str:
     if status == "dropped":
         drop = d["drop"]
         text += f", dropped {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz (-{drop['depth_pct']:g} %)"
+        if drop.get("lowest_mhz") is not None and drop["lowest_mhz"] < drop["to_mhz"]:
+            text += f", lowest {drop['lowest_mhz']:g} MHz"
+    if d.get("requested"):
+        asked = d["requested"]
+        text += f"; {', '.join(asked['metrics'])} (requested, not what ran) {asked['max_mhz']:g} MHz max"
     elif status == "capped":
         text += ", capped (flat)"
     return text
