@@ -36,7 +36,11 @@ def _clock_text(name: str, d: dict[str, Any]) -> str:
         text += f", {d['while_hot_mhz']:g} MHz while hottest"
     if status == "dropped":
         drop = d["drop"]
-        text += f", dropped {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz (-{drop['depth_pct']:g} %)"
+        if drop["to_mhz"] < drop["from_mhz"]:
+            text += f", dropped {drop['from_mhz']:g} -> {drop['to_mhz']:g} MHz (-{drop['depth_pct']:g} %)"
+        else:
+            # a clock that dips and recovers keeps its median: "2000 -> 2000 MHz" would read as no drop
+            text += f", dropped below {drop['from_mhz']:g} MHz at times (-{drop['depth_pct']:g} % on average)"
         if drop.get("lowest_mhz") is not None and drop["lowest_mhz"] < drop["to_mhz"]:
             text += f", lowest {drop['lowest_mhz']:g} MHz"
     if d.get("requested"):
