@@ -30,10 +30,22 @@ def test_two_upgraders_at_once_apply_each_step_exactly_once(
 
     real_sqlite_engine = migrations._sqlite_migration_engine
 
+    class Gated:
+        """SQLite's migration engine, waiting before a transaction begins: its BEGIN IMMEDIATE takes the
+        write lock at once, so the wait must come before it."""
+
+        def __init__(self, engine: Any) -> None:
+            self.engine = real_sqlite_engine(engine)
+
+        def begin(self) -> Any:
+            before_begin(None)
+            return self.engine.begin()
+
+        def dispose(self) -> None:
+            self.engine.dispose()
+
     def sqlite_engine(engine: Any) -> Any:
-        migrator = real_sqlite_engine(engine)
-        event.listen(migrator, "begin", before_begin, insert=True)  # before its BEGIN IMMEDIATE
-        return migrator
+        return Gated(engine)
 
     monkeypatch.setattr(migrations, "_sqlite_migration_engine", sqlite_engine)
     applied: dict[str, list[int]] = {}
@@ -41,8 +53,8 @@ def test_two_upgraders_at_once_apply_each_step_exactly_once(
 
     def upgrader(name: str) -> None:
         engine = create_engine(db_url(any_db))
-        if engine.dialect.name != "sqlite":
-            event.listen(engine, "begin", before_begin, insert=True)
+        if engine.dialect.name != "sqlite":  # the advisory lock is taken inside the transaction
+            event.listen(engine, "begin", before_begin)
         try:
             applied[name] = migrations.upgrade(engine)
         except BaseException as exc:  # noqa: BLE001 - the test's answer
