@@ -347,21 +347,6 @@ class Verdict(Base):
     evidence_json: Mapped[str] = mapped_column(Text)
 
 
-class LogVerdict(Base):
-    """The verdict on an imported log (agent/verdicts/log_verdict.py), judged once and read by report,
-    analyse and status: ``rule_version`` is the judgement's version (a stored verdict of another one is
-    judged again), ``interval_ms`` the line spacing the user stated (None: as imported)."""
-
-    __tablename__ = "log_verdict"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweep.id"), unique=True)
-    rule_version: Mapped[int] = mapped_column(Integer)
-    interval_ms: Mapped[float | None] = mapped_column(Double)
-    judged_at: Mapped[datetime]
-    result_json: Mapped[str] = mapped_column(Text)
-
-
 class CollectorStatus(Base):
     """A telemetry source of a sweep: available or not and why, what it gives, whether it was disabled."""
 

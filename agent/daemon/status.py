@@ -202,7 +202,8 @@ def _log_lines(sweep: dict[str, Any]) -> list[str]:
     if not log["stored"] or log["stale"]:
         why = "by an older judgement" if log["stored"] else "not judged yet"
         out = [f"  log verdict: {why}: `edgeprof analyse --sweep {sweep['id']}` judges and stores it"]
-        return out + [f"  log session {s['session']} (as judged then): {s['verdict']}" for s in log["sessions"]]
+        then = [f"  log session {s['session']} (as judged then): {s['verdict']}" for s in log["sessions"]]
+        return out + then
     return [f"  log session {s['session']}: {s['verdict']}: {s['reason']}" for s in log["sessions"]]
 
 

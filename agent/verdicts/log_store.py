@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from edgeprof.collectors import MetricRole, roles_for
 from edgeprof.run_states import utcnow
-from edgeprof.storage.models import LogVerdict, Sweep
+from edgeprof.storage.log_verdicts import LogVerdict
+from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import read_samples
 from edgeprof.verdicts.log_verdict import RULE_VERSION, LogInputs, judge_log, line_times, measured_spacing_s
 

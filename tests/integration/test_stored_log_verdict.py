@@ -33,7 +33,8 @@ def plant(db: Path, verdict: str, version: int) -> None:
         result = json.loads(raw)
         for s in result["sessions"]:
             s["verdict"], s["reason"] = verdict, "planted by the test"
-        conn.execute("UPDATE log_verdict SET result_json = ?, rule_version = ?", (json.dumps(result), version))
+        update = "UPDATE log_verdict SET result_json = ?, rule_version = ?"
+        conn.execute(update, (json.dumps(result), version))
 
 
 def stored(db: Path) -> tuple[str, int]:

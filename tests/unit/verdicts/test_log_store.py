@@ -16,7 +16,7 @@ from support.synthetic_logs import Board, tegrastats_log
 import edgeprof.verdicts.log_store as log_store
 from edgeprof.daemon.status import gather_status, render_status
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import LogVerdict
+from edgeprof.storage.log_verdicts import LogVerdict
 from edgeprof.telemetry import import_log
 from edgeprof.verdicts import log_verdict
 
@@ -110,7 +110,7 @@ def test_status_reads_the_stored_verdict_and_says_when_it_is_stale(
     with new_session(engine) as s:
         status = gather_status(s)
         assert status["sweep"]["log_verdict"]["sessions"][0]["verdict"] == "throttled"
-        assert f"log session 1: throttled: " in render_status(status)
+        assert "log session 1: throttled: " in render_status(status)
         bump_rule(monkeypatch)
         text = render_status(gather_status(s))
     assert calls == []  # status never judges a log
