@@ -103,3 +103,25 @@ def test_storing_that_fails_stores_the_error_instead(tmp_path: Path, monkeypatch
         values = {k: v.value for k, v in stored(s, run.id).items()}
     assert values == {"throttle": "error", "stability": "error", "interference": "error"}
     assert len(warnings) == 1 and "database said no" in warnings[0]
+
+
+def test_closing_a_config_judges_it_without_telemetry(tmp_path: Path) -> None:
+    """The config loop's last step for a config is the verdict step, with no telemetry hooks at all."""
+    from types import SimpleNamespace
+
+    from edgeprof.sweep.interleave import OpenConfig
+    from edgeprof.sweep.loop import ConfigLoop, SweepOutcome
+
+    lines: list[str] = []
+    progress = SimpleNamespace(line=lines.append, finish=lambda *a: lines.append("finish"))
+    fitter = SimpleNamespace(annotate_bandwidth=lambda *a: None, calibrate=lambda *a: None)
+    with new_session(open_engine(tmp_path / "v.db")) as s:
+        run = run_without_telemetry(s, [20.0, 20.1, 19.9, 20.0, 20.2])
+        run.status = "failed"  # described by its status: no executor needed for the line
+        s.commit()
+        loop = ConfigLoop.__new__(ConfigLoop)  # only what close_config reads
+        loop.session, loop.progress, loop.fitter, loop.hooks = s, progress, fitter, None  # type: ignore[assignment]
+        loop.outcome, loop.index = SweepOutcome(sweep_id=run.sweep_id, n_specs=1, n_skipped=0), 1
+        loop.close_config(OpenConfig(None, run, None, "m-q4", 1, 0.0))  # type: ignore[arg-type]
+        assert stored(s, run.id)["stability"].value == "stable"
+    assert lines == ["finish"]
