@@ -99,7 +99,7 @@ def report(
 
     On a terminal the table fits its width: columns with no data are left out, columns with one value in
     every row are said once above it, and the least telling columns are left out (and named) when needed."""
-    from edgeprof.report import RENDERERS, ColumnError, ReportError, build_rows, parse_columns, render_table
+    from edgeprof.report import ColumnError, ReportError, parse_columns
     from edgeprof.storage.db import new_session
 
     try:
@@ -111,7 +111,15 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
-            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its verdict per session
+            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its stored verdict
+        except ReportError as exc:
+            fail(str(exc))
+        if log_text is not None and html is None:  # nothing else to show: no table's renderers loaded
+            typer.echo(log_text)
+            return
+        from edgeprof.report import RENDERERS, build_rows, render_table
+
+        try:
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db, wide)
