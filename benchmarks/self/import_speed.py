@@ -13,7 +13,8 @@ repeated; the format is exactly the real one). Then it times, as child processes
 1 Hz; an overnight log at 100 ms is 360 000 lines), imported with ``edgeprof import-log LOG --db DB`` (time
 and the child's peak RSS: the import judges the log once and stores its verdict), then the reads of that
 sweep, each a child process timed alone: ``report --format json``, ``analyse`` and ``status``. Each read
-must take under 2 s (``--max-read-s``; exit 1 otherwise): they read the stored verdict, never the samples.
+must take under 2 s (``--max-read-s``; exit 1 otherwise): they read the stored verdict, never the samples,
+so a 300-line log is the baseline (the CLI's start-up) that the long ones should match.
 
 Usage: python benchmarks/self/import_speed.py [--mb 100 | --lines 200000,360000] [--out benchmarks/out/import]
 """
