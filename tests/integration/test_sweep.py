@@ -282,7 +282,7 @@ def test_a_run_without_telemetry_stores_its_stability_verdicts(tmp_path: Path, t
     db = tmp_path / "nt.db"
     proc = edgeprof("run", str(plan_path), "--db", str(db), "--no-telemetry", env=clean_env())
     assert proc.returncode == 0, proc.stderr
-    assert "warning" not in proc.stdout
+    assert "warning: run " not in proc.stdout  # no verdict failed (the host's own warnings may show)
     with new_session(open_engine(db)) as s:
         verdicts = {(v.run_id, v.kind): v for v in s.scalars(select(Verdict))}
         run_ids = list(s.scalars(select(Run.id)))
@@ -311,7 +311,8 @@ def test_a_verdict_that_raises_is_stored_as_error_with_one_warning_line(
     out = io.StringIO()
     outcome = run_plan(engine, plan, out=out, env=env_with(None))
     assert outcome.counts == {"ok": 1}  # the measurements are kept
-    warnings = [line for line in out.getvalue().splitlines() if "warning" in line]
+    # (the system check may warn about the host's other busy processes: not this test's business)
+    warnings = [line for line in out.getvalue().splitlines() if line.startswith("warning: run ")]
     assert len(warnings) == 1, warnings
     assert "stability stored as error" in warnings[0] and "ArithmeticError: spread of nothing" in warnings[0]
     with new_session(engine) as s:
