@@ -27,7 +27,8 @@ EDGEPROF_NAMESPACE = uuid.UUID("6f1c2a52-5d0e-4f3e-9a51-0d9e2c1b7e13")
 LOCAL_ONLY_TABLES = frozenset({"agent_state", "sweep_lease"})
 # Tables derived from other tables of a sweep (the per-second series from the sample blocks): never copied,
 # rebuilt in the target from what was copied, so the two can never disagree.
-DERIVED_TABLES = frozenset({"run_series", "series_metric"})
+# An imported log's stored verdict is derived too: judged again in the target on its first read.
+DERIVED_TABLES = frozenset({"run_series", "series_metric", "log_verdict"})
 
 
 def random_uid() -> str:

@@ -739,6 +739,24 @@ def _backfill_v18(conn: Connection) -> None:
     conn.execute(text("CREATE UNIQUE INDEX ix_soak_window_uid ON soak_window (uid)"))
 
 
+# Branch i43verdicts: an imported log's verdict, judged once at import and stored with the version of the
+# judgement that made it (agent/verdicts/log_store.py), so reading a sweep never judges its log again.
+_V19_LOG_VERDICT = (
+    """
+    CREATE TABLE log_verdict (
+        id INTEGER NOT NULL,
+        sweep_id INTEGER NOT NULL,
+        rule_version INTEGER NOT NULL,
+        interval_ms DOUBLE PRECISION,
+        judged_at DATETIME NOT NULL,
+        result_json TEXT NOT NULL,
+        PRIMARY KEY (id),
+        UNIQUE (sweep_id),
+        FOREIGN KEY(sweep_id) REFERENCES sweep (id)
+    )
+    """,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -766,6 +784,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V18_FLEET_SERIES,
         _backfill_v18,
     ),
+    # branch i43verdicts
+    Migration(19, "imported logs: their verdict stored with the judgement's version", _V19_LOG_VERDICT),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Table, and_, or_, select, update
 
 from edgeprof.storage.identity import DERIVED_TABLES, LOCAL_ONLY_TABLES, content_uid, insert_ignore
+from edgeprof.storage.log_verdicts import LogVerdict  # noqa: F401 - its table is in the schema too
 from edgeprof.storage.models import Base
 
 BATCH_ROWS = 500

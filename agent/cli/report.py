@@ -99,7 +99,7 @@ def report(
 
     On a terminal the table fits its width: columns with no data are left out, columns with one value in
     every row are said once above it, and the least telling columns are left out (and named) when needed."""
-    from edgeprof.report import RENDERERS, ColumnError, ReportError, build_rows, parse_columns, render_table
+    from edgeprof.report import ColumnError, ReportError, parse_columns
     from edgeprof.storage.db import new_session
 
     try:
@@ -111,7 +111,15 @@ def report(
         if device is not None:
             sweep = sweep_of_device(session, sweep, device)
         try:
-            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its verdict per session
+            log_text = _log_report(session, sweep, fmt.value)  # an imported log: its stored verdict
+        except ReportError as exc:
+            fail(str(exc))
+        if log_text is not None and html is None:  # nothing else to show: no table's renderers loaded
+            typer.echo(log_text)
+            return
+        from edgeprof.report import RENDERERS, build_rows, render_table
+
+        try:
             rows = build_rows(session, sweep, include_serving=True)
             if html is not None:
                 _write_html(session, sweep, html, db, wide)
@@ -147,9 +155,17 @@ def _log_report(session: Any, sweep: int | None, fmt: str) -> str | None:
     if sweep_id is None or not is_imported(session.get(Sweep, sweep_id)):
         return None
     from edgeprof.report.render.log import render_log_json, render_log_markdown, render_log_text
-    from edgeprof.verdicts.log_store import judge_imported
+    from edgeprof.verdicts.log_store import log_verdict_of, stored_log_verdict
 
-    result = judge_imported(session, sweep_id)
+    stored = stored_log_verdict(session, sweep_id)
+    if stored is None or stored.get("stale"):  # a reader never writes: judged now, in memory, and said so
+        why = "is by an older judgement" if stored is not None else "was never stored"
+        typer.echo(
+            f"note: the verdict on sweep {sweep_id}'s log {why}: judged again now (slow on a long log); "
+            f"`edgeprof analyse --sweep {sweep_id}` stores it",
+            err=True,
+        )
+    result = log_verdict_of(session, sweep_id, store=False)
     render = {"json": render_log_json, "md": render_log_markdown}.get(fmt, render_log_text)
     return render(result)
 
@@ -246,6 +262,13 @@ IntervalMsOption = Annotated[
     float | None,
     typer.Option("--interval-ms", min=1.0, help="An imported log without timestamps: its line spacing."),
 ]
+RejudgeOption = Annotated[
+    bool,
+    typer.Option(
+        "--rejudge",
+        help="An imported log: judge it again and store that, even where its stored verdict is current.",
+    ),
+]
 
 
 def analyse(
@@ -254,9 +277,11 @@ def analyse(
     fmt: AnalyseFormatOption = "table",
     interval_ms: IntervalMsOption = None,
     as_json: JsonOption = False,
+    rejudge: RejudgeOption = False,
 ) -> None:
     """(Re)compute throttle and stability verdicts of a stored sweep from its telemetry; for an imported
-    log, the verdict on it per session."""
+    log, the verdict on it per session, as stored at import (judged again where the judgement has changed
+    since, with another --interval-ms, or --rejudge)."""
     if as_json:  # --json, as on every command that prints results: the same as --format json
         fmt = "json"
     from edgeprof.report import latest_sweep_id
@@ -279,7 +304,7 @@ def analyse(
         if is_imported(session.get(Sweep, sweep_id)):  # a log, not runs: judged per session
             from edgeprof.cli.tegrastats import show_log_verdict
 
-            show_log_verdict(session, sweep_id, fmt, interval_ms)
+            show_log_verdict(session, sweep_id, fmt, interval_ms, rejudge)
             return
         results = analyse_sweep(session, sweep_id)
         if fmt == "json":

@@ -86,6 +86,22 @@ def _judge_file(
     return judge_log(inputs)
 
 
+def _judge_stored(db: str, log: Path, interval_ms: float | None) -> dict[str, Any]:
+    """The verdict on a log just imported into ``db``, judged from what was stored and stored with it, so
+    that no later read judges it again (the same file imported before: the verdict stored then)."""
+    from edgeprof.telemetry.tegrastats_import import already_imported, open_import_session
+    from edgeprof.verdicts.log_store import log_verdict_of
+
+    session = open_import_session(db)
+    try:
+        sweep_id = already_imported(session, log)
+        if sweep_id is None:  # nothing stored (an empty log is refused before this)
+            return _judge_file(log, interval_ms)
+        return log_verdict_of(session, sweep_id, interval_ms)
+    finally:
+        session.close()
+
+
 def import_tegrastats(
     log: LogArgument,
     as_json: JsonLinesOption = False,
@@ -98,9 +114,11 @@ def import_tegrastats(
 
     try:
         rows: list[Any] = []
-        import_log(log, as_json, db, sys.stdout, device_name=device_name, rows=None if as_json else rows)
+        keep = None if as_json or db is not None else rows
+        import_log(log, as_json, db, sys.stdout, device_name=device_name, rows=keep)
         if not as_json:
-            for line in verdict_lines(_judge_file(log, interval_ms, rows=rows)):
+            result = _judge_stored(db, log, interval_ms) if db else _judge_file(log, interval_ms, rows=rows)
+            for line in verdict_lines(result):
                 typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))
@@ -189,7 +207,7 @@ def import_log_file(
             return _import_board_log(file, str(board_fmt), columns, db, device_name)
         rows: list[Any] = []
         if fmt == "tegrastats":
-            import_log(file, False, db, sys.stdout, device_name=device_name, rows=rows)
+            import_log(file, False, db, sys.stdout, device_name=device_name, rows=None if db else rows)
         else:
             rows = read_rows(file, fmt)
             typer.echo(f"{file.name}: {len(rows)} records ({fmt})")
@@ -200,18 +218,22 @@ def import_log_file(
                     if stored
                     else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
                 )
-        for line in verdict_lines(_judge_file(file, interval_ms, fmt, rows)):
+        result = _judge_stored(db, file, interval_ms) if db else _judge_file(file, interval_ms, fmt, rows)
+        for line in verdict_lines(result):
             typer.echo(line)
     except TegrastatsImportError as exc:
         fail(str(exc))
 
 
-def show_log_verdict(session: Any, sweep_id: int, fmt: str, interval_ms: float | None) -> None:
-    """``analyse`` of an imported sweep: the verdict on its log, as a table or JSON."""
+def show_log_verdict(
+    session: Any, sweep_id: int, fmt: str, interval_ms: float | None, rejudge: bool = False
+) -> None:
+    """``analyse`` of an imported sweep: the verdict on its log as stored (judged again, and stored, where
+    the judgement changed since, another spacing is stated or ``rejudge``), as a table or JSON."""
     from edgeprof.report.render.log import render_log_json, render_log_text
-    from edgeprof.verdicts.log_store import judge_imported
+    from edgeprof.verdicts.log_store import log_verdict_of
 
-    result = judge_imported(session, sweep_id, interval_ms)
+    result = log_verdict_of(session, sweep_id, interval_ms, rejudge=rejudge)
     typer.echo(render_log_json(result) if fmt == "json" else render_log_text(result))
 
 

@@ -95,6 +95,30 @@ def _sweep_info(session: Session, sweep: Sweep) -> dict[str, Any]:
         "eta_s": round(eta_s, 1) if eta_s is not None else None,
         "current": _run_info(current) if current else None,
         "counts": {s: sum(1 for r in runs if r.status == s) for s in sorted({r.status for r in runs})},
+    } | _log_info(session, sweep)
+
+
+def _log_info(session: Session, sweep: Sweep) -> dict[str, Any]:
+    """An imported log's verdict per session, as stored at import: status reads one row, never the log's
+    samples (a stale or missing verdict is said so, with the command that judges it)."""
+    from edgeprof.verdicts.log_store import is_imported, stored_log_verdict
+
+    if not is_imported(sweep):
+        return {}
+    stored = stored_log_verdict(session, sweep.id)
+    if stored is None:
+        return {"log_verdict": {"stored": False, "sessions": []}}
+    sessions = [
+        {"session": s.get("session"), "verdict": s.get("verdict"), "reason": s.get("reason")}
+        for s in stored.get("sessions", [])
+    ]
+    return {
+        "log_verdict": {
+            "stored": True,
+            "stale": bool(stored.get("stale")),
+            "rule_version": stored.get("rule_version"),
+            "sessions": sessions,
+        }
     }
 
 
@@ -161,6 +185,7 @@ def render_status(status: dict[str, Any]) -> str:
             )
         if sweep["counts"]:
             lines.append("  runs: " + ", ".join(f"{n} {s}" for s, n in sweep["counts"].items()))
+        lines.extend(_log_lines(sweep))
     if status["last_error"]:
         e = status["last_error"]
         lines.append(f"last error: run {e['run_id']} {e['model']} {e['status']}: {e['reason']}")
@@ -168,6 +193,18 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"  collector {c['name']}: {'ok' if c['ok'] else 'unavailable'} ({c['reason']})")
     # names, labels and reasons from plans and children: each line one visible line, no control sequence
     return "\n".join(safe_text(line) for line in lines)
+
+
+def _log_lines(sweep: dict[str, Any]) -> list[str]:
+    log = sweep.get("log_verdict")
+    if log is None:
+        return []
+    if not log["stored"] or log["stale"]:
+        why = "by an older judgement" if log["stored"] else "not judged yet"
+        out = [f"  log verdict: {why}: `edgeprof analyse --sweep {sweep['id']}` judges and stores it"]
+        then = [f"  log session {s['session']} (as judged then): {s['verdict']}" for s in log["sessions"]]
+        return out + then
+    return [f"  log session {s['session']}: {s['verdict']}: {s['reason']}" for s in log["sessions"]]
 
 
 def status_json(status: dict[str, Any]) -> str:

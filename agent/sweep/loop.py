@@ -48,6 +48,7 @@ from edgeprof.sweep.lease import acquire as acquire_lease
 from edgeprof.sweep.models import ModelRows, hash_models, model_group, same_file_lines
 from edgeprof.sweep.progress import Progress
 from edgeprof.sweep.runs import interrupted_before, new_run, store_interrupted
+from edgeprof.sweep.verdicts import judge_run
 
 
 class SweepHooks(Protocol):
@@ -446,13 +447,15 @@ class ConfigLoop:
         return opened
 
     def close_config(self, opened: OpenConfig) -> None:
-        """After a config's last child: bandwidth, the memory calibration, telemetry's analysis, its line."""
+        """After a config's last child: bandwidth, the memory calibration, telemetry's analysis, the
+        verdicts, its line."""
         session, run, spec = self.session, opened.run, opened.spec
         _guarded(session, self.progress, "computing bandwidth", self.fitter.annotate_bandwidth, run, spec)
         self.fitter.calibrate(run, spec)
         session.commit()
         if self.hooks is not None:
             _guarded(session, self.progress, "analysing the run", self.hooks.after_run, session, run, spec)
+        judge_run(session, run, self.progress.line)  # with telemetry or without (agent/sweep/verdicts.py)
         self.outcome.count(run.status)
         seconds = time.monotonic() - opened.t0
         self.finish_line(run, opened.label, describe_outcome(session, run), seconds, opened.index)

@@ -351,10 +351,7 @@ class Telemetry:
         executor_of_run(run).attach_energy(session, run, energy)  # a serving level's J per output token
         _rep_energy_and_temperature(session, run, phases, energy, series, temps)
         session.commit()
-        try:
-            verdicts.analyse_run(session, run.id, self.trip_points)
-        except Exception:  # noqa: BLE001 - a verdict bug must not cost the sweep its measurements
-            session.rollback()
+        # The verdicts are the sweep's next step (agent/sweep/verdicts.py), run with telemetry or without.
 
     def _series(self, session: Session, run_id: int) -> dict[str, Series]:
         out: dict[str, Series] = {}

@@ -1,6 +1,11 @@
-"""An imported log read back from the database and judged (``log_verdict``): the samples of a sweep of
-status ``imported``, the roles of the collector whose format the log has, and the spacing the import
-recorded (or the one the user states)."""
+"""An imported log read back from the database, judged (``log_verdict``) and its verdict stored: the samples
+of a sweep of status ``imported``, the roles of the collector whose format the log has, and the spacing the
+import recorded (or the one the user states).
+
+A log is judged once: at import, and again only when the judgement changes (``log_verdict.RULE_VERSION``),
+the user states another line spacing, or asks (``analyse --rejudge``). ``report``, ``analyse`` and ``status``
+read the stored verdict (``log_verdict_of``, ``stored_log_verdict``): judging a night's log reads all of its
+samples, reading its verdict reads one row."""
 
 from __future__ import annotations
 
@@ -8,12 +13,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.collectors import MetricRole, roles_for
+from edgeprof.run_states import utcnow
+from edgeprof.storage.log_verdicts import LogVerdict
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import read_samples
-from edgeprof.verdicts.log_verdict import LogInputs, judge_log, line_times, measured_spacing_s
+from edgeprof.verdicts.log_verdict import RULE_VERSION, LogInputs, judge_log, line_times, measured_spacing_s
 from edgeprof.verdicts.store import stored_roles
 
 IMPORTED_STATUS = "imported"
@@ -88,3 +96,84 @@ def judge_imported(session: Session, sweep_id: int, interval_ms: float | None = 
     out = judge_log(log_inputs(session, sweep_id, interval_ms))
     meta = _sampler(sweep) if sweep is not None else {}
     return {"sweep_id": sweep_id, "file": meta.get("file"), "format": meta.get("format", "tegrastats")} | out
+
+
+# -- the stored verdict ------------------------------------------------------------------------------------
+def _stored_row(session: Session, sweep_id: int) -> LogVerdict | None:
+    return session.scalar(select(LogVerdict).where(LogVerdict.sweep_id == sweep_id))
+
+
+def _current(row: LogVerdict | None, interval_ms: float | None) -> bool:
+    """Whether a stored verdict answers a read: judged by this judgement, at the spacing asked for (a read
+    that states none takes the one the verdict was judged at)."""
+    return (
+        row is not None
+        and row.rule_version == RULE_VERSION
+        and (interval_ms is None or row.interval_ms == interval_ms)
+    )
+
+
+def stored_log_verdict(session: Session, sweep_id: int) -> dict[str, Any] | None:
+    """The stored verdict on an imported sweep's log as judged, None where there is none; one of an
+    older judgement is returned as it is, with ``stale`` set (a reader that cannot write, ``status``, says
+    so rather than judge a night's log on every look)."""
+    row = _stored_row(session, sweep_id)
+    if row is None:
+        return None
+    out = _result_of(row)
+    if row.rule_version != RULE_VERSION:
+        out["stale"] = True
+    return out
+
+
+def _result_of(row: LogVerdict) -> dict[str, Any]:
+    try:
+        result = json.loads(row.result_json)
+    except ValueError:
+        result = {}
+    return (result if isinstance(result, dict) else {}) | {
+        "rule_version": row.rule_version,
+        "judged_at": row.judged_at.isoformat(timespec="seconds"),
+    }
+
+
+def store_log_verdict(
+    session: Session, sweep_id: int, result: Mapping[str, Any], interval_ms: float | None = None
+) -> None:
+    """Store (replace) an imported sweep's verdict as judged by this judgement; committed by the caller."""
+    row = _stored_row(session, sweep_id)
+    if row is None:
+        row = LogVerdict(sweep_id=sweep_id)
+        session.add(row)
+    row.rule_version = RULE_VERSION
+    row.interval_ms = interval_ms
+    row.judged_at = utcnow()
+    fields = {k: v for k, v in result.items() if k not in ("rule_version", "judged_at", "stale")}
+    row.result_json = json.dumps(fields, allow_nan=False, default=str)
+    session.flush()
+
+
+def log_verdict_of(
+    session: Session,
+    sweep_id: int,
+    interval_ms: float | None = None,
+    *,
+    rejudge: bool = False,
+    store: bool = True,
+) -> dict[str, Any]:
+    """The verdict on an imported sweep's log: the stored one where it is current, else judged now (and
+    stored and committed unless ``store`` is False: a read-only reader judges in memory and writes
+    nothing). ``rejudge``: judge again whatever is stored."""
+    row = _stored_row(session, sweep_id)
+    if not rejudge and _current(row, interval_ms):
+        assert row is not None
+        return _result_of(row)
+    stated = interval_ms if interval_ms is not None else (row.interval_ms if row is not None else None)
+    result = judge_imported(session, sweep_id, stated)
+    if not store:
+        return result | {"rule_version": RULE_VERSION}
+    store_log_verdict(session, sweep_id, result, stated)
+    session.commit()
+    row = _stored_row(session, sweep_id)
+    assert row is not None
+    return _result_of(row)

@@ -49,6 +49,11 @@ from edgeprof.verdicts.soak import SoakThresholds, thermal_state
 from edgeprof.verdicts.soak_telemetry import Readings
 from edgeprof.verdicts.throttle import ThrottleThresholds, zone_figures
 
+# The version of this judgement, stored with every log verdict it made (agent/verdicts/log_store.py): a stored
+# verdict of another version is judged again on its next read. Bump it with every change to this module that
+# can change a verdict, its reason or its figures.
+RULE_VERSION = 1
+
 # A gap of more than 5 intervals between two lines splits the log into sessions: tegrastats and the
 # samplers write every interval; a restart of the logger a few seconds late is one session, a board
 # switched off overnight is two.

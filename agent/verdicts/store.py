@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -271,6 +271,40 @@ def _judge_soak(session: Session, run: Run, inputs: ThrottleInputs) -> VerdictRe
     return VerdictResult(judgement.value, judgement.evidence)
 
 
+# A verdict that raised: stored as this value with its reason, never a silent gap (a report shows it, the
+# sweep warns once; the worst-first orders in ``summary`` rank it before inconclusive).
+ERROR_VALUE = "error"
+
+
+def error_result(kind: str, exc: BaseException) -> VerdictResult:
+    """The stored form of a verdict that raised: ``error``, with what raised and its message."""
+    return VerdictResult(
+        ERROR_VALUE,
+        {"reasons": [f"the {kind} verdict failed: {type(exc).__name__}: {exc}"], "error": type(exc).__name__},
+    )
+
+
+def _guarded(kind: str, judge: Callable[[], VerdictResult]) -> VerdictResult:
+    """One verdict, judged: a bug in one costs that verdict (stored as ``error``), never its siblings."""
+    try:
+        return judge()
+    except Exception as exc:  # noqa: BLE001 - stored as an error verdict with its reason, and warned
+        return error_result(kind, exc)
+
+
+def _steady_stability(
+    session: Session, run: Run, steady: Sequence[RepSample], thresholds: StabilityThresholds | None
+) -> VerdictResult:
+    """The spread of the steady reps' tg_tps, with their pp_tps spread beside it."""
+    stable = stability([r.tg_tps for r in steady], thresholds)
+    stable.evidence["metric"] = "tg_tps"
+    pp_check = stability([m.pp_tps for m in _steady(session, run.id)], thresholds)
+    stable.evidence["pp_tps"] = {"value": pp_check.value} | {
+        k: pp_check.evidence.get(k) for k in ("n", "cv", "max_over_median", "min_over_median")
+    }
+    return stable
+
+
 def _judge(
     session: Session,
     run: Run,
@@ -278,30 +312,36 @@ def _judge(
     thresholds: ThrottleThresholds | None,
     stability_thresholds: StabilityThresholds | None,
 ) -> dict[str, VerdictResult]:
-    """kind -> verdict for one run whose inputs are gathered."""
-    throttle = throttle_verdict(inputs, thresholds)
-    soak = _judge_soak(session, run, inputs)
+    """kind -> verdict for one run whose inputs are gathered; each verdict guarded on its own."""
+    throttle = _guarded("throttle", lambda: throttle_verdict(inputs, thresholds))
+    try:
+        soak: VerdictResult | None = _judge_soak(session, run, inputs)
+    except Exception as exc:  # noqa: BLE001 - as _guarded: stored as an error verdict
+        soak = error_result(SOAK_KIND, exc)
     level = level_inputs(session, run)
     if level is not None:  # a serving level: its requests and its window play the steady reps' part
         return {
             "throttle": throttle,
-            "stability": level_stability(level, stability_thresholds),
-            "interference": level_interference(level, inputs.series, inputs.roles),
+            "stability": _guarded("stability", lambda: level_stability(level, stability_thresholds)),
+            "interference": _guarded(
+                "interference", lambda: level_interference(level, inputs.series, inputs.roles)
+            ),
             **({SOAK_KIND: soak} if soak is not None else {}),  # a soak held on a server
         }
     if soak is not None:
         return {"throttle": throttle, SOAK_KIND: soak}
     steady = sorted(inputs.reps, key=lambda r: r.rep)
-    stable = stability([r.tg_tps for r in steady], stability_thresholds)
-    stable.evidence["metric"] = "tg_tps"
-    pp_check = stability([m.pp_tps for m in _steady(session, run.id)], stability_thresholds)
-    contention = interference_verdict(
-        [Rep(r.rep, r.t_start, r.t_end) for r in steady], inputs.series, inputs.roles, run.n_threads
-    )
-    stable.evidence["pp_tps"] = {"value": pp_check.value} | {
-        k: pp_check.evidence.get(k) for k in ("n", "cv", "max_over_median", "min_over_median")
+    reps = [Rep(r.rep, r.t_start, r.t_end) for r in steady]
+    return {
+        "throttle": throttle,
+        "stability": _guarded(
+            "stability", lambda: _steady_stability(session, run, steady, stability_thresholds)
+        ),
+        "interference": _guarded(
+            "interference",
+            lambda: VerdictResult(*interference_verdict(reps, inputs.series, inputs.roles, run.n_threads)),
+        ),
     }
-    return {"throttle": throttle, "stability": stable, "interference": VerdictResult(*contention)}
 
 
 def analyse_run(
@@ -314,16 +354,27 @@ def analyse_run(
     commit: bool = True,
 ) -> list[Verdict]:
     """Judge a stored run (throttle from its telemetry, stability of its steady tg_tps), replace its
-    ``throttle``/``stability`` verdict rows with the new ones and return them (committed unless
-    ``commit`` is False)."""
+    verdict rows with the new ones and return them (committed unless ``commit`` is False). A verdict that
+    raises is stored as ``error`` with its reason (``ERROR_VALUE``); where gathering the run's inputs
+    raises, every verdict is."""
     run = session.get(Run, run_id)
     if run is None:
         raise ValueError(f"no run with id {run_id}")
-    if trip_points is None:
-        trip_points = stored_trip_points(session, run.sweep_id)
-    results = _judge(
-        session, run, inputs_for_run(session, run, trip_points), thresholds, stability_thresholds
-    )
+    try:
+        if trip_points is None:
+            trip_points = stored_trip_points(session, run.sweep_id)
+        inputs = inputs_for_run(session, run, trip_points)
+    except Exception as exc:  # noqa: BLE001 - every verdict of the run is an error, said with its reason
+        results = {kind: error_result(kind, exc) for kind in VERDICT_KINDS}
+    else:
+        results = _judge(session, run, inputs, thresholds, stability_thresholds)
+    return store_verdicts(session, run_id, results, commit=commit)
+
+
+def store_verdicts(
+    session: Session, run_id: int, results: Mapping[str, VerdictResult], *, commit: bool = True
+) -> list[Verdict]:
+    """Replace a run's verdict rows (every kind a run can have) with ``results``."""
     kinds = (*VERDICT_KINDS, SOAK_KIND)
     session.execute(delete(Verdict).where(Verdict.run_id == run_id, Verdict.kind.in_(kinds)))
     rows = [

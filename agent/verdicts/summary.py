@@ -11,13 +11,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.storage.models import Verdict
-from edgeprof.verdicts.store import VERDICT_KINDS
+from edgeprof.verdicts.store import ERROR_VALUE, VERDICT_KINDS
 
-# Worst first: what a config's verdict is when its runs disagree.
+# Worst first: what a config's verdict is when its runs disagree. A verdict that raised (``error``) judged
+# nothing: any judgement of another attempt says more, but it is shown before a clean bill of health.
 SEVERITY: dict[str, tuple[str, ...]] = {
-    "throttle": ("throttled", "slowdown_not_thermal", "inconclusive", "not_throttled"),
-    "stability": ("unstable", "inconclusive", "stable"),
-    "interference": ("contended", "inconclusive", "quiet"),
+    "throttle": ("throttled", "slowdown_not_thermal", "inconclusive", ERROR_VALUE, "not_throttled"),
+    "stability": ("unstable", "inconclusive", ERROR_VALUE, "stable"),
+    "interference": ("contended", "inconclusive", ERROR_VALUE, "quiet"),
 }
 
 

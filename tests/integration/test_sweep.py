@@ -227,7 +227,9 @@ def test_mmap_off_reaches_llama_cpp(tmp_path: Path, tiny_models) -> None:
     plan = make_plan(tmp_path, tiny_models, mmap=[False])
     engine = open_engine(tmp_path / "m.db")
     outcome = run_plan(engine, plan, out=io.StringIO(), env=env_with(None))
-    for run in runs_by_label(engine, outcome.sweep_id).values():
+    runs = runs_by_label(engine, outcome.sweep_id)
+    assert sorted(runs) == ["q4", "q8"]  # both configs ran: the checks below are never vacuous
+    for run in runs.values():
         assert run.status == "ok" and run.use_mmap is False
         assert '"load_mode": 0' in (run.effective_json or "")
 
@@ -260,6 +262,59 @@ def test_peak_rss_is_the_childs_not_the_bloated_parents(tmp_path: Path, tiny_mod
     outcome = run_plan(engine, make_plan(tmp_path, tiny_models), out=io.StringIO(), env=env_with(None))
     runs = runs_by_label(engine, outcome.sweep_id)
     del ballast
+    assert sorted(runs) == ["q4", "q8"]  # both configs ran: the checks below are never vacuous
     for run in runs.values():
         # python + llama.cpp + a tiny model: tens of MB, never the parent's 400 MB (wait4's ru_maxrss is)
         assert run.peak_rss_mb is not None and 10 < run.peak_rss_mb < 300, run.peak_rss_mb
+
+
+def test_a_run_without_telemetry_stores_its_stability_verdicts(tmp_path: Path, tiny_models) -> None:
+    """`edgeprof run --no-telemetry`: stability needs only the reps' speeds, so it is judged and stored;
+    what needs telemetry says what is missing (inconclusive), never a clean bill of health."""
+    from support.runs import clean_env, edgeprof
+
+    from edgeprof.storage.models import Verdict
+
+    plan_path = tmp_path / "plan.toml"
+    plan_path.write_text(
+        plan_toml({"q8": tiny_models["Q8_0"], "q4": tiny_models["Q4_K_M"]}, name="nt", repeat={"steady": 3})
+    )
+    db = tmp_path / "nt.db"
+    proc = edgeprof("run", str(plan_path), "--db", str(db), "--no-telemetry", env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: run " not in proc.stdout  # no verdict failed (the host's own warnings may show)
+    with new_session(open_engine(db)) as s:
+        verdicts = {(v.run_id, v.kind): v for v in s.scalars(select(Verdict))}
+        run_ids = list(s.scalars(select(Run.id)))
+    assert len(run_ids) == 2
+    for run_id in run_ids:
+        stable = verdicts[(run_id, "stability")]
+        assert stable.value in ("stable", "unstable")
+        assert '"n": 3' in stable.evidence_json and '"metric": "tg_tps"' in stable.evidence_json
+        assert verdicts[(run_id, "throttle")].value == "inconclusive"
+
+
+def test_a_verdict_that_raises_is_stored_as_error_with_one_warning_line(
+    tmp_path: Path, tiny_models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import edgeprof.verdicts.store as store
+    from edgeprof.storage.models import Verdict
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise ArithmeticError("spread of nothing")
+
+    monkeypatch.setattr(store, "stability", broken)
+    plan = parse_plan(
+        plan_toml({"q8": tiny_models["Q8_0"]}, name="one"), source=str(tmp_path / "p.toml"), base=tmp_path
+    )
+    engine = open_engine(tmp_path / "e.db")
+    out = io.StringIO()
+    outcome = run_plan(engine, plan, out=out, env=env_with(None))
+    assert outcome.counts == {"ok": 1}  # the measurements are kept
+    # (the system check may warn about the host's other busy processes: not this test's business)
+    warnings = [line for line in out.getvalue().splitlines() if line.startswith("warning: run ")]
+    assert len(warnings) == 1, warnings
+    assert "stability stored as error" in warnings[0] and "ArithmeticError: spread of nothing" in warnings[0]
+    with new_session(engine) as s:
+        values = {v.kind: v.value for v in s.scalars(select(Verdict))}
+    assert values["stability"] == "error" and values["throttle"] != "error"

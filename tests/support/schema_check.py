@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import BigInteger, inspect
 
+from edgeprof.storage.log_verdicts import LogVerdict  # noqa: F401 - its table is in the schema too
 from edgeprof.storage.models import Base
 
 

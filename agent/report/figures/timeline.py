@@ -479,11 +479,11 @@ def _mark_run_starts(axes: Sequence[Axes], ax_tps: Axes, data: SweepTimeline, ax
 
 def _mark_log_throttles(session: Session, sweep: Sweep, axes: Sequence[Axes], axis: TimeAxis) -> None:
     """An imported log has no runs: its verdict's throttle points (when, which clock, how deep) are drawn."""
-    from edgeprof.verdicts.log_store import is_imported, judge_imported
+    from edgeprof.verdicts.log_store import is_imported, log_verdict_of
 
     if not is_imported(sweep):
         return
-    for s in judge_imported(session, sweep.id)["sessions"]:
+    for s in log_verdict_of(session, sweep.id, store=False)["sessions"]:
         for name, clock in s["clocks"].items():
             drop = clock.get("drop")
             if s["verdict"] != "throttled" or not drop:

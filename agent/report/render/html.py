@@ -145,9 +145,9 @@ def _figures_to_draw(
 
 def _log_verdict(session: Session, sweep: Sweep) -> dict[str, Any] | None:
     """The verdict on an imported log, per session; None for a sweep of runs."""
-    from edgeprof.verdicts.log_store import is_imported, judge_imported
+    from edgeprof.verdicts.log_store import is_imported, log_verdict_of
 
-    return judge_imported(session, sweep.id) if is_imported(sweep) else None
+    return log_verdict_of(session, sweep.id, store=False) if is_imported(sweep) else None
 
 
 def _figures_html(figures: list[tuple[str, Callable[[Path], Path]]]) -> str:

@@ -163,7 +163,9 @@ def test_verdicts_are_state_sets_with_one_for_the_current_value(engine: Engine) 
     families = scrape(engine)
     throttle = families["edgeprof_throttle_verdict"]
     mine = {lab["verdict"]: v for lab, v in throttle if lab["model"] == "q4"}
-    assert mine == {"throttled": 1.0, "slowdown_not_thermal": 0.0, "inconclusive": 0.0, "not_throttled": 0.0}
+    assert mine == {
+        "throttled": 1.0, "slowdown_not_thermal": 0.0, "inconclusive": 0.0, "error": 0.0, "not_throttled": 0.0
+    }
     assert {lab["model"] for lab, _ in throttle} == {"q4"}  # q8 was not judged: absent, not "not throttled"
     assert one(families["edgeprof_stability_verdict"], model="q4", verdict="stable") == 1.0
     assert "edgeprof_interference_verdict" not in families or not families["edgeprof_interference_verdict"]

@@ -60,6 +60,30 @@ def test_every_request_failed_or_timed_out() -> None:
     assert status == "timeout" and reason == "every measured request timed out (request_timeout_s = 5)"
 
 
+def test_a_mix_of_timeouts_and_errors_is_every_request_failed_not_timed_out() -> None:
+    recs = [synthetic_request(i, 0.1, status="timeout") for i in range(2)]
+    for r in recs:
+        r.error = "no complete response within 5 s"
+    recs += level(0, 1)
+    status, reason = loadgen.judge_level(recs, 5.0, max_error_rate=1.0)
+    assert status == "error"
+    assert reason == f"every measured request failed: 2 × no complete response within 5 s; 1 × {DROPPED}"
+
+
+def test_only_the_measured_requests_judge_the_level() -> None:
+    """Warm-up requests are not the level: a failed warm-up neither fails it nor counts in its rate."""
+    warm = level(0, 3)
+    for r in warm:
+        r.kind = "warmup"
+    assert loadgen.judge_level(warm + level(4, 0), 60.0) == ("ok", None)
+    status, reason = loadgen.judge_level(warm + level(3, 1), 60.0)
+    assert status == "error" and reason is not None
+    assert reason.startswith("1 of 4 measured requests failed (error rate 0.25 > max_error_rate 0)")
+    timed_out = [synthetic_request(i, 0.1, status="timeout") for i in range(2)]
+    status, reason = loadgen.judge_level(warm + timed_out, 5.0)
+    assert (status, reason) == ("timeout", "every measured request timed out (request_timeout_s = 5)")
+
+
 def test_a_reply_body_is_cut_so_that_like_failures_count_together() -> None:
     a = level(0, 1, "HTTP 500: " + "x" * 200)[0]
     assert len(loadgen.error_reason(a)) == loadgen.REASON_CHARS
@@ -85,4 +109,9 @@ def test_token_prompts_share_no_prefix_across_runs_or_requests() -> None:
     assert all(len(p) == 16 and all(300 <= t < 49152 for t in p) for p in prompts)
     assert len({tuple(p[:2]) for p in prompts}) == len(prompts)  # no two share even two leading tokens
     assert token_prompt(16, 49152, keys[0]) == prompts[0]  # a request's prompt can be rebuilt from its key
-    assert token_prompt(8, 49152, None) == token_prompt(8, 49152, None)  # cache on: one prompt
+    # cache on: every request of the level sends one and the same prompt (no key), a full one in range
+    cached = {"nonce": "a1", "cache_prompt": True}
+    shared = {tuple(token_prompt(8, 49152, prompt_key(cached, i))) for i in range(20)}
+    assert len(shared) == 1
+    [one] = shared
+    assert len(one) == 8 and all(300 <= t < 49152 for t in one) and list(one) not in prompts

@@ -29,3 +29,13 @@ def test_a_plain_error_gives_its_first_nonblank_line_or_its_type() -> None:
     assert error_line(OSError(28, "No space left on device")) == "[Errno 28] No space left on device"
     assert error_line(RuntimeError("\n\nfirst\nsecond")) == "first"
     assert error_line(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_history_with_a_version_that_is_not_a_whole_number_is_not_edgeprofs() -> None:
+    """Flyway's ``'1.1'`` (or any non-integer version) beside an edgeprof-looking first step: foreign."""
+    from edgeprof.storage.guard import _FIRST_STEP, _FIRST_STEP_TABLES, edgeprof_history
+
+    tables = set(_FIRST_STEP_TABLES) | {"schema_version"}
+    assert edgeprof_history([(1, _FIRST_STEP), (2, "telemetry")], tables)
+    assert not edgeprof_history([(1, _FIRST_STEP), ("1.1", "add a column")], tables)
+    assert not edgeprof_history([(1, _FIRST_STEP), (2.0, "telemetry")], tables)
