@@ -143,6 +143,18 @@ def is_cap_domain(name: str) -> bool:
     return name.startswith(("cpu_cap.", "gpu_cap."))
 
 
+def _domain_clocks(
+    of: Mapping[str, MetricRole | None], clocks: Mapping[str, MetricRole], domain: str
+) -> list[str]:
+    """The judged clocks of ``domain``: where the hardware measured the clock that ran (a Pi's firmware),
+    those alone, even when none of them can be judged (the kernel's requested figure is still not what
+    ran); otherwise every clock of the domain."""
+    declared = {m: r for m, r in of.items() if r is not None and r.role == "clock"}
+    if measured_clocks(declared, domain):
+        return measured_clocks(clocks, domain)
+    return [m for m, r in clocks.items() if r.domain == domain]
+
+
 def clock_domains(
     metrics: Sequence[str], gpu_in_use: bool, roles: Mapping[str, MetricRole]
 ) -> dict[str, list[str]]:
@@ -150,7 +162,7 @@ def clock_domains(
     its clock."""
     of = {m: roles.get(m) for m in sorted(metrics)}
     clocks = {m: r for m, r in of.items() if r is not None and is_clock(r)}
-    cpu_all = measured_clocks(clocks, "cpu") or [m for m, r in clocks.items() if r.domain == "cpu"]
+    cpu_all = _domain_clocks(of, clocks, "cpu")
     cpu_clusters = [m for m in cpu_all if not clocks[m].per_core]
     domains: dict[str, list[str]] = {}
     if cpu_all:
@@ -158,7 +170,7 @@ def clock_domains(
         # scheduler puts the thread, and idle policies at a low clock do not read as a "drop". Single
         # cores' clocks stand in only where no per-cluster clock was read.
         domains["cpu"] = cpu_clusters or cpu_all
-    gpus = measured_clocks(clocks, "gpu") or [m for m, r in clocks.items() if r.domain == "gpu"]
+    gpus = _domain_clocks(of, clocks, "gpu")
     if gpus and gpu_in_use:
         domains["gpu"] = gpus
     for metric, role in of.items():
@@ -507,6 +519,22 @@ def _not_throttled_notes(sig: _Signals) -> list[str]:
     return notes
 
 
+def _direct_signals(sig: _Signals, signals: list[str], reasons: list[str]) -> list[str]:
+    """Signals (a) and (b), a hardware flag and a clock drop under heat, added to ``signals`` and
+    ``reasons``; returns the causes they name (under-voltage alone: said to be the supply, not heat)."""
+    causes = sig.flag_causes()
+    if sig.flags:
+        signals.append("hardware")
+        reasons.extend(sig.flags)
+    if sig.clock_status == "dropped" and sig.heat:
+        signals += ["clock", "temperature"]
+        reasons += sig.clock_text() + sig.temp_text()
+        causes = sorted({*causes, "heat"})
+    if signals and causes == ["under-voltage"]:
+        reasons.append("held down by under-voltage (the power supply), not by heat")
+    return causes
+
+
 def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | None = None) -> VerdictResult:
     """Judge one run: ``throttled``, ``not_throttled``, ``slowdown_not_thermal`` or ``inconclusive``.
 
@@ -542,19 +570,9 @@ def throttle_verdict(inputs: ThrottleInputs, thresholds: ThrottleThresholds | No
     evidence.update(_evidence_of(sig, *window))
     evidence["evidence"] = found.as_json()
     evidence["notes"].extend(excluded_notes(found) + requested_not_ran(inputs.series, inputs.roles, *window))
-    causes = sig.flag_causes()
-    if sig.flags:
-        signals.append("hardware")
-        reasons.extend(sig.flags)
-    if sig.clock_status == "dropped" and sig.heat:
-        signals += ["clock", "temperature"]
-        reasons += sig.clock_text() + sig.temp_text()
-        causes = sorted({*causes, "heat"})
-    evidence["causes"] = causes
+    evidence["causes"] = _direct_signals(sig, signals, reasons)
     evidence["notes"].extend(sig.power_notes())
     if signals:
-        if causes == ["under-voltage"]:
-            reasons.append("held down by under-voltage (the power supply), not by heat")
         if sig.drift_status == "falling":
             signals.append("drift")
             reasons.append(sig.drift_text())

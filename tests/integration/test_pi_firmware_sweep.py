@@ -29,7 +29,7 @@ def test_a_pi_sweep_is_judged_on_its_firmware(tmp_path: Path, tiny_models: dict[
     from edgeprof.storage.models import CollectorStatus, Run, Verdict
 
     root = tmp_path / "root"
-    pi = SyntheticPi(FakeRoot(root))
+    pi = SyntheticPi(FakeRoot(root), jitter_hz=52_736)
     pi.set(arm_mhz=1000.0, temp_c=81.5, throttled=0x20006, requested_mhz=1500.0)
     collectors = [CpuFreqCollector(root), RpiFirmwareCollector(root, runner=pi.vcgencmd)]
     collect = Collect(interval_ms=100, idle_s=0.3, collectors=("sysfs_cpufreq", "rpi_firmware"))

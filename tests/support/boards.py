@@ -45,8 +45,12 @@ class PiState:
 class SyntheticPi:
     """SYNTHETIC Raspberry Pi 4 (1500 MHz): a fake root plus its firmware's ``vcgencmd``."""
 
-    def __init__(self, root: FakeRoot, *, sysfs: bool = True, executable: bool = False) -> None:
-        self.root, self.sysfs = root, sysfs
+    def __init__(
+        self, root: FakeRoot, *, sysfs: bool = True, executable: bool = False, jitter_hz: int = 0
+    ) -> None:
+        """``jitter_hz``: every other ``measure_clock`` reads this much above the set clock, as a real
+        firmware's measurement wanders (1500398464, 1500345728 Hz ...)."""
+        self.root, self.sysfs, self.jitter_hz = root, sysfs, jitter_hz
         self.state = PiState()
         self.calls: list[list[str]] = []
         root.value("proc/device-tree/model", "Raspberry Pi 4 Model B Rev 1.4 (synthetic)")
@@ -89,7 +93,9 @@ class SyntheticPi:
     def vcgencmd(self, argv: list[str], timeout_s: float) -> str | None:
         """The firmware's answer to ``vcgencmd <command>`` (the collector's runner)."""
         self.calls.append(argv[1:])
-        return _answer(argv[1:], self.state.__dict__)
+        clock_reads = sum(1 for c in self.calls if c == ["measure_clock", "arm"])
+        jitter = self.jitter_hz * (clock_reads % 2) / HZ_PER_MHZ
+        return _answer(argv[1:], {**self.state.__dict__, "arm_mhz": self.state.arm_mhz + jitter})
 
 
 def _answer(command: Sequence[str], state: dict[str, float]) -> str | None:
