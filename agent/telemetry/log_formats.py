@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 from pathlib import Path
@@ -29,6 +30,8 @@ from edgeprof.collectors import has_data, parse_line
 from edgeprof.collectors.evidence import celsius_or_none
 from edgeprof.safetext import safe_text
 from edgeprof.telemetry.tegrastats_import import (
+    LineSample,
+    Row,
     TegrastatsImportError,
     check_path,
     content_lines,
@@ -69,9 +72,6 @@ MAX_GPU_INDEX = 1023
 MAX_REASON_MASK = (1 << 64) - 1
 # How many content lines format detection looks at: a log says what it is at its start.
 DETECT_LINES = 5
-
-Row = tuple[float | None, dict[str, float | None]]
-
 
 def _content_lines(path: Path) -> Iterator[str]:
     return content_lines(path)
@@ -283,11 +283,53 @@ def read_rows(path: Path, fmt: str) -> list[Row]:
     return rows
 
 
-def identity_of(rows: list[Row], fmt: str) -> dict[str, Any]:
+@dataclass
+class CsvScan:
+    """One pass over a CSV log: what the import needs before it stores (its board, its clock), without
+    holding its rows."""
+
+    records: int = 0  # rows that hold a reading
+    timed: bool = True  # every such row has a time
+    first_epoch: float | None = None
+    last_epoch: float | None = None
+    metrics: set[str] = field(default_factory=set)
+    cores_on: set[str] = field(default_factory=set)  # cpu metrics with a reading in some row
+
+
+def _with_readings(path: Path, fmt: str) -> Iterator[Row]:
+    return (r for r in iter_rows(path, fmt) if any(v is not None for v in r[1].values()))
+
+
+def scan_rows(path: Path, fmt: str, sample: LineSample | list[Row] | None = None) -> CsvScan:
+    """Read a CSV log of format ``fmt`` once: its ``CsvScan``, and its rows into ``sample`` (the verdict's,
+    bounded); raises when no row holds a reading."""
+    scan = CsvScan()
+    for epoch, values in _with_readings(path, fmt):
+        scan.records += 1
+        if epoch is None:
+            scan.timed = False
+        else:
+            scan.first_epoch = epoch if scan.first_epoch is None else min(scan.first_epoch, epoch)
+            scan.last_epoch = epoch if scan.last_epoch is None else max(scan.last_epoch, epoch)
+        scan.metrics.update(values)
+        scan.cores_on.update(m for m, v in values.items() if v is not None and m.startswith("cpu"))
+        if sample is not None:
+            sample.append((epoch, values))
+    if not scan.records:
+        raise TegrastatsImportError(f"no readings in {path} (read as {fmt})")
+    return scan
+
+
+def identity_of(rows: list[Row] | CsvScan, fmt: str) -> dict[str, Any]:
     """What a CSV log shows of its board: core count (jtop) or GPU count (nvidia-smi), its power rails."""
-    metrics = sorted({m for _, values in rows for m in values})
+    scan = rows if isinstance(rows, CsvScan) else CsvScan()
+    if not isinstance(rows, CsvScan):
+        for _epoch, values in rows:
+            scan.metrics.update(values)
+            scan.cores_on.update(m for m, v in values.items() if v is not None and m.startswith("cpu"))
+    metrics = sorted(scan.metrics)
     cores = [m for m in metrics if m.startswith("cpu") and m.endswith(".util_pct")]
-    off = [m for m in cores if all(values.get(m) is None for _, values in rows)]
+    off = [m for m in cores if m not in scan.cores_on]
     rails = [m[6:-3] for m in metrics if m.startswith("power.") and m.endswith("_mw")]
     gpus = sorted({m.split(".")[0] for m in metrics if m.startswith("gpu") and m[3:4].isdigit()})
     return {
@@ -299,30 +341,28 @@ def identity_of(rows: list[Row], fmt: str) -> dict[str, Any]:
     }
 
 
-def _ticks(rows: list[Row]) -> tuple[list[Any], bool]:
+def _ticks(path: Path, fmt: str, scan: CsvScan) -> Iterator[Any]:
     """The rows as sample ticks: seconds since the first timestamp (wall: the timestamp), or the row
     index x 1 s for both clocks where any row has no timestamp (as the tegrastats import does)."""
     from edgeprof.storage.samples import Tick
 
-    epochs = [e for e, _ in rows]
-    timed = all(e is not None for e in epochs)
-    first = min(e for e in epochs if e is not None) if timed else 0.0
-    ticks = []
-    for i, (epoch, values) in enumerate(rows):
-        t_mono, t_wall = (epoch - first, epoch) if timed and epoch is not None else (float(i), float(i))
-        ticks.append(Tick(t_mono, t_wall, values))
-    return ticks, timed
+    first = scan.first_epoch if scan.timed and scan.first_epoch is not None else 0.0
+    for i, (epoch, values) in enumerate(_with_readings(path, fmt)):
+        t_mono, t_wall = (epoch - first, epoch) if scan.timed and epoch is not None else (float(i), float(i))
+        yield Tick(t_mono, t_wall, values)
 
 
-def _sweep(path: Path, fmt: str, device_id: int, ticks: list[Any], timed: bool) -> Any:
+def _sweep(path: Path, fmt: str, device_id: int, scan: CsvScan) -> Any:
     import json
 
     from edgeprof import __version__
     from edgeprof.storage.models import Sweep
     from edgeprof.telemetry.tegrastats_import import SWEEP_STATUS, file_sha256, utc_naive
 
-    meta = {"source": SOURCES[fmt], "format": fmt, "file": path.name, "records": len(ticks)}
-    meta["clock"] = "timestamps" if timed else "record_index"
+    meta = {"source": SOURCES[fmt], "format": fmt, "file": path.name, "records": scan.records}
+    meta["clock"] = "timestamps" if scan.timed else "record_index"
+    timed = scan.timed and scan.first_epoch is not None and scan.last_epoch is not None
+    start, end = (scan.first_epoch, scan.last_epoch) if timed else (0.0, float(scan.records - 1))
     return Sweep(
         name=f"import:{path.name}",
         plan_path=str(path.resolve()),
@@ -330,17 +370,18 @@ def _sweep(path: Path, fmt: str, device_id: int, ticks: list[Any], timed: bool) 
         plan_hash=file_sha256(path),  # the same log imported twice is recognisable
         device_id=device_id,
         edgeprof_version=__version__,
-        started_at=utc_naive(min(t.t_wall for t in ticks)),
-        ended_at=utc_naive(max(t.t_wall for t in ticks)),
+        started_at=utc_naive(start or 0.0),
+        ended_at=utc_naive(end or 0.0),
         status=SWEEP_STATUS,
         n_specs=0,
         sampler_json=json.dumps(meta, sort_keys=True),
     )
 
 
-def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str | None) -> tuple[int, bool]:
-    """Store a CSV log's rows as samples of a new imported sweep: (sweep id, True), or (the sweep the same
-    file went into, False) without storing anything."""
+def store_rows(db: str, path: Path, scan: CsvScan, fmt: str, device_name: str | None) -> tuple[int, bool]:
+    """Store a CSV log's rows as samples of a new imported sweep, read again from the file block by block
+    (bounded memory): (sweep id, True), or (the sweep the same file went into, False) without storing
+    anything."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from edgeprof.device import get_or_create_device
@@ -352,13 +393,13 @@ def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str 
         existing = already_imported(session, path)
         if existing is not None:
             return existing, False
-        device = get_or_create_device(session, imported_facts(identity_of(rows, fmt), device_name, fmt))
-        ticks, timed = _ticks(rows)
-        sweep = _sweep(path, fmt, device.id, ticks, timed)
+        device = get_or_create_device(session, imported_facts(identity_of(scan, fmt), device_name, fmt))
+        sweep = _sweep(path, fmt, device.id, scan)
         session.add(sweep)
         session.flush()
-        for start in range(0, len(ticks), MAX_TICKS_PER_BLOCK):
-            write_ticks(session, sweep.id, None, SOURCES[fmt], ticks[start : start + MAX_TICKS_PER_BLOCK])
+        ticks = _ticks(path, fmt, scan)
+        while block := list(islice(ticks, MAX_TICKS_PER_BLOCK)):
+            write_ticks(session, sweep.id, None, SOURCES[fmt], block)
         session.commit()
         return sweep.id, True
     except SQLAlchemyError as exc:
