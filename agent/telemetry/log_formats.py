@@ -73,6 +73,7 @@ MAX_REASON_MASK = (1 << 64) - 1
 # How many content lines format detection looks at: a log says what it is at its start.
 DETECT_LINES = 5
 
+
 def _content_lines(path: Path) -> Iterator[str]:
     return content_lines(path)
 

@@ -285,13 +285,13 @@ class Summary:
     temps: dict[str, _Stat] = field(default_factory=dict)
     rails: dict[str, _Stat] = field(default_factory=dict)
 
-    def add(self, rec: TegrastatsRecord, ts: datetime | None) -> None:
+    def add(self, rec: TegrastatsRecord, ts: datetime | None, metrics: dict[str, Any] | None = None) -> None:
         if ts is not None:
             if self.first_ts is None or ts < self.first_ts:
                 self.first_ts, self.first_ts_text = ts, rec.timestamp
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts, self.last_ts_text = ts, rec.timestamp
-        for name, value in record_to_metrics(rec).items():
+        for name, value in (record_to_metrics(rec) if metrics is None else metrics).items():
             if name.startswith("temp."):
                 stat = self.temps.setdefault(name, _Stat())
             elif name.startswith("power."):
@@ -463,7 +463,9 @@ class _DbWriter:
         self.sweep = sweep
         return sweep.id
 
-    def add(self, rec: TegrastatsRecord, index: int, ts: datetime | None) -> None:
+    def add(
+        self, rec: TegrastatsRecord, index: int, ts: datetime | None, metrics: dict[str, Any] | None = None
+    ) -> None:
         if self.sweep_id is None:
             self.sweep_id = self._begin(rec)
         epoch = local_epoch(ts) if ts is not None else None
@@ -475,7 +477,7 @@ class _DbWriter:
             t_wall, t_mono = epoch, epoch - self.first_epoch
         else:
             t_wall = t_mono = float(index)  # no time known: record index x 1 s (see the module docstring)
-        values = record_to_metrics(rec)
+        values = record_to_metrics(rec) if metrics is None else metrics
         self.ticks.append(Tick(t_mono, t_wall, values))
         self.n_pending += len(values)
         if len(self.ticks) >= MAX_TICKS_PER_BLOCK:  # bounded memory, and blocks big enough to compress well
@@ -584,12 +586,13 @@ def import_log(
                 counts.timestamped += 1
             if as_json:
                 out.write(json.dumps(record_to_json(rec)) + "\n")
+            metrics = record_to_metrics(rec) if summary or writer or rows is not None else None
             if summary is not None:
-                summary.add(rec, ts)
+                summary.add(rec, ts, metrics)
             if writer is not None:
-                writer.add(rec, index, ts)
-            if rows is not None:
-                rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
+                writer.add(rec, index, ts, metrics)
+            if rows is not None and metrics is not None:
+                rows.append((local_epoch(ts) if ts is not None else None, metrics))
         if counts.records == 0:
             raise TegrastatsImportError(f"no tegrastats lines in {path}")
         if writer is not None and session is not None:
