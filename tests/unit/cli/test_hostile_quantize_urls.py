@@ -136,6 +136,51 @@ def test_control_characters_in_paths_and_types_are_shown_escaped(
     assert "\x1b" not in line and "\r" not in line and "\\x1b" in line
 
 
+def test_the_writer_writes_the_file_edgeprof_created_even_if_its_name_is_swapped(tmp_path: Path) -> None:
+    """What llama.cpp does with the name it is given (open it and write), without llama.cpp: the name is
+    /proc/self/fd/N of the exclusive temp file, so a link planted at its name meanwhile is never written
+    through, and the swap is found before anything is renamed into place."""
+    from edgeprof.gguf.quantizer import QuantizeError, _new_output
+
+    dst = tmp_path / "m-q8_0.gguf"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's notes\n")
+    before = sha(victim)
+    with _new_output(dst, "tmp") as name:
+        Path(name).write_bytes(b"GGUF" + bytes(60))
+    assert dst.read_bytes()[:4] == b"GGUF" and sorted(p.name for p in tmp_path.iterdir()) == [
+        dst.name,
+        victim.name,
+    ]
+    with pytest.raises(QuantizeError, match="replaced while it was written"), _new_output(dst, "tmp") as name:
+        real = next(p for p in tmp_path.iterdir() if p.name.endswith(".tmp"))
+        real.rename(tmp_path / "moved")
+        real.symlink_to(victim)  # the temp name swapped for a link to someone's file
+        Path(name).write_bytes(b"GGUF" + bytes(60))
+    assert sha(victim) == before and dst.read_bytes() == b"GGUF" + bytes(60)
+
+
+def test_the_requantized_mark_is_never_written_through_a_planted_link(tmp_path: Path) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plan"))
+    from test_check_what_run_uses import synthetic_gguf
+
+    from edgeprof.gguf.quantizer import QuantizeError, copy_with_metadata
+
+    src = synthetic_gguf(tmp_path / "synthetic.gguf")
+    dst = tmp_path / "marked.gguf"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone's notes\n")
+    before = sha(victim)
+    (tmp_path / "marked.gguf.meta.tmp").symlink_to(victim)
+    copy_with_metadata(src, dst, {"edgeprof.requantized_from": "Q8_0 (sha256 x)"})
+    assert sha(victim) == before and dst.read_bytes()[:4] == b"GGUF"
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("my notes\n")
+    with pytest.raises(QuantizeError, match="not an earlier edgeprof GGUF model"):
+        copy_with_metadata(src, notes, {"x": "y"})
+    assert notes.read_text() == "my notes\n"
+
+
 # -- PostgreSQL and URLs --
 @contextlib.contextmanager
 def silent_server() -> Iterator[int]:
