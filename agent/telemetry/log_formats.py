@@ -29,15 +29,9 @@ from typing import Any
 from edgeprof.collectors import has_data, parse_line
 from edgeprof.collectors.evidence import celsius_or_none
 from edgeprof.safetext import safe_text
-from edgeprof.telemetry.tegrastats_import import (
-    LineSample,
-    Row,
-    TegrastatsImportError,
-    check_path,
-    content_lines,
-    local_epoch,
-    quiet_parser,
-)
+from edgeprof.telemetry.log_lines import TegrastatsImportError, check_path, content_lines, quiet_parser
+from edgeprof.telemetry.log_series import LineSample, Row
+from edgeprof.telemetry.tegrastats_import import local_epoch
 
 TEGRASTATS, JTOP_CSV, NVIDIA_SMI_CSV = "tegrastats", "jtop_csv", "nvidia_smi_csv"
 FORMATS = (TEGRASTATS, JTOP_CSV, NVIDIA_SMI_CSV)

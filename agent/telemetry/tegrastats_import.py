@@ -24,20 +24,14 @@ raises ``TegrastatsImportError`` with a one-line message, before anything is com
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
 import math
-import os
-import re
-import stat
 import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import pairwise
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -49,6 +43,22 @@ from edgeprof.collectors.evidence import is_thermometer_name
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
+# The reading and series layers, named here as well: every log importer and the CLI imported them from here.
+from edgeprof.telemetry.log_lines import MAX_LINE_CHARS as MAX_LINE_CHARS
+from edgeprof.telemetry.log_lines import READ_BLOCK_BYTES as READ_BLOCK_BYTES
+from edgeprof.telemetry.log_lines import TegrastatsImportError as TegrastatsImportError
+from edgeprof.telemetry.log_lines import check_path as check_path
+from edgeprof.telemetry.log_lines import content_lines as content_lines
+from edgeprof.telemetry.log_lines import open_log as open_log
+from edgeprof.telemetry.log_lines import quiet_parser as quiet_parser
+from edgeprof.telemetry.log_lines import text_lines as text_lines
+from edgeprof.telemetry.log_series import DEFAULT_SPACING_S as DEFAULT_SPACING_S
+from edgeprof.telemetry.log_series import MAX_VERDICT_READINGS as MAX_VERDICT_READINGS
+from edgeprof.telemetry.log_series import LineSample as LineSample
+from edgeprof.telemetry.log_series import LogSeries as LogSeries
+from edgeprof.telemetry.log_series import Row as Row
+from edgeprof.telemetry.log_series import series_of_rows as series_of_rows
+
 SOURCE = "tegrastats_import"
 SWEEP_STATUS = "imported"
 IMPORTED_HOSTNAME = "imported"
@@ -57,23 +67,6 @@ EXIT_BAD_INPUT = 2
 # tegrastats --logfile writes '%m-%d-%Y %H:%M:%S'; the others are what the parser's timestamp pattern also
 # accepts ('/' and 'T' are normalised to '-' and ' ' first).
 TIMESTAMP_FORMATS = ("%m-%d-%Y %H:%M:%S", "%m-%d-%Y %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f")
-
-# A real line is under 2 kB; a longer one is not tegrastats output and is skipped without parsing.
-MAX_LINE_CHARS = 64 * 1024
-# Files are read in blocks of this size, never by whole lines (a line may have no end).
-READ_BLOCK_BYTES = 64 * 1024
-UTF8_BOM = b"\xef\xbb\xbf"
-_EOL = re.compile(rb"\r\n?|\n")
-
-# A record as the verdict reads it: its epoch (None without a timestamp) and its readings by metric.
-Row = tuple[float | None, dict[str, float | None]]
-
-
-class TegrastatsImportError(Exception):
-    """Bad input for an import; ``str()`` is one line, fit for ``edgeprof: error: <msg>``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
 
 
 def parse_timestamp(text: str | None) -> datetime | None:
@@ -101,122 +94,7 @@ def utc_naive(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
 
 
-# -- reading -----------------------------------------------------------------------------------------------
-
-
-def _kind_of(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device"
-
-
-def open_log(path: Path) -> tuple[int, int]:
-    """An fd of the regular file at ``path`` and its size when opened. Opened without blocking, so a FIFO's
-    open returns at once and fstat refuses it (and a device, a socket, a folder) from its type; a regular
-    file of size 0 is refused too: it is empty, or a kernel file (``/proc/kmsg``) whose read waits for
-    data that may never come. Only the bytes the file held when opened are ever read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise TegrastatsImportError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise TegrastatsImportError(f"{path} is {_kind_of(st.st_mode)}, not a regular file (not a log)")
-        if st.st_size == 0:
-            raise TegrastatsImportError(
-                f"{path} is empty (size 0: an empty file or a kernel file such as /proc/kmsg), not a log"
-            )
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st.st_size
-
-
-def check_path(path: Path) -> None:
-    """Raise ``TegrastatsImportError`` unless ``path`` is a non-empty regular file that can be opened."""
-    fd, _size = open_log(path)
-    os.close(fd)
-
-
-def _read_block(fd: int, size: int) -> bytes:
-    return os.read(fd, size)
-
-
-def raw_lines(fd: int, size: int, limit: int) -> Iterator[tuple[bytes, bool]]:
-    """(line without its end, longer than ``limit``) of the first ``size`` bytes of ``fd``: a line ends at
-    LF, CR LF or a lone CR (a log written on another system, or by a tool that ends lines with CR). Read in
-    blocks of ``READ_BLOCK_BYTES``; a line longer than ``limit`` is kept only as its first ``limit + 1``
-    bytes, so memory stays bounded whatever the file holds."""
-    head = bytearray()
-    length = 0
-    left = size
-    skip_lf = False  # the block before ended with CR: an LF opening this one belongs to it
-    while left > 0:
-        block = _read_block(fd, min(READ_BLOCK_BYTES, left))
-        if not block:
-            break
-        left -= len(block)
-        start = 0
-        if skip_lf and block[:1] == b"\n":
-            start = 1
-        skip_lf = False
-        for end in _EOL.finditer(block, start):
-            piece = block[start : end.start()]
-            if len(head) <= limit:
-                head += piece[: limit + 1 - len(head)]
-            length += len(piece)
-            yield bytes(head), length > limit
-            head.clear()
-            length = 0
-            start = end.end()
-            skip_lf = end.group() == b"\r" and start == len(block)
-        piece = block[start:]
-        if len(head) <= limit:
-            head += piece[: limit + 1 - len(head)]
-        length += len(piece)
-    if length:
-        yield bytes(head), length > limit
-
-
-def text_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
-    """(1-based line number, text without its line end, too long) of every line; raises on binary data or a
-    read error. A UTF-8 byte-order mark before the first line is dropped. A line longer than MAX_LINE_CHARS
-    bytes comes cut (tegrastats writes ASCII: bytes are characters), flagged; the caller skips it."""
-    fd, size = open_log(path)
-    try:
-        for number, (raw, too_long) in enumerate(raw_lines(fd, size, MAX_LINE_CHARS), start=1):
-            if number == 1 and raw.startswith(UTF8_BOM):
-                raw = raw[len(UTF8_BOM) :]
-            if b"\x00" in raw:
-                raise TegrastatsImportError(f"{path} is binary (NUL byte on line {number}), not a log")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                if not too_long:
-                    raise TegrastatsImportError(
-                        f"{path} is not text (invalid UTF-8 on line {number}), not a log"
-                    ) from None
-                text = raw.decode("utf-8", errors="replace")  # cut inside a character: skipped anyway
-            yield number, text, too_long
-    except OSError as exc:
-        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-
-
-def content_lines(path: Path) -> Iterator[str]:
-    """The lines of a log that hold something: stripped, not blank, no ``#`` comment, not too long."""
-    for _number, text, too_long in text_lines(path):
-        stripped = text.strip()
-        if stripped and not stripped.startswith("#") and not too_long:
-            yield stripped
+# -- reading: edgeprof.telemetry.log_lines ---------------------------------------------------------------
 
 
 @dataclass
@@ -225,20 +103,6 @@ class ImportCounts:
     with_unknown: int = 0
     skipped: int = 0
     timestamped: int = 0
-
-
-@contextlib.contextmanager
-def quiet_parser() -> Iterator[None]:
-    """The tegrastats parser's log muted: it names each unknown token with an excerpt of its line, and a
-    file that is no log (a password file behind a link) must never be echoed. What was not understood is
-    counted and said by the import instead."""
-    parser_log = logging.getLogger("edgeprof.collectors.tegrastats_parse")
-    was = parser_log.disabled
-    parser_log.disabled = True
-    try:
-        yield
-    finally:
-        parser_log.disabled = was
 
 
 def _records(path: Path, counts: ImportCounts) -> Iterator[TegrastatsRecord]:
@@ -640,70 +504,7 @@ def _tell(
         notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
 
 
-# -- a log as series, for the verdict on it ------------------------------------------------------------------
-@dataclass
-class LogSeries:
-    """A whole log as ``(t, value)`` series: ``t`` in seconds from the first timestamp, or the line index x
-    ``spacing_s`` where the log has none (``spacing_assumed``: nobody said what the spacing was). ``step``:
-    the verdict read every step-th line (1: every line; see ``LineSample``)."""
-
-    series: dict[str, list[tuple[float, float | None]]]
-    wall_t0: float | None
-    spacing_s: float
-    spacing_assumed: bool
-    records: int
-    step: int = 1
-
-
-# tegrastats' default --interval: the spacing of a log without timestamps unless the user states it
-DEFAULT_SPACING_S = 1.0
-# The verdict holds a log whole, at ~250 bytes a reading (its series, its sessions): it reads at most this
-# many readings (lines x metrics), 120 MiB or so, whatever the length of the log. A longer log is judged on
-# every 2nd, 4th, ... line, evenly through it (whole lines: a clock and its load stay of the same moment),
-# and says so: 11 900 lines of a 12-core AGX Orin (42 readings a line), 3.3 h at tegrastats' 1 s.
-MAX_VERDICT_READINGS = 500_000
-
-
-class LineSample:
-    """The lines of a log for its verdict, in bounded memory: every line while their readings fit
-    ``max_readings``, then every 2nd, 4th, ... (the step doubles, and the lines kept so far are thinned to
-    it), so that what is kept is spread evenly over the whole log. Appended to like a list of rows."""
-
-    def __init__(self, max_readings: int = MAX_VERDICT_READINGS) -> None:
-        self.max_readings = max_readings
-        self.rows: list[Row] = []
-        self.indices: list[int] = []  # each kept row's line index in the log
-        self.seen = 0
-        self.step = 1
-        self.readings = 0
-        self.all_timed = True  # every line, kept or not, had a timestamp
-
-    def append(self, row: Row) -> None:
-        index = self.seen
-        self.seen += 1
-        self.all_timed = self.all_timed and row[0] is not None
-        if index % self.step:
-            return
-        self.rows.append(row)
-        self.indices.append(index)
-        self.readings += len(row[1])
-        while self.readings > self.max_readings and len(self.rows) > 1:
-            self.step *= 2
-            kept = [(i, r) for i, r in zip(self.indices, self.rows, strict=True) if i % self.step == 0]
-            self.indices = [i for i, _ in kept]
-            self.rows = [r for _, r in kept]
-            self.readings = sum(len(r[1]) for r in self.rows)
-
-    def __len__(self) -> int:
-        return self.seen
-
-    def __bool__(self) -> bool:
-        return self.seen > 0
-
-    def series(self, interval_s: float | None) -> LogSeries:
-        return series_of_rows(
-            self.rows, interval_s, self.seen, indices=self.indices, step=self.step, timed=self.all_timed
-        )
+# -- a log as series, for the verdict on it: edgeprof.telemetry.log_series -----------------------------
 
 
 def tegrastats_series(path: Path, interval_s: float | None = None) -> LogSeries:
@@ -717,35 +518,3 @@ def tegrastats_series(path: Path, interval_s: float | None = None) -> LogSeries:
     if not sample:
         raise TegrastatsImportError(f"no tegrastats lines in {path}")
     return sample.series(interval_s)
-
-
-def series_of_rows(
-    rows: list[Row],
-    interval_s: float | None,
-    records: int,
-    *,
-    indices: list[int] | None = None,
-    step: int = 1,
-    timed: bool = True,
-) -> LogSeries:
-    """Rows of (epoch or None, values) as series: timestamps where every row has one, else the index x the
-    stated ``interval_s`` (or ``DEFAULT_SPACING_S``, then marked assumed). ``indices``: each row's line
-    index where the rows are every ``step``-th line of the log (``LineSample``); ``timed``: False where a
-    line left out had no timestamp."""
-    epochs = [e for e, _ in rows]
-    timed = timed and all(e is not None for e in epochs) and interval_s is None
-    first = epochs[0] if timed else None
-    spacing = interval_s or DEFAULT_SPACING_S
-    series: dict[str, list[tuple[float, float | None]]] = {}
-    for i, (epoch, values) in enumerate(rows):
-        index = indices[i] if indices is not None else i
-        t = (epoch - first) if timed and epoch is not None and first is not None else index * spacing
-        for metric, value in values.items():
-            series.setdefault(metric, []).append((t, value))
-    if timed:
-        times = sorted({t for s in series.values() for t, _ in s})
-        steps = sorted(b - a for a, b in pairwise(times) if b > a)
-        spacing = steps[len(steps) // 2] if steps else DEFAULT_SPACING_S
-    else:
-        spacing *= step  # the judged lines' own spacing: a gap between sessions is counted in it
-    return LogSeries(series, first, spacing, not timed and interval_s is None, records, step)

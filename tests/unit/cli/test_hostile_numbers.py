@@ -16,7 +16,7 @@ from support.hostile_run import TEGRASTATS_LOG, edgeprof_db, invoke, refused, sh
 from typer.testing import CliRunner
 
 from edgeprof.cli import app
-from edgeprof.telemetry import tegrastats_import
+from edgeprof.telemetry import log_lines, tegrastats_import
 from edgeprof.telemetry.tegrastats_import import MAX_LINE_CHARS, TegrastatsImportError, import_log
 
 
@@ -113,27 +113,27 @@ def test_tegrastats_import_reads_a_huge_line_in_bounded_pieces(
     log.write_bytes(good + b"RAM " + b"9" * (4 << 20) + b"\n" + good)
     before = sha(log)
     asked: list[int] = []
-    real_read = tegrastats_import._read_block
+    real_read = log_lines._read_block
 
     def recording_read(fd: int, size: int) -> bytes:
         asked.append(size)
         return real_read(fd, size)
 
     held: list[int] = []
-    real_lines = tegrastats_import.raw_lines
+    real_lines = log_lines.raw_lines
 
     def recording_lines(*args: Any) -> Any:
         for raw, too_long in real_lines(*args):
             held.append(len(raw))
             yield raw, too_long
 
-    monkeypatch.setattr(tegrastats_import, "_read_block", recording_read)
-    monkeypatch.setattr(tegrastats_import, "raw_lines", recording_lines)
+    monkeypatch.setattr(log_lines, "_read_block", recording_read)
+    monkeypatch.setattr(log_lines, "raw_lines", recording_lines)
     out = io.StringIO()
     n = import_log(log, False, None, out, err=io.StringIO())
     monkeypatch.undo()
     assert n == 2 * len([ln for ln in good.splitlines() if ln.strip() and not ln.startswith(b"#")])
-    assert asked and max(asked) <= tegrastats_import.READ_BLOCK_BYTES
+    assert asked and max(asked) <= log_lines.READ_BLOCK_BYTES
     assert held and max(held) <= MAX_LINE_CHARS + 1
     assert sha(log) == before
     only_huge = tmp_path / "only.log"
