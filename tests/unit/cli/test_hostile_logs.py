@@ -263,6 +263,7 @@ def test_a_jtop_csv_naming_thousands_of_readings_is_refused(tmp_path: Path) -> N
     assert re.search(r"names \d+ readings", line)
 
 
+@pytest.mark.timeout(900)  # ~170 s on 2 busy cores: the parser's own time, 0.5 ms a line
 def test_300000_tegrastats_lines_are_read_in_bounded_memory(tmp_path: Path) -> None:
     log = synthetic_tegrastats_lines(tmp_path / "long.log", 300_000)
     code, peak, out = _peak_rss_mib("import-log", str(log))
