@@ -55,11 +55,34 @@ def _split_authority(text: str) -> tuple[str, str, str] | None:
     return scheme + sep, userinfo, host + rest[end:]
 
 
+def _key_pattern(name: str) -> str:
+    """A parameter name as a pattern that also matches it percent-encoded, letter by letter: libpq decodes
+    a URL's query, so ``?%70assword=pw`` is a password."""
+    return "".join(
+        f"(?:{re.escape(ch)}|%{ord(ch.lower()):02x}|%{ord(ch.upper()):02x})" for ch in name
+    )  # letters in either case, hex digits too: the pattern is compiled case-insensitive
+
+
 # libpq's secret parameters, in a URL's query (``?password=...``) or a conninfo string (``password=...``): a
 # quoted value (a backslash escapes a quote inside) or one word up to the next separator.
 _SECRET_PARAM = re.compile(
-    r"(?i)(?<![A-Za-z0-9_])((?:ssl)?password|passfile)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&;#]*)"
+    r"(?i)(?<![A-Za-z0-9_%])((?:"
+    + _key_pattern("ssl")
+    + ")?"
+    + _key_pattern("password")
+    + "|"
+    + _key_pattern("passfile")
+    + r")(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&;#]*)"
 )
+
+# Every PostgreSQL connection has a deadline: a server that accepts TCP and never answers (a wedged host,
+# a firewall that drops) once held `report`, `sweeps` and `push` past 90 s. libpq's connect_timeout bounds
+# the connection (psycopg applies it to each address it tries), TCP keepalives a connection that goes
+# silent later, and the server's statement_timeout any one statement. A URL's own value of a parameter is
+# kept (``?connect_timeout=30``).
+PG_CONNECT_TIMEOUT_S = 5
+PG_STATEMENT_TIMEOUT_MS = 300_000
+PG_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
 
 
 # A libpq "key=value key=value" connection string, which would otherwise be taken for a file name.
@@ -152,6 +175,12 @@ def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
             f"--db {mask_url(text)} is a libpq connection string, not a path; give a postgresql:// URL "
             "(postgresql://user@host:5432/dbname, the password in ~/.pgpass or PGPASSWORD)"
         )
+    if text.lower().startswith("sqlite:") and any(ch in text for ch in "?#"):
+        # sqlite:///x.db?mode=ro&uri=true was opened as a file named 'x.db?mode=ro' and written to
+        raise DatabaseError(
+            f"{mask_url(text)}: an sqlite URL with a query or fragment is not supported (it would open "
+            "another file); give the database's path"
+        )
     if "://" in text:
         for scheme in _PG_SCHEMES:
             if text.startswith(scheme):
@@ -166,6 +195,20 @@ def db_url(db: str | Path | None, *, create_dir: bool = True) -> str:
     if create_dir:
         path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
+
+
+def pg_connect_args(parsed: URL) -> dict[str, Any]:
+    """The deadlines of a PostgreSQL connection (see ``PG_CONNECT_TIMEOUT_S``), less those the URL sets."""
+    given = {key.lower() for key in parsed.query}
+    args: dict[str, Any] = {} if "connect_timeout" in given else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    args.update({key: value for key, value in PG_KEEPALIVES.items() if key not in given})
+    statement = f"-c statement_timeout={PG_STATEMENT_TIMEOUT_MS}"
+    options = parsed.query.get("options")
+    if options is None:
+        args["options"] = statement
+    elif "statement_timeout" not in str(options):
+        args["options"] = f"{options if isinstance(options, str) else ' '.join(options)} {statement}"
+    return args
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -201,6 +244,8 @@ def open_engine(db: str | Path | None = None, *, migrate: bool = True, read_only
     parsed = parse_db_url(url, db)
     is_sqlite = parsed.get_backend_name() == "sqlite"
     connect_args: dict[str, Any] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000} if is_sqlite else {}
+    if parsed.get_backend_name() == "postgresql":
+        connect_args = pg_connect_args(parsed)
     if is_sqlite and parsed.database not in (None, "", ":memory:"):
         try:  # every command, before any pragma or write: a database that is not edgeprof's stays as it is
             check_before_read(Path(parsed.database or ""))

@@ -76,12 +76,18 @@ def check_before_write(path: Path, *, integrity: bool = True) -> None:
                 rows = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
                 if rows != ["ok"]:
                     raise StorageGuardError(
-                        f"database {path} is damaged (quick_check: {rows[0] if rows else 'no answer'}); "
+                        f"database {path} is damaged (quick_check: {quick_check_problem(rows)}); "
                         "nothing was written; " + RECOVER_HINT.format(path=path)
                     )
     except sqlite3.DatabaseError as exc:
         raise StorageGuardError(describe_sqlite_error(str(exc), path)) from None
     _check_writable(path)
+
+
+def quick_check_problem(rows: list[str]) -> str:
+    """quick_check's first finding on one line: its text holds newlines of its own ("*** in database main
+    ***\nPage 5: ..."), and a refusal is one line."""
+    return " ".join(str(rows[0]).split()) if rows else "no answer"
 
 
 def dangling_link(path: Path) -> str:
@@ -231,7 +237,7 @@ def check_open_engine(engine: object, path: Path) -> None:
         raise StorageGuardError(describe_sqlite_error(str(getattr(exc, "orig", None) or exc), path)) from None
     if rows != ["ok"]:
         raise StorageGuardError(
-            f"database {path} is damaged (quick_check: {rows[0] if rows else 'no answer'}); nothing was "
+            f"database {path} is damaged (quick_check: {quick_check_problem(rows)}); nothing was "
             "written; " + RECOVER_HINT.format(path=path)
         )
     _check_writable(path)

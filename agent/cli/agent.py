@@ -27,12 +27,15 @@ MinFreeOption = Annotated[
 OnceOption = Annotated[bool, typer.Option("--once", help="Process the queue, then exit (for a timer).")]
 # A day between scans is already no queue; the bound keeps time.monotonic() + poll_s a finite deadline.
 MAX_POLL_S = 86_400.0
+# A scan reads a folder: ten a second is already more than any queue needs, and a smaller wait (1e-300)
+# would keep a core busy polling.
+MIN_POLL_S = 0.1
 PollOption = Annotated[
     float,
     typer.Option(
         "--poll-s",
         help="Seconds between queue scans when idle.",
-        callback=seconds_range("--poll-s", MAX_POLL_S),
+        callback=seconds_range("--poll-s", MAX_POLL_S, MIN_POLL_S),
     ),
 ]
 SettleOption = Annotated[

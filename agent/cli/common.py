@@ -214,13 +214,35 @@ def int_range(option: str, low: int = 1, high: int = INT64_MAX) -> Callable[[Any
     return check
 
 
-def seconds_range(option: str, high: float) -> Callable[[Any], Any]:
-    """A Typer callback: a finite number of seconds above 0 and at most ``high`` (nan passes every
-    comparison, and a wait of 0 or less would poll without sleeping)."""
+def seconds_range(option: str, high: float, low: float = 0.0) -> Callable[[Any], Any]:
+    """A Typer callback: a finite number of seconds above 0 (at least ``low`` where given) and at most
+    ``high`` (nan passes every comparison, and a wait of 0 or less, or of 1e-300, would poll without
+    sleeping)."""
 
     def check(value: Any) -> Any:
-        if value is not None and not (math.isfinite(value) and 0 < value <= high):
-            fail(f"{option} {value}: must be a finite number of seconds above 0 and at most {high:g}")
+        if value is not None and not (math.isfinite(value) and 0 < value <= high and value >= low):
+            above = f"at least {low:g}" if low > 0 else "above 0"
+            fail(f"{option} {value}: must be a finite number of seconds {above} and at most {high:g}")
+        return value
+
+    return check
+
+
+# The line spacing a user may state for a log (tegrastats' --interval is in ms): a day between lines is no
+# log of a run any more, and inf, nan or 1e308 would make every time infinite.
+MAX_INTERVAL_MS = 86_400_000.0
+
+
+def number_range(option: str, low: float, high: float, unit: str = "") -> Callable[[Any], Any]:
+    """A Typer callback: a finite number from ``low`` to ``high`` (click's own range lets nan and, without a
+    maximum, inf and 1e308 through)."""
+
+    def shown(x: float) -> str:
+        return f"{x:.0f}" if x.is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+    def check(value: Any) -> Any:
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            fail(f"{option} {value}: must be a finite number from {shown(low)} to {shown(high)}{unit}")
         return value
 
     return check

@@ -84,11 +84,12 @@ def models_quantize(
     A source that is already quantized is refused: a quant made from it loses precision twice."""
     from edgeprof.gguf import GGUFError, read_gguf_info, sha256_file
     from edgeprof.gguf.quantizer import QuantizeError, quantize_model
+    from edgeprof.safetext import safe_text
 
     try:
         info = read_gguf_info(source)
     except GGUFError as exc:
-        fail(str(exc))
+        fail(safe_text(str(exc)))
     wanted = [t.strip() for t in types.split(",") if t.strip()]
     try:
         with quiet_native_stderr() as log:
@@ -101,14 +102,14 @@ def models_quantize(
                 source_sha256=lambda: sha256_file(source),
             )
     except QuantizeError as exc:
-        fail(str(exc))
+        fail(safe_text(str(exc)))
     except OSError as exc:
-        fail(f"quantizing {source} failed: {exc}")
+        fail(f"quantizing {safe_text(source)} failed: {safe_text(exc)}")
     finally:
         with contextlib.suppress(OSError, UnboundLocalError):
             log.unlink()
     for quant, path in result.made.items():
-        typer.echo(f"{quant:7s} {path}")
+        typer.echo(f"{quant:7s} {safe_text(path)}")  # a newline in a path must not forge a second line
     if result.requantized_from is not None:
         typer.echo(f"note: requantized from {result.requantized_from}; marked in each file and every report")
 

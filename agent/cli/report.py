@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from edgeprof.cli.common import (
+    MAX_INTERVAL_MS,
     DbOption,
     DeviceOption,
     JsonOption,
@@ -19,6 +20,7 @@ from edgeprof.cli.common import (
     fail,
     guard_write,
     int_range,
+    number_range,
     open_db,
     sqlite_file,
     sweep_of_device,
@@ -260,7 +262,11 @@ AnalyseFormatOption = Annotated[
 ]
 IntervalMsOption = Annotated[
     float | None,
-    typer.Option("--interval-ms", min=1.0, help="An imported log without timestamps: its line spacing."),
+    typer.Option(
+        "--interval-ms",
+        help="An imported log without timestamps: its line spacing.",
+        callback=number_range("--interval-ms", 1.0, MAX_INTERVAL_MS, " ms"),
+    ),
 ]
 RejudgeOption = Annotated[
     bool,

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from edgeprof.cli.common import fail
+from edgeprof.cli.common import MAX_INTERVAL_MS, fail, number_range
 
 LogArgument = Annotated[Path, typer.Argument(metavar="LOG", help="A log written by 'tegrastats --logfile'.")]
 JsonLinesOption = Annotated[
@@ -30,14 +30,33 @@ IntervalOption = Annotated[
     float | None,
     typer.Option(
         "--interval-ms",
-        min=1.0,
         help="The line spacing of a log without timestamps (tegrastats --interval); default 1000, said.",
+        callback=number_range("--interval-ms", 1.0, MAX_INTERVAL_MS, " ms"),
     ),
 ]
 
 
+def _checked_device_name(value: str | None) -> str | None:
+    """The same checks as the global ``--device-name``: the name is stored and shown in tables."""
+    if value is None:
+        return None
+    from edgeprof.device.facts import device_name_problem
+    from edgeprof.safetext import safe_text
+
+    problem = device_name_problem(value)
+    if problem is not None:
+        shown = safe_text(value[:40]) + ("..." if len(value) > 40 else "")
+        fail(f"--device-name {shown!r}: {problem}")
+    return value.strip()
+
+
 DeviceNameOption = Annotated[
-    str | None, typer.Option("--device-name", help="Name the board the log was recorded on (stored).")
+    str | None,
+    typer.Option(
+        "--device-name",
+        help="Name the board the log was recorded on (stored).",
+        callback=_checked_device_name,
+    ),
 ]
 
 
@@ -56,6 +75,9 @@ def verdict_lines(result: dict[str, Any]) -> list[str]:
         )
     if result["spacing_assumed"]:
         out.append(spacing_line(result))
+    thinned = thinning_line(result)
+    if thinned is not None:
+        out.append(thinned)
     return out
 
 
@@ -64,26 +86,47 @@ COLLECTOR_OF = {"tegrastats": "tegrastats", "jtop_csv": "jtop", "nvidia_smi_csv"
 
 
 def _judge_file(
-    log: Path, interval_ms: float | None, fmt: str = "tegrastats", rows: list[Any] | None = None
+    log: Path, interval_ms: float | None, fmt: str = "tegrastats", rows: Any = None
 ) -> dict[str, Any]:
+    """The verdict on a log: from ``rows`` (a ``LineSample`` the import filled, or a list of rows) where
+    given, else read from the file (bounded: at most ``MAX_VERDICT_READINGS``)."""
     from edgeprof.collectors import roles_for
-    from edgeprof.telemetry.log_formats import read_rows
-    from edgeprof.telemetry.tegrastats_import import series_of_rows, tegrastats_series
+    from edgeprof.telemetry.log_formats import scan_rows
+    from edgeprof.telemetry.tegrastats_import import LineSample, series_of_rows, tegrastats_series
     from edgeprof.verdicts.log_store import power_budget_mw
     from edgeprof.verdicts.log_verdict import LogInputs, judge_log
 
     interval_s = interval_ms / 1000.0 if interval_ms else None
-    if rows:  # the records the import has just read
+    if isinstance(rows, LineSample) and rows:  # the records the import has just read
+        found = rows.series(interval_s)
+    elif rows:
         found = series_of_rows(rows, interval_s, len(rows))
     elif fmt == "tegrastats":
         found = tegrastats_series(log, interval_s)
     else:
-        read = read_rows(log, fmt)
-        found = series_of_rows(read, interval_s, len(read))
+        sample = LineSample()
+        scan_rows(log, fmt, sample)
+        found = sample.series(interval_s)
     roles = roles_for(found.series, dict.fromkeys(found.series, COLLECTOR_OF[fmt]))
     budget = power_budget_mw(found.series)
     inputs = LogInputs(found.series, roles, found.spacing_s, found.spacing_assumed, found.wall_t0, budget)
-    return judge_log(inputs)
+    result = judge_log(inputs)
+    result["lines_read"], result["step"] = found.records, found.step
+    return result
+
+
+def thinning_line(result: dict[str, Any]) -> str | None:
+    """Where the verdict read every n-th line of a long log (bounded memory), said."""
+    from edgeprof.telemetry.tegrastats_import import MAX_VERDICT_READINGS
+
+    step = result.get("step", 1)
+    if step <= 1:
+        return None
+    return (
+        f"note: a log of {result['lines_read']} lines: the verdict read 1 line in {step}, evenly through "
+        f"it (it holds at most {MAX_VERDICT_READINGS} readings); a throttle shorter than {step} lines may "
+        "not show"
+    )
 
 
 def _judge_stored(db: str, log: Path, interval_ms: float | None) -> dict[str, Any]:
@@ -111,10 +154,11 @@ def import_tegrastats(
 ) -> None:
     """Read a tegrastats log: summarise it with a verdict per session, print it as JSON lines, or store it."""
     from edgeprof.telemetry import TegrastatsImportError, import_log
+    from edgeprof.telemetry.tegrastats_import import LineSample
 
     try:
-        rows: list[Any] = []
-        keep = None if as_json or db is not None else rows
+        rows = LineSample()  # the verdict's lines, bounded however long the log
+        keep = None if as_json or db is not None else rows  # stored: judged from the database
         import_log(log, as_json, db, sys.stdout, device_name=device_name, rows=keep)
         if not as_json:
             result = _judge_stored(db, log, interval_ms) if db else _judge_file(log, interval_ms, rows=rows)
@@ -181,7 +225,9 @@ def _import_board_log(
             if stored
             else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
         )
-    for line in verdict_lines(judge_log(_board_inputs(log))):
+    # stored: judged once from what was stored, and that verdict kept (no later read judges it again)
+    result = _judge_stored(db, file, None) if db is not None else judge_log(_board_inputs(log))
+    for line in verdict_lines(result):
         typer.echo(line)
 
 
@@ -194,27 +240,30 @@ def import_log_file(
 ) -> None:
     """Read a log users already have (format recognised from its content): a verdict per session, and with
     --db its readings stored as an imported sweep (`edgeprof analyse --sweep N` judges it again)."""
+    from edgeprof.safetext import safe_text
     from edgeprof.telemetry import TegrastatsImportError, import_log
     from edgeprof.telemetry.board_import import EXPECTED_BOARD, detect_board_format
-    from edgeprof.telemetry.log_formats import EXPECTED, detect_format, read_rows, store_rows
+    from edgeprof.telemetry.log_formats import EXPECTED, detect_format, scan_rows, store_rows
+    from edgeprof.telemetry.tegrastats_import import LineSample
 
     try:
         fmt = None if columns else detect_format(file)
         if fmt is None:
             board_fmt = detect_board_format(file, columns)
             if board_fmt is None:
-                fail(f"{file}: not a log edgeprof can read; expected {EXPECTED}; or {EXPECTED_BOARD}")
+                expected = f"expected {EXPECTED}; or {EXPECTED_BOARD}"
+                fail(f"{safe_text(file)}: not a log edgeprof can read; {expected}")
             return _import_board_log(file, str(board_fmt), columns, db, device_name)
-        rows: list[Any] = []
+        rows = LineSample()  # the verdict's lines, bounded however long the log
         if fmt == "tegrastats":
             import_log(file, False, db, sys.stdout, device_name=device_name, rows=None if db else rows)
         else:
-            rows = read_rows(file, fmt)
-            typer.echo(f"{file.name}: {len(rows)} records ({fmt})")
+            scan = scan_rows(file, fmt, rows)
+            typer.echo(f"{file.name}: {scan.records} records ({fmt})")
             if db is not None:
-                sweep_id, stored = store_rows(db, file, rows, fmt, device_name)
+                sweep_id, stored = store_rows(db, file, scan, fmt, device_name)
                 typer.echo(
-                    f"imported {len(rows)} records from {file.name} into sweep {sweep_id} (imported)"
+                    f"imported {scan.records} records from {file.name} into sweep {sweep_id} (imported)"
                     if stored
                     else f"{file.name} already imported as sweep {sweep_id} (same sha256): nothing stored"
                 )

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from edgeprof.daemon.exposition import DEFAULT_METRICS_ADDR, MetricsServer, start_metrics_server
 from edgeprof.daemon.notify import Notifier
-from edgeprof.daemon.queue import DEFAULT_SETTLE_S, ChangedWhileRead, Identity, PlanQueue
+from edgeprof.daemon.queue import DEFAULT_SETTLE_S, ChangedWhileRead, Identity, PlanQueue, encodable_name
 from edgeprof.fleet import BackgroundPusher, start_pusher
 from edgeprof.gguf import probe_bandwidth
 from edgeprof.plan import Plan, PlanError, parse_plan
@@ -80,6 +80,12 @@ def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime)
     if deadline <= started:
         deadline += dt.timedelta(days=1)
     return now >= deadline
+
+
+def _storable(text: str | None) -> str | None:
+    """A text the database can hold: a plan name that is not UTF-8 (a lone surrogate from ``os.listdir``)
+    once made every state write fail, so that ``status`` kept an old state."""
+    return encodable_name(text) if text is not None else None
 
 
 def recover_interrupted(session: Session) -> int:
@@ -192,8 +198,8 @@ class Agent:
                     session.add(row)
                 row.heartbeat_at = utcnow()
                 if state is not None:
-                    row.state, row.message = state, message
-                row.sweep_id, row.plan_path = self._current_sweep, self._current_plan
+                    row.state, row.message = state, _storable(message)
+                row.sweep_id, row.plan_path = self._current_sweep, _storable(self._current_plan)
                 session.commit()
                 self._state_id = row.id
         except Exception as exc:  # noqa: BLE001 - a busy DB must not stop the agent; status will show the age
@@ -339,6 +345,8 @@ class Agent:
                 row = session.get(AgentState, self._state_id) if self._state_id else None
                 if row is not None:
                     row.stopped_at = utcnow()
+                    if row.state not in ("stopped", "died"):  # its last state ("idle") is over
+                        row.state = "stopped"
                     session.commit()
         except Exception as exc:  # noqa: BLE001 - shutting down; nothing else to do
             log.warning("could not record agent stop: %s", exc)

@@ -51,7 +51,9 @@ def _agent_info(session: Session, device: str | None) -> dict[str, Any] | None:
     # on this machine a process that is gone without stopping died (kill -9, a crash): said so, at once
     died = state.stopped_at is None and state.hostname == socket.gethostname() and not _pid_alive(state.pid)
     alive = alive and not died
-    shown = state.state if alive or state.stopped_at else "died" if died else "not responding"
+    shown = state.state if alive else "died" if died else "not responding"
+    if state.stopped_at is not None:  # it exited: never its last state while it ran ("idle (pid ...)")
+        shown = state.state if state.state in ("stopped", "died") else "stopped"
     return {
         "pid": state.pid,
         "state": shown,

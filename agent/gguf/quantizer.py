@@ -14,15 +14,19 @@ weight matrices are not of the named type.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from edgeprof.gguf.bounded import BoundedGGUFError, read_header
 from edgeprof.gguf.info import quant_name
+from edgeprof.safefs import OutputKind, check_output
+from edgeprof.safetext import safe_text
 
 # llama.cpp's llama_ftype values (llama.h) of the types users make most; the name is what the file says.
 QUANT_FTYPES: dict[str, int] = {
@@ -102,7 +106,7 @@ def tensor_mix(path: str | Path, quant: str | None = None) -> TensorMix:
     try:
         header = read_header(path)
     except (BoundedGGUFError, OSError) as exc:
-        raise QuantizeError(f"{path}: cannot read: {exc}") from None
+        raise QuantizeError(f"{safe_text(path)}: cannot read: {safe_text(exc)}") from None
     if quant is None:
         file_type = header.fields.get("general.file_type")
         quant = quant_name(file_type if isinstance(file_type, int) else None, [])
@@ -152,26 +156,30 @@ def quantize_model(
     unknown = [t for t in types if t.upper() not in QUANT_FTYPES]
     if unknown or not types:
         known = ", ".join(QUANT_FTYPES)
-        raise QuantizeError(f"unknown quantization type {', '.join(unknown) or '(none)'} (known: {known})")
+        shown = safe_text(", ".join(unknown)[:200]) or "(none)"
+        raise QuantizeError(f"unknown quantization type {shown} (known: {known})")
     mix = tensor_mix(src, source_quant)
     result = QuantizeResult()
     if mix.quantized_matrices:
         if not allow_requantize:
             raise QuantizeError(
-                f"{src} is already quantized ({source_quant or 'mixed types'}: {mix.describe()}); a quant "
-                "made from it loses precision twice and its KLD measures the distance from that file; "
-                "start from the F16/BF16 original, or pass --allow-requantize (the files are then marked)"
+                f"{safe_text(src)} is already quantized ({source_quant or 'mixed types'}: {mix.describe()}); "
+                "a quant made from it loses precision twice and its KLD measures the distance from that "
+                "file; start from the F16/BF16 original, or pass --allow-requantize (the files are then "
+                "marked)"
             )
         digest = source_sha256() if source_sha256 is not None else "unknown"
         result.requantized_from = f"{source_quant or 'quantized'} (sha256 {digest})"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = src.name.removesuffix(".gguf")
-    for quant in (t.upper() for t in types):
-        dst = out_dir / f"{stem}-{quant.lower()}.gguf"
+    outputs = {quant: out_dir / f"{stem}-{quant.lower()}.gguf" for quant in (t.upper() for t in types)}
+    for dst in outputs.values():  # every output checked before the first is made
         if dst.resolve() == src.resolve():
-            raise QuantizeError(f"{dst} is the source itself; choose another --out")
+            raise QuantizeError(f"{safe_text(dst)} is the source itself; choose another --out")
+        check_quant_output(dst)
+    for quant, dst in outputs.items():
         if log is not None:
-            log(f"quantizing to {quant}: {dst}")
+            log(f"quantizing to {quant}: {safe_text(dst)}")
         llama_quantize(src, dst, QUANT_FTYPES[quant], allow_requantize=allow_requantize)
         if result.requantized_from is not None:
             copy_with_metadata(dst, dst, {REQUANT_KEY: result.requantized_from})
@@ -179,20 +187,62 @@ def quantize_model(
     return result
 
 
+# What an output may replace: an earlier GGUF (a quant made before); anything else under its name (notes, a
+# database, a link, a FIFO) is refused with nothing written.
+GGUF_OUTPUT = OutputKind("GGUF model", (b"GGUF",))
+
+
+def check_quant_output(dst: Path) -> None:
+    """QuantizeError unless ``dst`` may be written: absent, or a regular file that is a GGUF (no link)."""
+    try:
+        check_output(dst, GGUF_OUTPUT)
+    except OSError as exc:
+        raise QuantizeError(safe_text(str(exc))) from None
+
+
+@contextlib.contextmanager
+def _new_output(dst: Path, tag: str) -> Iterator[str]:
+    """A name to write ``dst`` through, for a writer that opens by name (llama.cpp, the gguf package): a new
+    file created beside ``dst`` with O_CREAT|O_EXCL|O_NOFOLLOW under a random name (nothing planted can be
+    it), held open and handed over as ``/proc/self/fd/N`` where Linux has it, so the writer opens that very
+    file even if its name is swapped meanwhile. When the block ends without an error the file is renamed
+    over ``dst`` (checked again first: a rename replaces a link, never writes through it); otherwise it is
+    removed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=f".{tag}", dir=dst.parent)
+    done = False
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o644 & ~mask)  # a model, like any file the user makes (mkstemp's is 0600)
+        by_fd = f"/proc/self/fd/{fd}"
+        yield by_fd if os.path.exists(by_fd) else tmp
+        st, now = os.fstat(fd), os.lstat(tmp)
+        if (st.st_dev, st.st_ino) != (now.st_dev, now.st_ino):
+            raise QuantizeError(f"{safe_text(tmp)} was replaced while it was written; nothing was kept")
+        check_quant_output(dst)
+        os.rename(tmp, dst)
+        done = True
+    finally:
+        os.close(fd)
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
 def llama_quantize(src: Path, dst: Path, ftype: int, *, allow_requantize: bool = False) -> None:
-    """llama.cpp's quantizer (``llama_model_quantize``) into ``dst`` via a temporary file."""
+    """llama.cpp's quantizer (``llama_model_quantize``) into ``dst`` via a new temporary file."""
     import llama_cpp
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = 0
     params.allow_requantize = allow_requantize
-    tmp = dst.with_suffix(dst.suffix + ".tmp")
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
-    if rc != 0:
-        tmp.unlink(missing_ok=True)
-        raise QuantizeError(f"llama.cpp's quantizer failed on {src.name} (ftype {ftype}, code {rc})")
-    tmp.replace(dst)
+    with _new_output(dst, "tmp") as tmp:
+        rc = llama_cpp.llama_model_quantize(os.fsencode(src), os.fsencode(tmp), ctypes.byref(params))
+        if rc != 0:
+            raise QuantizeError(
+                f"llama.cpp's quantizer failed on {safe_text(src.name)} (ftype {ftype}, code {rc})"
+            )
 
 
 def copy_with_metadata(src: Path, dst: Path, extra: dict[str, str]) -> None:
@@ -203,26 +253,26 @@ def copy_with_metadata(src: Path, dst: Path, extra: dict[str, str]) -> None:
 
     reader = gguf.GGUFReader(str(src))
     arch = reader.get_field(gguf.Keys.General.ARCHITECTURE)
-    tmp = dst.with_suffix(dst.suffix + ".meta.tmp")
-    writer = gguf.GGUFWriter(str(tmp), arch=str(arch.contents()) if arch is not None else "llama")
-    for fld in reader.fields.values():
-        if fld.name == gguf.Keys.General.ARCHITECTURE or fld.name.startswith("GGUF.") or fld.name in extra:
-            continue
-        if fld.name == gguf.Keys.General.ALIGNMENT:  # the data's padding follows it: the writer must know
-            writer.add_custom_alignment(int(fld.contents()))
-            continue
-        vtype = fld.types[0]
-        sub = fld.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(fld.name, fld.contents(), vtype, sub_type=sub)
-    for key, value in extra.items():
-        writer.add_key_value(key, value, gguf.GGUFValueType.STRING)
-    for t in reader.tensors:
-        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for t in reader.tensors:
-        writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
-    writer.close()
-    del reader
-    os.replace(tmp, dst)
+    with _new_output(dst, "meta.tmp") as tmp:
+        writer = gguf.GGUFWriter(tmp, arch=str(arch.contents()) if arch is not None else "llama")
+        for fld in reader.fields.values():
+            own = fld.name == gguf.Keys.General.ARCHITECTURE or fld.name.startswith("GGUF.")
+            if own or fld.name in extra:
+                continue
+            if fld.name == gguf.Keys.General.ALIGNMENT:  # the data's padding follows it: the writer must know
+                writer.add_custom_alignment(int(fld.contents()))
+                continue
+            vtype = fld.types[0]
+            sub = fld.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(fld.name, fld.contents(), vtype, sub_type=sub)
+        for key, value in extra.items():
+            writer.add_key_value(key, value, gguf.GGUFValueType.STRING)
+        for t in reader.tensors:
+            writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for t in reader.tensors:
+            writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+        writer.close()
+        del reader

@@ -86,23 +86,30 @@ def _given(chk: Checker, item: Any, place: str) -> _Given:
     return _Given(path=path, **optional)
 
 
+def checked_model_info(path: Path) -> GGUFInfo:
+    """A model file as ``run`` and ``bench`` take it: its header read, and every count of its shape in the
+    range llama.cpp holds (GGUFError naming the key otherwise: a ``head_count_kv`` given as text once ended
+    in ``load_failed`` instead of a refusal)."""
+    info = read_gguf_info(path)
+    try:
+        read_model_shape(path)  # what run reads of it: every count in range, or the model is refused now
+    except GGUFRangeError:
+        raise
+    except GGUFError:
+        pass  # a shape edgeprof cannot predict from still runs (unpredicted), as before
+    return info
+
+
 def _entry(
     chk: Checker, given: _Given, path: Path, place: str, labels: dict[str, str], infos: dict[str, GGUFInfo]
 ) -> ModelEntry | None:
     """One file's entry, its GGUF read; None (with the problem added) for an unreadable file or a label
     another entry took already."""
     try:
-        info = read_gguf_info(path)
+        info = checked_model_info(path)
     except GGUFError as exc:
         chk.add(place, str(exc))
         return None
-    try:
-        read_model_shape(path)  # what run reads of it: every count in range, or the model is refused now
-    except GGUFRangeError as exc:
-        chk.add(place, str(exc))
-        return None
-    except GGUFError:
-        pass  # a shape edgeprof cannot predict from still runs (unpredicted), as before
     label = given.label or path.stem
     if label in labels:
         chk.add(place, f"duplicate label {label!r} (also {labels[label]}); set 'label'")

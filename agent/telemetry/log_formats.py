@@ -18,16 +18,20 @@ Bad input raises ``TegrastatsImportError`` (one line) before anything is stored.
 from __future__ import annotations
 
 import csv
-import logging
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from edgeprof.collectors import has_data, parse_line
 from edgeprof.collectors.evidence import celsius_or_none
-from edgeprof.telemetry.tegrastats_import import TegrastatsImportError, check_path, local_epoch, text_lines
+from edgeprof.safetext import safe_text
+from edgeprof.telemetry.log_lines import TegrastatsImportError, check_path, content_lines, quiet_parser
+from edgeprof.telemetry.log_series import LineSample, Row
+from edgeprof.telemetry.tegrastats_import import local_epoch
 
 TEGRASTATS, JTOP_CSV, NVIDIA_SMI_CSV = "tegrastats", "jtop_csv", "nvidia_smi_csv"
 FORMATS = (TEGRASTATS, JTOP_CSV, NVIDIA_SMI_CSV)
@@ -50,37 +54,47 @@ REASON_BITS = {
     "display_clock_setting": 0x100,
 }
 _UNIT_RE = re.compile(r"\s*\[[^\]]*\]\s*$")
-_NUMBER_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)")
+_NUMBER_RE = re.compile(r"^\s*(-?\d{1,30}(?:\.\d{1,30})?)(?!\d)")
 _TIME_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S")
-
-Row = tuple[float | None, dict[str, float | None]]
+# A board's own columns: jtop writes one per core, zone and rail (under 60 on the largest Jetson), nvidia-smi
+# one per queried field. A header naming more readings than this is no such log, and its rows would hold
+# them all (rows x columns values): refused in one line rather than read.
+MAX_READING_COLUMNS = 512
+# nvidia-smi numbers GPUs from 0; no machine has more than this many
+MAX_GPU_INDEX = 1023
+# NVML's clock-event reasons are a 64-bit mask
+MAX_REASON_MASK = (1 << 64) - 1
+# How many content lines format detection looks at: a log says what it is at its start.
+DETECT_LINES = 5
 
 
 def _content_lines(path: Path) -> Iterator[str]:
-    for _number, text, too_long in text_lines(path):
-        stripped = text.strip()
-        if stripped and not stripped.startswith("#") and not too_long:
-            yield stripped
+    return content_lines(path)
+
+
+def _split_csv(line: str) -> list[str]:
+    """One CSV line's fields; none where it is no CSV line (``csv`` refuses it)."""
+    if "," not in line:
+        return []
+    try:
+        return next(csv.reader([line], skipinitialspace=True), [])
+    except csv.Error:
+        return []
 
 
 def _header(line: str) -> list[str]:
-    return [_UNIT_RE.sub("", field.strip()) for field in next(csv.reader([line], skipinitialspace=True))]
+    return [_UNIT_RE.sub("", field.strip()) for field in _split_csv(line)]
 
 
 def detect_format(path: Path) -> str | None:
-    """Which of ``FORMATS`` the file holds, from its first content lines; None for none of them."""
+    """Which of ``FORMATS`` the file holds, from its first ``DETECT_LINES`` content lines; None for none."""
     check_path(path)
-    parser_log = logging.getLogger("edgeprof.collectors.tegrastats_parse")
-    was = parser_log.disabled
-    parser_log.disabled = True  # a file of another kind is no tegrastats line with unknown tokens
-    try:
+    with quiet_parser():  # a file of another kind is no tegrastats line with unknown tokens
         return _detect(path)
-    finally:
-        parser_log.disabled = was
 
 
 def _detect(path: Path) -> str | None:
-    for i, line in enumerate(_content_lines(path)):
+    for line in islice(_content_lines(path), DETECT_LINES):
         fields = set(_header(line))
         if "temperature.gpu" in fields or any(f.startswith(("clocks.", "power.draw")) for f in fields):
             return NVIDIA_SMI_CSV
@@ -88,12 +102,11 @@ def _detect(path: Path) -> str | None:
             return JTOP_CSV
         if has_data(parse_line(line)):
             return TEGRASTATS
-        if i >= 4:
-            break
     return None
 
 
 def _number(text: str | None) -> float | None:
+    """The number a cell starts with (``45``, ``12.5 W``); None where there is none."""
     match = _NUMBER_RE.match(text or "")
     return float(match.group(1)) if match else None
 
@@ -107,93 +120,211 @@ def _epoch(text: str | None) -> float | None:
     return None
 
 
-def _rows(path: Path) -> tuple[list[str], Iterator[list[str]]]:
-    lines = _content_lines(path)
-    header = _header(next(lines, ""))
-    return header, (next(csv.reader([line], skipinitialspace=True)) for line in lines)
+def _watts_as_mw(text: str | None) -> float | None:
+    watts = _number(text)
+    return watts * 1000.0 if watts is not None else None
 
 
-def _smi_values(record: dict[str, str]) -> dict[str, float | None]:
-    gpu = f"gpu{int(_number(record.get('index')) or 0)}"
-    values: dict[str, float | None] = {}
-    mask: int | None = None
-    for field, raw in record.items():
-        name = field.split(".", 1)
-        if field == "temperature.gpu":
-            values[f"{gpu}.temp_c"] = celsius_or_none(_number(raw))
-        elif field in ("clocks.sm", "clocks.current.sm"):
-            values[f"{gpu}.sm_clock_mhz"] = _number(raw)
-        elif field == "clocks.max.sm":
-            values[f"{gpu}.sm_clock_max_mhz"] = _number(raw)
-        elif field in ("power.draw", "power.limit"):
-            watts = _number(raw)
-            key = "power_mw" if field == "power.draw" else "power_limit_mw"
-            values[f"{gpu}.{key}"] = watts * 1000.0 if watts is not None else None
-        elif field == "utilization.gpu":
-            values[f"{gpu}.util_pct"] = _number(raw)
-        elif name[0] in ("clocks_event_reasons", "clocks_throttle_reasons") and len(name) == 2:
-            if name[1] == "active":  # the whole bitmask, as hex
-                mask = (mask or 0) | int(raw.strip(), 16) if raw.strip().startswith("0x") else mask
-            elif name[1] in REASON_BITS and raw.strip() in ("Active", "Not Active"):
-                mask = (mask or 0) | (REASON_BITS[name[1]] if raw.strip() == "Active" else 0)
-    if mask is not None:
-        values[f"{gpu}.clock_event_reasons"] = float(mask)
-    return values
+# nvidia-smi field -> (metric suffix, how its cell is read)
+_SMI_FIELDS: dict[str, tuple[str, Callable[[str | None], float | None]]] = {
+    "temperature.gpu": ("temp_c", lambda raw: celsius_or_none(_number(raw))),
+    "clocks.sm": ("sm_clock_mhz", _number),
+    "clocks.current.sm": ("sm_clock_mhz", _number),
+    "clocks.max.sm": ("sm_clock_max_mhz", _number),
+    "power.draw": ("power_mw", _watts_as_mw),
+    "power.limit": ("power_limit_mw", _watts_as_mw),
+    "utilization.gpu": ("util_pct", _number),
+}
 
 
-def _csv_log_rows(
-    path: Path, time_column: str, values_of: Callable[[dict[str, str]], dict[str, float | None]]
-) -> list[Row]:
-    """A CSV log's records: each line's time (from ``time_column``) and its readings by metric."""
-    header, rows = _rows(path)
-    records = (dict(zip(header, cells, strict=False)) for cells in rows)
-    return [(_epoch(record.get(time_column)), values_of(record)) for record in records]
+def _reason_mask(raw: str) -> int | None:
+    """A ``clocks_event_reasons.active`` cell (``0x0000000000000004``) as a mask; None where it is not one
+    (``[N/A]``, ``0xZZ``, wider than 64 bits)."""
+    text = raw.strip()
+    if not re.fullmatch(r"0[xX][0-9a-fA-F]{1,16}", text):
+        return None
+    mask = int(text, 16)
+    return mask if mask <= MAX_REASON_MASK else None
 
 
-def nvidia_smi_rows(path: Path) -> list[Row]:
-    return _csv_log_rows(path, "timestamp", _smi_values)
+def _gpu_index(raw: str | None, path: Path, row: int) -> int:
+    text = (raw or "").strip()
+    if text in ("", "[N/A]"):
+        return 0
+    if not re.fullmatch(r"\d{1,4}", text) or int(text) > MAX_GPU_INDEX:
+        shown = safe_text(text[:24]) + ("..." if len(text) > 24 else "")
+        raise TegrastatsImportError(
+            f"{path}: record {row}: GPU index {shown!r} is not a whole number 0..{MAX_GPU_INDEX}"
+        )
+    return int(text)
+
+
+class _SmiColumns:
+    """An nvidia-smi header read once: which column holds what, so each row reads only those cells."""
+
+    def __init__(self, header: list[str]) -> None:
+        self.index = header.index("index") if "index" in header else None
+        self.time = header.index("timestamp") if "timestamp" in header else None
+        self.readings = [(i, *_SMI_FIELDS[f]) for i, f in enumerate(header) if f in _SMI_FIELDS]
+        self.masks: list[int] = []
+        self.bits: list[tuple[int, int]] = []
+        for i, f in enumerate(header):
+            group, _, name = f.partition(".")
+            if group in ("clocks_event_reasons", "clocks_throttle_reasons"):
+                if name == "active":  # the whole bitmask, as hex
+                    self.masks.append(i)
+                elif name in REASON_BITS:
+                    self.bits.append((i, REASON_BITS[name]))
+        self.width = len(self.readings) + (1 if self.masks or self.bits else 0)
+
+    def row(self, cells: list[str], path: Path, number: int) -> Row:
+        def cell(i: int | None) -> str | None:
+            return cells[i] if i is not None and i < len(cells) else None
+
+        gpu = f"gpu{_gpu_index(cell(self.index), path, number)}"
+        values: dict[str, float | None] = {}
+        for i, suffix, read in self.readings:
+            values[f"{gpu}.{suffix}"] = read(cell(i))
+        mask: int | None = None
+        for i in self.masks:
+            found = _reason_mask(cell(i) or "")
+            mask = (mask or 0) | found if found is not None else mask
+        for i, bit in self.bits:
+            raw = (cell(i) or "").strip()
+            if raw in ("Active", "Not Active"):
+                mask = (mask or 0) | (bit if raw == "Active" else 0)
+        if mask is not None:
+            values[f"{gpu}.clock_event_reasons"] = float(mask)
+        return _epoch(cell(self.time)), values
 
 
 def _jtop_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
-def _jtop_values(record: dict[str, str]) -> dict[str, float | None]:
-    values: dict[str, float | None] = {}
-    for field, raw in record.items():
-        number = _number(raw) if raw and raw.strip().upper() != "OFF" else None
-        if re.fullmatch(r"CPU\d+", field):
-            values[f"cpu{int(field[3:]) - 1}.util_pct"] = number
-        elif field in ("GPU", "EMC"):
-            values[f"{field.lower()}.util_pct"] = number
-        elif field.startswith("Temp "):
-            values[f"temp.{_jtop_key(field[5:])}_c"] = celsius_or_none(number)
-        elif field.startswith("Power "):
-            rail = "total" if field == "Power TOT" else _jtop_key(field[6:])
-            values[f"power.{rail}_mw"] = number
-        elif field == "nvp model" and re.fullmatch(r"\d+(\.\d+)?W", (raw or "").strip()):
-            values["nvp.budget_mw"] = float(raw.strip()[:-1]) * 1000.0  # a power mode named by its budget
-    return values
+def _off_or_number(raw: str | None) -> float | None:
+    return _number(raw) if raw and raw.strip().upper() != "OFF" else None
+
+
+def _budget_mw(raw: str | None) -> float | None:
+    """jtop's power mode where its name is its budget (``15W``)."""
+    match = re.fullmatch(r"(\d{1,6}(?:\.\d{1,6})?)W", (raw or "").strip())
+    return float(match.group(1)) * 1000.0 if match else None
+
+
+def _jtop_metric(field: str) -> tuple[str, Callable[[str | None], float | None]] | None:
+    if re.fullmatch(r"CPU\d{1,4}", field):
+        return f"cpu{int(field[3:]) - 1}.util_pct", _off_or_number
+    if field in ("GPU", "EMC"):
+        return f"{field.lower()}.util_pct", _off_or_number
+    if field.startswith("Temp "):
+        return f"temp.{_jtop_key(field[5:])}_c", lambda raw: celsius_or_none(_off_or_number(raw))
+    if field.startswith("Power "):
+        return f"power.{'total' if field == 'Power TOT' else _jtop_key(field[6:])}_mw", _off_or_number
+    if field == "nvp model":
+        return "nvp.budget_mw", _budget_mw
+    return None
+
+
+class _JtopColumns:
+    """A jtop header read once: the column of each metric (columns of no known kind are not read)."""
+
+    def __init__(self, header: list[str]) -> None:
+        self.time = header.index("time") if "time" in header else None
+        self.readings = [(i, *m) for i, f in enumerate(header) if (m := _jtop_metric(f)) is not None]
+        self.width = len(self.readings)
+
+    def row(self, cells: list[str], path: Path, number: int) -> Row:
+        values: dict[str, float | None] = {}
+        for i, metric, read in self.readings:
+            raw = cells[i] if i < len(cells) else None
+            value = read(raw)
+            if metric != "nvp.budget_mw" or value is not None:
+                values[metric] = value
+        time = cells[self.time] if self.time is not None and self.time < len(cells) else None
+        return _epoch(time), values
+
+
+def iter_rows(path: Path, fmt: str) -> Iterator[Row]:
+    """A CSV log's records, one at a time: each line's time and its readings by metric (a header is read
+    once into the columns that hold readings; a row holds only those)."""
+    lines = _content_lines(path)
+    header = _header(next(lines, ""))
+    columns = _SmiColumns(header) if fmt == NVIDIA_SMI_CSV else _JtopColumns(header)
+    if columns.width > MAX_READING_COLUMNS:
+        raise TegrastatsImportError(
+            f"{path}: its header names {columns.width} readings; a {fmt} log of one board has at most "
+            f"{MAX_READING_COLUMNS} (not read)"
+        )
+    for number, line in enumerate(lines, start=1):
+        cells = _split_csv(line)
+        if cells:
+            yield columns.row(cells, path, number)
+
+
+def nvidia_smi_rows(path: Path) -> list[Row]:
+    return list(iter_rows(path, NVIDIA_SMI_CSV))
 
 
 def jtop_rows(path: Path) -> list[Row]:
-    return _csv_log_rows(path, "time", _jtop_values)
+    return list(iter_rows(path, JTOP_CSV))
 
 
 def read_rows(path: Path, fmt: str) -> list[Row]:
-    """The rows of a CSV log of format ``fmt``; raises when none holds a reading."""
-    rows = nvidia_smi_rows(path) if fmt == NVIDIA_SMI_CSV else jtop_rows(path)
-    rows = [r for r in rows if any(v is not None for v in r[1].values())]
+    """The rows of a CSV log of format ``fmt`` that hold a reading; raises when none does."""
+    rows = [r for r in iter_rows(path, fmt) if any(v is not None for v in r[1].values())]
     if not rows:
         raise TegrastatsImportError(f"no readings in {path} (read as {fmt})")
     return rows
 
 
-def identity_of(rows: list[Row], fmt: str) -> dict[str, Any]:
+@dataclass
+class CsvScan:
+    """One pass over a CSV log: what the import needs before it stores (its board, its clock), without
+    holding its rows."""
+
+    records: int = 0  # rows that hold a reading
+    timed: bool = True  # every such row has a time
+    first_epoch: float | None = None
+    last_epoch: float | None = None
+    metrics: set[str] = field(default_factory=set)
+    cores_on: set[str] = field(default_factory=set)  # cpu metrics with a reading in some row
+
+
+def _with_readings(path: Path, fmt: str) -> Iterator[Row]:
+    return (r for r in iter_rows(path, fmt) if any(v is not None for v in r[1].values()))
+
+
+def scan_rows(path: Path, fmt: str, sample: LineSample | list[Row] | None = None) -> CsvScan:
+    """Read a CSV log of format ``fmt`` once: its ``CsvScan``, and its rows into ``sample`` (the verdict's,
+    bounded); raises when no row holds a reading."""
+    scan = CsvScan()
+    for epoch, values in _with_readings(path, fmt):
+        scan.records += 1
+        if epoch is None:
+            scan.timed = False
+        else:
+            scan.first_epoch = epoch if scan.first_epoch is None else min(scan.first_epoch, epoch)
+            scan.last_epoch = epoch if scan.last_epoch is None else max(scan.last_epoch, epoch)
+        scan.metrics.update(values)
+        scan.cores_on.update(m for m, v in values.items() if v is not None and m.startswith("cpu"))
+        if sample is not None:
+            sample.append((epoch, values))
+    if not scan.records:
+        raise TegrastatsImportError(f"no readings in {path} (read as {fmt})")
+    return scan
+
+
+def identity_of(rows: list[Row] | CsvScan, fmt: str) -> dict[str, Any]:
     """What a CSV log shows of its board: core count (jtop) or GPU count (nvidia-smi), its power rails."""
-    metrics = sorted({m for _, values in rows for m in values})
+    scan = rows if isinstance(rows, CsvScan) else CsvScan()
+    if not isinstance(rows, CsvScan):
+        for _epoch, values in rows:
+            scan.metrics.update(values)
+            scan.cores_on.update(m for m, v in values.items() if v is not None and m.startswith("cpu"))
+    metrics = sorted(scan.metrics)
     cores = [m for m in metrics if m.startswith("cpu") and m.endswith(".util_pct")]
-    off = [m for m in cores if all(values.get(m) is None for _, values in rows)]
+    off = [m for m in cores if m not in scan.cores_on]
     rails = [m[6:-3] for m in metrics if m.startswith("power.") and m.endswith("_mw")]
     gpus = sorted({m.split(".")[0] for m in metrics if m.startswith("gpu") and m[3:4].isdigit()})
     return {
@@ -205,30 +336,28 @@ def identity_of(rows: list[Row], fmt: str) -> dict[str, Any]:
     }
 
 
-def _ticks(rows: list[Row]) -> tuple[list[Any], bool]:
+def _ticks(path: Path, fmt: str, scan: CsvScan) -> Iterator[Any]:
     """The rows as sample ticks: seconds since the first timestamp (wall: the timestamp), or the row
     index x 1 s for both clocks where any row has no timestamp (as the tegrastats import does)."""
     from edgeprof.storage.samples import Tick
 
-    epochs = [e for e, _ in rows]
-    timed = all(e is not None for e in epochs)
-    first = min(e for e in epochs if e is not None) if timed else 0.0
-    ticks = []
-    for i, (epoch, values) in enumerate(rows):
-        t_mono, t_wall = (epoch - first, epoch) if timed and epoch is not None else (float(i), float(i))
-        ticks.append(Tick(t_mono, t_wall, values))
-    return ticks, timed
+    first = scan.first_epoch if scan.timed and scan.first_epoch is not None else 0.0
+    for i, (epoch, values) in enumerate(_with_readings(path, fmt)):
+        t_mono, t_wall = (epoch - first, epoch) if scan.timed and epoch is not None else (float(i), float(i))
+        yield Tick(t_mono, t_wall, values)
 
 
-def _sweep(path: Path, fmt: str, device_id: int, ticks: list[Any], timed: bool) -> Any:
+def _sweep(path: Path, fmt: str, device_id: int, scan: CsvScan) -> Any:
     import json
 
     from edgeprof import __version__
     from edgeprof.storage.models import Sweep
     from edgeprof.telemetry.tegrastats_import import SWEEP_STATUS, file_sha256, utc_naive
 
-    meta = {"source": SOURCES[fmt], "format": fmt, "file": path.name, "records": len(ticks)}
-    meta["clock"] = "timestamps" if timed else "record_index"
+    meta = {"source": SOURCES[fmt], "format": fmt, "file": path.name, "records": scan.records}
+    meta["clock"] = "timestamps" if scan.timed else "record_index"
+    timed = scan.timed and scan.first_epoch is not None and scan.last_epoch is not None
+    start, end = (scan.first_epoch, scan.last_epoch) if timed else (0.0, float(scan.records - 1))
     return Sweep(
         name=f"import:{path.name}",
         plan_path=str(path.resolve()),
@@ -236,17 +365,18 @@ def _sweep(path: Path, fmt: str, device_id: int, ticks: list[Any], timed: bool) 
         plan_hash=file_sha256(path),  # the same log imported twice is recognisable
         device_id=device_id,
         edgeprof_version=__version__,
-        started_at=utc_naive(min(t.t_wall for t in ticks)),
-        ended_at=utc_naive(max(t.t_wall for t in ticks)),
+        started_at=utc_naive(start or 0.0),
+        ended_at=utc_naive(end or 0.0),
         status=SWEEP_STATUS,
         n_specs=0,
         sampler_json=json.dumps(meta, sort_keys=True),
     )
 
 
-def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str | None) -> tuple[int, bool]:
-    """Store a CSV log's rows as samples of a new imported sweep: (sweep id, True), or (the sweep the same
-    file went into, False) without storing anything."""
+def store_rows(db: str, path: Path, scan: CsvScan, fmt: str, device_name: str | None) -> tuple[int, bool]:
+    """Store a CSV log's rows as samples of a new imported sweep, read again from the file block by block
+    (bounded memory): (sweep id, True), or (the sweep the same file went into, False) without storing
+    anything."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from edgeprof.device import get_or_create_device
@@ -258,13 +388,13 @@ def store_rows(db: str, path: Path, rows: list[Row], fmt: str, device_name: str 
         existing = already_imported(session, path)
         if existing is not None:
             return existing, False
-        device = get_or_create_device(session, imported_facts(identity_of(rows, fmt), device_name, fmt))
-        ticks, timed = _ticks(rows)
-        sweep = _sweep(path, fmt, device.id, ticks, timed)
+        device = get_or_create_device(session, imported_facts(identity_of(scan, fmt), device_name, fmt))
+        sweep = _sweep(path, fmt, device.id, scan)
         session.add(sweep)
         session.flush()
-        for start in range(0, len(ticks), MAX_TICKS_PER_BLOCK):
-            write_ticks(session, sweep.id, None, SOURCES[fmt], ticks[start : start + MAX_TICKS_PER_BLOCK])
+        ticks = _ticks(path, fmt, scan)
+        while block := list(islice(ticks, MAX_TICKS_PER_BLOCK)):
+            write_ticks(session, sweep.id, None, SOURCES[fmt], block)
         session.commit()
         return sweep.id, True
     except SQLAlchemyError as exc:

@@ -32,9 +32,8 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import pairwise
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, TextIO
 
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -44,6 +43,22 @@ from edgeprof.collectors.evidence import is_thermometer_name
 from edgeprof.storage.models import Sweep
 from edgeprof.storage.samples import MAX_TICKS_PER_BLOCK, Tick, write_ticks
 
+# The reading and series layers, named here as well: every log importer and the CLI imported them from here.
+from edgeprof.telemetry.log_lines import MAX_LINE_CHARS as MAX_LINE_CHARS
+from edgeprof.telemetry.log_lines import READ_BLOCK_BYTES as READ_BLOCK_BYTES
+from edgeprof.telemetry.log_lines import TegrastatsImportError as TegrastatsImportError
+from edgeprof.telemetry.log_lines import check_path as check_path
+from edgeprof.telemetry.log_lines import content_lines as content_lines
+from edgeprof.telemetry.log_lines import open_log as open_log
+from edgeprof.telemetry.log_lines import quiet_parser as quiet_parser
+from edgeprof.telemetry.log_lines import text_lines as text_lines
+from edgeprof.telemetry.log_series import DEFAULT_SPACING_S as DEFAULT_SPACING_S
+from edgeprof.telemetry.log_series import MAX_VERDICT_READINGS as MAX_VERDICT_READINGS
+from edgeprof.telemetry.log_series import LineSample as LineSample
+from edgeprof.telemetry.log_series import LogSeries as LogSeries
+from edgeprof.telemetry.log_series import Row as Row
+from edgeprof.telemetry.log_series import series_of_rows as series_of_rows
+
 SOURCE = "tegrastats_import"
 SWEEP_STATUS = "imported"
 IMPORTED_HOSTNAME = "imported"
@@ -52,16 +67,6 @@ EXIT_BAD_INPUT = 2
 # tegrastats --logfile writes '%m-%d-%Y %H:%M:%S'; the others are what the parser's timestamp pattern also
 # accepts ('/' and 'T' are normalised to '-' and ' ' first).
 TIMESTAMP_FORMATS = ("%m-%d-%Y %H:%M:%S", "%m-%d-%Y %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f")
-
-# A real line is under 2 kB; a longer one is not tegrastats output and is skipped without parsing.
-MAX_LINE_CHARS = 64 * 1024
-
-
-class TegrastatsImportError(Exception):
-    """Bad input for an import; ``str()`` is one line, fit for ``edgeprof: error: <msg>``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
 
 
 def parse_timestamp(text: str | None) -> datetime | None:
@@ -89,57 +94,7 @@ def utc_naive(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, timezone.utc).replace(tzinfo=None)
 
 
-# -- reading -----------------------------------------------------------------------------------------------
-
-
-def check_path(path: Path) -> None:
-    try:
-        if path.is_dir():
-            raise TegrastatsImportError(f"{path} is a directory, not a tegrastats log")
-        if not path.exists():
-            raise TegrastatsImportError(f"{path}: no such file")
-        if not path.is_file():
-            raise TegrastatsImportError(f"{path} is not a regular file")
-    except OSError as exc:
-        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes]:
-    """The lines of ``f``, each read with ``readline(limit + 2)`` (room for the line and its CR LF): a
-    longer line is yielded as its first ``limit + 2`` bytes (the caller skips it) and the rest is read past
-    in pieces of the same size. Iterating the file would read a line whole first: a 1 GB line without a
-    newline once took 3.2 GB of memory before the length check saw it."""
-    piece = limit + 2
-    while True:
-        raw = f.readline(piece)
-        if not raw:
-            return
-        rest = raw
-        while len(rest) == piece and not rest.endswith(b"\n"):
-            rest = f.readline(piece)
-        yield raw
-
-
-def text_lines(path: Path) -> Iterator[tuple[int, str, bool]]:
-    """(1-based line number, text, too long) of every line; raises on binary data or a read error. A line
-    longer than MAX_LINE_CHARS bytes comes cut (tegrastats writes ASCII: bytes are characters), flagged."""
-    try:
-        with path.open("rb") as f:
-            for number, raw in enumerate(_bounded_lines(f, MAX_LINE_CHARS), start=1):
-                if b"\x00" in raw:
-                    raise TegrastatsImportError(f"{path} is binary (NUL byte on line {number}), not a log")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    if len(raw.rstrip(b"\r\n")) > MAX_LINE_CHARS:  # cut inside a character: skipped anyway
-                        text = raw.decode("utf-8", errors="replace")
-                    else:
-                        raise TegrastatsImportError(
-                            f"{path} is not text (invalid UTF-8 on line {number}), not a tegrastats log"
-                        ) from None
-                yield number, text, len(raw.rstrip(b"\r\n")) > MAX_LINE_CHARS
-    except OSError as exc:
-        raise TegrastatsImportError(f"cannot read {path}: {exc.strerror or exc}") from None
+# -- reading: edgeprof.telemetry.log_lines ---------------------------------------------------------------
 
 
 @dataclass
@@ -151,21 +106,22 @@ class ImportCounts:
 
 
 def _records(path: Path, counts: ImportCounts) -> Iterator[TegrastatsRecord]:
-    for _number, text, too_long in text_lines(path):
-        if too_long:
-            counts.skipped += 1
-            continue
-        stripped = text.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        rec = parse_line(stripped)
-        if not has_data(rec):
-            counts.skipped += 1
-            continue
-        counts.records += 1
-        if rec.unknown:
-            counts.with_unknown += 1
-        yield rec
+    with quiet_parser():
+        for _number, text, too_long in text_lines(path):
+            if too_long:
+                counts.skipped += 1
+                continue
+            stripped = text.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            rec = parse_line(stripped)
+            if not has_data(rec):
+                counts.skipped += 1
+                continue
+            counts.records += 1
+            if rec.unknown:
+                counts.with_unknown += 1
+            yield rec
 
 
 # -- the summary -------------------------------------------------------------------------------------------
@@ -193,13 +149,13 @@ class Summary:
     temps: dict[str, _Stat] = field(default_factory=dict)
     rails: dict[str, _Stat] = field(default_factory=dict)
 
-    def add(self, rec: TegrastatsRecord, ts: datetime | None) -> None:
+    def add(self, rec: TegrastatsRecord, ts: datetime | None, metrics: dict[str, Any] | None = None) -> None:
         if ts is not None:
             if self.first_ts is None or ts < self.first_ts:
                 self.first_ts, self.first_ts_text = ts, rec.timestamp
             if self.last_ts is None or ts > self.last_ts:
                 self.last_ts, self.last_ts_text = ts, rec.timestamp
-        for name, value in record_to_metrics(rec).items():
+        for name, value in (record_to_metrics(rec) if metrics is None else metrics).items():
             if name.startswith("temp."):
                 stat = self.temps.setdefault(name, _Stat())
             elif name.startswith("power."):
@@ -371,7 +327,9 @@ class _DbWriter:
         self.sweep = sweep
         return sweep.id
 
-    def add(self, rec: TegrastatsRecord, index: int, ts: datetime | None) -> None:
+    def add(
+        self, rec: TegrastatsRecord, index: int, ts: datetime | None, metrics: dict[str, Any] | None = None
+    ) -> None:
         if self.sweep_id is None:
             self.sweep_id = self._begin(rec)
         epoch = local_epoch(ts) if ts is not None else None
@@ -383,7 +341,7 @@ class _DbWriter:
             t_wall, t_mono = epoch, epoch - self.first_epoch
         else:
             t_wall = t_mono = float(index)  # no time known: record index x 1 s (see the module docstring)
-        values = record_to_metrics(rec)
+        values = record_to_metrics(rec) if metrics is None else metrics
         self.ticks.append(Tick(t_mono, t_wall, values))
         self.n_pending += len(values)
         if len(self.ticks) >= MAX_TICKS_PER_BLOCK:  # bounded memory, and blocks big enough to compress well
@@ -466,13 +424,14 @@ def import_log(
     *,
     err: TextIO | None = None,
     device_name: str | None = None,
-    rows: list[tuple[float | None, dict[str, float | None]]] | None = None,
+    rows: list[Row] | LineSample | None = None,
 ) -> int:
     """Import or show the tegrastats log ``path``; returns the number of records read (0: already there).
 
     ``as_json``: JSON lines on ``out``. ``db``: store in that database (path or URL). Neither: a summary on
     ``out``. Notes go to ``err``, by default ``sys.stderr`` with ``as_json`` and ``out`` otherwise.
-    ``rows``: filled with each record's (epoch or None, metrics), for the verdict on the log."""
+    ``rows``: filled with each record's (epoch or None, metrics), for the verdict on the log (a
+    ``LineSample`` keeps that bounded)."""
     path = Path(path)
     notes = err if err is not None else (sys.stderr if as_json else out)
     check_path(path)
@@ -491,12 +450,13 @@ def import_log(
                 counts.timestamped += 1
             if as_json:
                 out.write(json.dumps(record_to_json(rec)) + "\n")
+            metrics = record_to_metrics(rec) if summary or writer or rows is not None else None
             if summary is not None:
-                summary.add(rec, ts)
+                summary.add(rec, ts, metrics)
             if writer is not None:
-                writer.add(rec, index, ts)
-            if rows is not None:
-                rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
+                writer.add(rec, index, ts, metrics)
+            if rows is not None and metrics is not None:
+                rows.append((local_epoch(ts) if ts is not None else None, metrics))
         if counts.records == 0:
             raise TegrastatsImportError(f"no tegrastats lines in {path}")
         if writer is not None and session is not None:
@@ -544,52 +504,17 @@ def _tell(
         notes.write(f"{counts.skipped} lines were not tegrastats output (skipped)\n")
 
 
-# -- a log as series, for the verdict on it ------------------------------------------------------------------
-@dataclass
-class LogSeries:
-    """A whole log as ``(t, value)`` series: ``t`` in seconds from the first timestamp, or the line index x
-    ``spacing_s`` where the log has none (``spacing_assumed``: nobody said what the spacing was)."""
-
-    series: dict[str, list[tuple[float, float | None]]]
-    wall_t0: float | None
-    spacing_s: float
-    spacing_assumed: bool
-    records: int
-
-
-# tegrastats' default --interval: the spacing of a log without timestamps unless the user states it
-DEFAULT_SPACING_S = 1.0
+# -- a log as series, for the verdict on it: edgeprof.telemetry.log_series -----------------------------
 
 
 def tegrastats_series(path: Path, interval_s: float | None = None) -> LogSeries:
     """The records of a tegrastats log as series (bad input raises ``TegrastatsImportError``)."""
     check_path(Path(path))
     counts = ImportCounts()
-    rows: list[tuple[float | None, dict[str, float | None]]] = []
+    sample = LineSample()
     for rec in _records(Path(path), counts):
         ts = parse_timestamp(rec.timestamp)
-        rows.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
-    if not rows:
+        sample.append((local_epoch(ts) if ts is not None else None, record_to_metrics(rec)))
+    if not sample:
         raise TegrastatsImportError(f"no tegrastats lines in {path}")
-    return series_of_rows(rows, interval_s, counts.records)
-
-
-def series_of_rows(
-    rows: list[tuple[float | None, dict[str, float | None]]], interval_s: float | None, records: int
-) -> LogSeries:
-    """Rows of (epoch or None, values) as series: timestamps where every row has one, else the index x the
-    stated ``interval_s`` (or ``DEFAULT_SPACING_S``, then marked assumed)."""
-    epochs = [e for e, _ in rows]
-    timed = all(e is not None for e in epochs) and interval_s is None
-    first = epochs[0] if timed else None
-    spacing = interval_s or DEFAULT_SPACING_S
-    series: dict[str, list[tuple[float, float | None]]] = {}
-    for i, (epoch, values) in enumerate(rows):
-        t = (epoch - first) if timed and epoch is not None and first is not None else i * spacing
-        for metric, value in values.items():
-            series.setdefault(metric, []).append((t, value))
-    if timed:
-        times = sorted({t for s in series.values() for t, _ in s})
-        steps = sorted(b - a for a, b in pairwise(times) if b > a)
-        spacing = steps[len(steps) // 2] if steps else DEFAULT_SPACING_S
-    return LogSeries(series, first, spacing, not timed and interval_s is None, records)
+    return sample.series(interval_s)

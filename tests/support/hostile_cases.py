@@ -530,7 +530,132 @@ NEW_SURFACES: tuple[Case, ...] = (
     ),
 )
 
-CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS + NEW_SURFACES
+# The surfaces added since: logs users have (import-log), models quantize, --device-name, PostgreSQL URLs.
+LOGS_QUANTIZE_URLS: tuple[Case, ...] = (
+    Case(
+        "log-line-shapes",
+        "files read",
+        "`edgeprof import-log` of a log with a CR inside a line, CR LF or lone-CR line ends, or a UTF-8 BOM "
+        "(tegrastats, jtop or nvidia-smi)",
+        "read line by line: LF, CR LF and a lone CR each end a line, a BOM is dropped; the same records "
+        "and timestamps as the LF file (a CR once ended in an internal error, a BOM lost every timestamp)",
+    ),
+    Case(
+        "log-nvidia-smi-odd-cells",
+        "files read",
+        "an nvidia-smi CSV with `clocks_event_reasons.active` of `0xZZ` (or wider than 64 bits) or a "
+        "400-digit GPU index",
+        "the reason mask read as not logged (the row kept); the index one line naming the record: a whole "
+        "number 0..1023",
+    ),
+    Case(
+        "log-interval-not-finite",
+        "numbers",
+        "`--interval-ms inf` (or `nan`, `1e308`, `0`) to `import-log`, `import-tegrastats` or `analyse`",
+        "one line: --interval-ms must be a finite number from 1 to 86400000 ms",
+        ("import-log", "{log}", "--interval-ms", "inf"),
+    ),
+    Case(
+        "log-kernel-file-or-fifo",
+        "files read",
+        "`edgeprof import-log /proc/kmsg` (or a FIFO, a device, a folder)",
+        "refused at once: opened without blocking, a non-regular file refused by its type and a file of "
+        "size 0 (a kernel file) as empty; only the bytes a file held when opened are read",
+    ),
+    Case(
+        "log-not-a-log-never-echoed",
+        "files read",
+        "`edgeprof import-tegrastats link` (or `import-log`), link a symbolic link to a password file",
+        "one line: no tegrastats lines; no byte of the file is printed (the parser's notes on unknown "
+        "tokens are counted, never quoted)",
+    ),
+    Case(
+        "log-device-name-checked",
+        "numbers",
+        "`edgeprof import-log log --device-name` holding a newline, ESC or 10 kB",
+        "refused in one line as the global `--device-name` is (empty, control characters, over 64 "
+        "characters); nothing stored",
+        ("import-log", "{log}", "--device-name", "rig\nforged", "--db", "{db}"),
+    ),
+    Case(
+        "log-memory-bounded",
+        "files read",
+        "a 7 000-column x 1 000-row jtop CSV, or 300 000 tegrastats lines (SYNTHETIC, 21 MB and 94 MB)",
+        "read in 64 KiB blocks, stored block by block: peak RSS 78 MiB and 174 MiB (was 1 989 and 1 340); "
+        "more than 512 reading columns refused; the verdict holds at most 500 000 readings (a longer log "
+        "judged on 1 line in 2, 4, ..., said)",
+    ),
+    Case(
+        "quantize-planted-link",
+        "files written",
+        "`edgeprof models quantize` with `out/m-q8_0.gguf.tmp` (or `.meta.tmp`) a symbolic link to another "
+        "file, or a FIFO",
+        "never used: each output is written into a new file of a random name (O_CREAT, O_EXCL, O_NOFOLLOW) "
+        "handed to llama.cpp as /proc/self/fd/N, then renamed; the link and its target unchanged",
+    ),
+    Case(
+        "quantize-onto-foreign-file",
+        "files written",
+        "`edgeprof models quantize` where an output's name is someone's file, an SQLite database, a "
+        "symbolic link or a FIFO",
+        "refused in one line before any quant is made: only an earlier GGUF is replaced; the file unchanged",
+    ),
+    Case(
+        "quantize-controls-in-names",
+        "files written",
+        "`edgeprof models quantize` with ESC, CR or a newline in `--out` or `--types`",
+        "every path and type shown as its escapes: one line per output, none forged",
+    ),
+    Case(
+        "pg-silent-server",
+        "URLs",
+        "`--db postgresql://u@127.0.0.1:PORT/db` to a server that accepts TCP and never answers (`report`, "
+        "`sweeps`, `push --to`)",
+        "one line within 15 s: every connection has connect_timeout 5 s, TCP keepalives, and a "
+        "statement_timeout of 300 s (a URL's own value is kept)",
+    ),
+    Case(
+        "url-password-key-encoded",
+        "URLs",
+        "`--db 'postgresql://u@127.0.0.1:1/db?%70assword=pw'` (the key percent-encoded)",
+        "masked like `password=`: shown as `%70assword=***`",
+        ("sweeps", "--db", "postgresql://u@127.0.0.1:1/db?%70assword=hunter2"),
+    ),
+    Case(
+        "sqlite-url-with-query",
+        "URLs",
+        "`push --to 'sqlite:///dir/x.db?mode=ro&uri=true'` (or `--db`)",
+        "one line: an sqlite URL with a query is not supported; no file (`x.db?mode=ro`) created",
+    ),
+    Case(
+        "db-damaged-one-line",
+        "databases opened",
+        "a database whose `quick_check` answers with a newline of its own",
+        "one line: damaged (quick_check's text joined), the `.recover` recipe",
+    ),
+    Case(
+        "bench-gguf-counts",
+        "plan inputs",
+        "`edgeprof bench -m m.gguf` where `head_count_kv = [\"a\", \"b\"]`",
+        "refused in one line naming the key, as `run --check` does (it ended `load_failed`)",
+    ),
+    Case(
+        "poll-tiny",
+        "numbers",
+        "`edgeprof agent --poll-s 1e-300`",
+        "one line: --poll-s must be at least 0.1 s (ten scans a second), no busy poll",
+        ("agent", "--poll-s", "1e-300", "--db", "{db}"),
+    ),
+    Case(
+        "agent-state-after-exit",
+        "agent queue",
+        "`edgeprof status` after the agent exited, or after it ran a plan whose name is not UTF-8",
+        "says `stopped`, never the last state it had (`idle`); the state is recorded with the name made "
+        "UTF-8",
+    ),
+)
+
+CASES: tuple[Case, ...] = FILES_AND_DATABASES + QUEUE_AND_INPUTS + NEW_SURFACES + LOGS_QUANTIZE_URLS
 
 
 def case(case_id: str) -> Case:

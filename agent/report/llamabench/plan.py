@@ -19,7 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from edgeprof.gguf import GGUFError, GGUFInfo, read_gguf_info
+from edgeprof.gguf import GGUFError, GGUFInfo
 from edgeprof.plan import (
     AXES,
     NGL_ALL,
@@ -32,6 +32,7 @@ from edgeprof.plan import (
     Workload,
     default_threads,
 )
+from edgeprof.plan.model_files import checked_model_info
 from edgeprof.report.llamabench.args import BenchArgs
 from edgeprof.report.llamabench.identity import bench_ctx
 
@@ -86,7 +87,7 @@ def _models(given: tuple[str, ...], base: Path) -> tuple[list[ModelEntry], dict[
         path = Path(raw).expanduser()
         path = path if path.is_absolute() else base / path
         try:
-            infos[str(path)] = read_gguf_info(path)
+            infos[str(path)] = checked_model_info(path)
         except GGUFError as exc:
             problems.append(f"-m {raw}: {exc}")
             continue

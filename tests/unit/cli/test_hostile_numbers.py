@@ -16,7 +16,7 @@ from support.hostile_run import TEGRASTATS_LOG, edgeprof_db, invoke, refused, sh
 from typer.testing import CliRunner
 
 from edgeprof.cli import app
-from edgeprof.telemetry import tegrastats_import
+from edgeprof.telemetry import log_lines, tegrastats_import
 from edgeprof.telemetry.tegrastats_import import MAX_LINE_CHARS, TegrastatsImportError, import_log
 
 
@@ -102,61 +102,39 @@ def test_import_of_a_corrupt_gzip_is_one_line_and_the_database_unchanged(tmp_pat
         assert sha(foreign) == before and sha(db) == db_before
 
 
-class _Recording(io.RawIOBase):
-    """A binary file that remembers the longest piece any line read returned."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.longest = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        data = self.inner.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        line = self.inner.readline(size if size is not None else -1)
-        self.longest = max(self.longest, len(line))
-        return bytes(line)
-
-    def __iter__(self) -> Any:
-        for line in self.inner:
-            self.longest = max(self.longest, len(line))
-            yield line
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
-
-
 def test_tegrastats_import_reads_a_huge_line_in_bounded_pieces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 4 MiB line without a newline among good lines: skipped, and no read ever returns more than the
-    line limit (the limit is enforced by how the file is read, not by measuring time or memory)."""
+    """A 4 MiB line without a newline among good lines: skipped, no read ever asks for more than one block,
+    and no line is held longer than the line limit (the limit is enforced by how the file is read, not by
+    measuring time or memory)."""
     good = TEGRASTATS_LOG.read_bytes()
     log = tmp_path / "huge.log"
     log.write_bytes(good + b"RAM " + b"9" * (4 << 20) + b"\n" + good)
     before = sha(log)
-    opened: list[_Recording] = []
-    real_open = Path.open
+    asked: list[int] = []
+    real_read = log_lines._read_block
 
-    def recording_open(self: Path, *args: Any, **kwargs: Any) -> Any:
-        fh = real_open(self, *args, **kwargs)
-        if self == log:
-            opened.append(_Recording(fh))
-            return opened[-1]
-        return fh
+    def recording_read(fd: int, size: int) -> bytes:
+        asked.append(size)
+        return real_read(fd, size)
 
-    monkeypatch.setattr(Path, "open", recording_open)
+    held: list[int] = []
+    real_lines = log_lines.raw_lines
+
+    def recording_lines(*args: Any) -> Any:
+        for raw, too_long in real_lines(*args):
+            held.append(len(raw))
+            yield raw, too_long
+
+    monkeypatch.setattr(log_lines, "_read_block", recording_read)
+    monkeypatch.setattr(log_lines, "raw_lines", recording_lines)
     out = io.StringIO()
     n = import_log(log, False, None, out, err=io.StringIO())
     monkeypatch.undo()
     assert n == 2 * len([ln for ln in good.splitlines() if ln.strip() and not ln.startswith(b"#")])
-    assert opened and max(r.longest for r in opened) <= MAX_LINE_CHARS + 2  # the line and its CR LF
+    assert asked and max(asked) <= log_lines.READ_BLOCK_BYTES
+    assert held and max(held) <= MAX_LINE_CHARS + 1
     assert sha(log) == before
     only_huge = tmp_path / "only.log"
     only_huge.write_bytes(b"RAM " + b"9" * (4 << 20))
