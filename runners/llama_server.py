@@ -27,9 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgeprof.runners import loadgen
-from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE, check_model_file, check_served_model
+from edgeprof.runners import levels, loadgen
+from edgeprof.runners.protocol import (
+    FAULT_ARM_ENV,
+    FAULT_ARM_VALUE,
+    check_model_file,
+    check_served_model,
+    vm_hwm_mb,
+)
 
 SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
 # Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
@@ -444,9 +449,9 @@ def run_serving(
     return res
 
 
-class _Drive(loadgen.LevelDriver):
+class _Drive(levels.LevelDriver):
     """One config's server driven from its first ``/health`` to the end of the measured level (the levels
-    are ``loadgen.LevelDriver``'s, shared with the openai runner); every way it can stop early is a status
+    are ``levels.LevelDriver``'s, shared with the openai runner); every way it can stop early is a status
     and a reason on ``res``."""
 
     def __init__(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from edgeprof.runners import loadgen
+from edgeprof.runners import levels, loadgen
 from edgeprof.runners.llama_server import ServingResult, prompt_key, scrape_metrics, text_prompt, token_prompt
 
 
@@ -222,8 +222,8 @@ def run_openai(
     return res
 
 
-class _Drive(loadgen.LevelDriver):
-    """One config against a running server (its levels are ``loadgen.LevelDriver``'s, shared with
+class _Drive(levels.LevelDriver):
+    """One config against a running server (its levels are ``levels.LevelDriver``'s, shared with
     llama-server's runner); every way it can stop early is a status and a reason."""
 
     def __init__(
