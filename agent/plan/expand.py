@@ -91,7 +91,7 @@ def _soak_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | No
 def _soak_runner_params(plan: Plan, base: Params) -> Iterator[Params]:
     for runner in plan.runners:
         if not is_serving(runner):
-            yield base
+            yield replace(base, runner=runner)  # in process: one config per cell
             continue
         for conc in plan.concurrency:
             yield replace(base, runner=runner, concurrency=conc, request_rate=None)
@@ -133,7 +133,7 @@ def _runner_params(plan: Plan, base: Params) -> Iterator[Params]:
     server config run back to back, lowest load first)."""
     for runner in plan.runners:
         if not is_serving(runner):
-            yield base
+            yield replace(base, runner=runner)  # in process: one config per cell
             continue
         for rate in plan.request_rates:
             for conc in plan.concurrency:

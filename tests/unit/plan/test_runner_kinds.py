@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def new_runners(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.RUNNERS, "cpp-b", RunnerInfo("cpp-b", "in-process (another build)", IN_PROCESS))
+    monkeypatch.setitem(registry.RUNNERS, "cpp-b", RunnerInfo("cpp-b", "in-process (b)", IN_PROCESS))
     monkeypatch.setitem(
         registry.RUNNERS, "srv-b", RunnerInfo("srv-b", "HTTP API (srv-b)", OWN_SERVER, endpoint="generate")
     )
