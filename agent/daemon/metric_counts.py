@@ -23,7 +23,6 @@ from edgeprof.runners.registry import kind_of
 from edgeprof.storage.models import Device, Run, ServingRequest, Sweep
 
 
-
 @dataclass
 class Family:
     """One metric family before it is handed to prometheus_client: samples as (labels, value)."""
