@@ -248,7 +248,7 @@ class _Drive(levels.LevelDriver):
         return loadgen.deadline_left(self.deadline, cap_s)
 
     async def run(self) -> None:
-        async with control_client(self.headers) as self.control:
+        async with control_client(self.headers or {}) as self.control:
             await self.steps()
 
     async def steps(self) -> None:
