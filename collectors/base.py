@@ -4,7 +4,7 @@ A collector is built with a ``root`` path (``/`` on a real machine, a fixture tr
 can run here and why not, declares its metrics with unit and kind, and samples without ever raising into the
 sampling loop: missing hardware is data, not a crash.
 
-Metric names follow ``<domain>[.<instance>].<name>_<unit>`` (DESIGN §5), e.g. ``temp.cpu_c``,
+Metric names follow ``<domain>[.<instance>].<name>_<unit>`` (the unit in the name), e.g. ``temp.cpu_c``,
 ``cpu3.freq_mhz``, ``energy.package_uj``.
 """
 

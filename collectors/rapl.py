@@ -5,8 +5,8 @@ collector returns the raw readings and the sampler turns them into energy with `
 
 Names come from each zone's ``name`` file. Package 0 and its subzones drop the package number, so a
 single-socket box reports ``energy.package_uj``, ``energy.core_uj``, ``energy.uncore_uj``, ``energy.dram_uj``
-(DESIGN §5); further sockets read ``energy.package1_uj`` and ``energy.package1.dram_uj``; platform zones
-keep their name (``energy.psys_uj``).
+(``<domain>[.<instance>].<name>_<unit>``, as every collector's metrics); further sockets read
+``energy.package1_uj`` and ``energy.package1.dram_uj``; platform zones keep their name (``energy.psys_uj``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each zone becomes ``temp.<type>_c``: the ``type`` file lowercased, non-alphanumerics folded to ``_`` and a
 trailing ``therm``/``thermal`` word dropped, so Tegra's ``CPU-therm`` (Nano) and ``cpu-thermal`` (Orin) both
-read ``temp.cpu_c``, the same name tegrastats' ``CPU@`` maps to (DESIGN §5). Zones sharing a name get a
+read ``temp.cpu_c``, the same name tegrastats' ``CPU@`` maps to (one metric name per quantity, whichever
+source read it). Zones sharing a name get a
 ``_zone<N>`` suffix on every one of them, so a name never depends on discovery order.
 """
 

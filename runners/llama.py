@@ -23,7 +23,7 @@ from typing import Any
 
 from edgeprof.runners.child_end import classify_child_end
 from edgeprof.runners.child_guard import BOOTSTRAP, PARENT_PID_ENV
-from edgeprof.runners.procfs import vm_hwm_mb
+from edgeprof.runners.protocol import vm_hwm_mb
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_BYTES = 4000

@@ -24,13 +24,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from edgeprof.runners import loadgen
-from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import FAULT_ARM_ENV, FAULT_ARM_VALUE, check_model_file, check_served_model
+from edgeprof.runners import levels, loadgen
+from edgeprof.runners.protocol import (
+    FAULT_ARM_ENV,
+    FAULT_ARM_VALUE,
+    check_model_file,
+    check_served_model,
+    vm_hwm_mb,
+)
 
 SERVER_ENV = "EDGEPROF_LLAMA_SERVER"
 # Fault injection for the tests (like the worker's EDGEPROF_TEST_FAULT): "kill@level" SIGKILLs the server
@@ -445,9 +449,10 @@ def run_serving(
     return res
 
 
-class _Drive:
-    """One config's server driven from its first ``/health`` to the end of the measured level; every way it
-    can stop early is a status and a reason on ``res``."""
+class _Drive(levels.LevelDriver):
+    """One config's server driven from its first ``/health`` to the end of the measured level (the levels
+    are ``levels.LevelDriver``'s, shared with the openai runner); every way it can stop early is a status
+    and a reason on ``res``."""
 
     def __init__(
         self,
@@ -460,28 +465,11 @@ class _Drive:
         heartbeat: Callable[[], None] | None,
         env: dict[str, str],
     ) -> None:
-        self.job, self.res, self.srv, self.base, self.deadline = job, res, srv, base, deadline
-        self.on_event, self.heartbeat = on_event, heartbeat
-        self.serving = job["serving"]
-        self.req_timeout = float(self.serving.get("request_timeout_s", 60.0))
-        self.conc = int(job["params"].get("concurrency") or 1)
+        super().__init__(job, res, base, deadline, on_event, heartbeat)
+        self.srv, self.base = srv, base
         # only the test suite arms fault injection (as for the worker's EDGEPROF_TEST_FAULT)
         self.fault = env.get(SERVER_FAULT_ENV, "") if env.get(FAULT_ARM_ENV) == FAULT_ARM_VALUE else ""
         self.control: Any = None  # the kept-alive client of ``control_client``, while ``run`` runs
-
-    def phase(self, name: str, t0: float, t1: float, kind: str | None = None) -> None:
-        ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
-        self.res.phases.append(ev)
-        if self.on_event is not None:
-            self.on_event(ev)
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def timed_out(self) -> bool:
-        self.res.status = "timeout"
-        self.res.reason = f"config ran past its {self.job['timeout_s']:g} s timeout"
-        return False
 
     async def run(self) -> None:
         """ready → cold request → warm-ups → the measured level, then what the level's requests say."""
@@ -501,18 +489,22 @@ class _Drive:
         # the first request of a fresh server (its first token closes the cold start)
         if not await self.level("cold", 1, None, 0, 1):
             return
-        # warm-up requests (excluded), at the level's concurrency so every slot has run once
-        n_warm = int(self.serving.get("warmup_requests", self.conc))
-        if n_warm and not await self.level("warmup", n_warm, None, 1, self.conc):
-            return
-        # the measured load; the counters are scraped around it, so their deltas are the level's own
-        res.metrics_before = await scrape_metrics(self.base, client=self.control)
-        n_req = self.serving.get("requests")
-        n = int(n_req) if n_req is not None else None
-        if not await self.level("measured", n, self.serving.get("duration_s"), 1 + n_warm, self.conc):
-            return
-        res.metrics_after = await scrape_metrics(self.base, client=self.control)
-        self.judge_level()
+        await self.levels(first_idx=1)
+
+    def payload(self, idx: int) -> dict[str, Any]:
+        return payload_for(self.job, idx)
+
+    async def poll(self, kind: str, concurrency: int) -> dict[str, float] | None:
+        self.srv.poll_peak()
+        self.beat()
+        got = await scrape_metrics(self.base, timeout_s=2.0, client=self.control)
+        target = self.fault == "kill@level" or self.fault == f"kill@level:c{concurrency}"
+        if target and kind == "measured" and self.srv.alive():
+            os.kill(self.srv.proc.pid, signal.SIGKILL)
+        return got
+
+    async def counters(self) -> dict[str, float] | None:
+        return await scrape_metrics(self.base, client=self.control)
 
     async def loaded_the_hashed_file(self) -> bool:
         """The file is still the one hashed now that the server has loaded it, and the server's own size of
@@ -550,49 +542,10 @@ class _Drive:
                 return False
             await asyncio.sleep(0.1)
 
-    async def level(self, kind: str, n: int | None, duration: float | None, first_idx: int, c: int) -> bool:
-        """One batch of requests at concurrency ``c``, stored on ``res``; False when the config timed out."""
-        if self.left() <= 0:
-            return self.timed_out()
-        load = loadgen.LoadSpec(
-            concurrency=c,
-            n_requests=n,
-            duration_s=duration,
-            request_rate=self.job["params"].get("request_rate") if kind == "measured" else None,
-            timeout_s=min(self.req_timeout, max(1.0, self.left())),
-            seed=int(self.job["workload"].get("seed", 0)),
-        )
-
-        async def scrape() -> dict[str, float] | None:
-            self.srv.poll_peak()
-            if self.heartbeat is not None:
-                self.heartbeat()
-            got = await scrape_metrics(self.base, timeout_s=2.0, client=self.control)
-            target = self.fault == "kill@level" or self.fault == f"kill@level:c{c}"
-            if target and kind == "measured" and self.srv.alive():
-                os.kill(self.srv.proc.pid, signal.SIGKILL)
-            return got
-
-        payload = partial(payload_for, self.job)
-        run = loadgen.run_level(self.base, payload, load, kind=kind, first_idx=first_idx, scrape=scrape)
-        try:
-            out = await asyncio.wait_for(run, timeout=max(1.0, self.left()))
-        except asyncio.TimeoutError:
-            return self.timed_out()
-        self.res.records.extend(out.records)
-        if kind == "measured":
-            self.res.level_t_start, self.res.level_t_end = out.t_start, out.t_end
-            self.res.metrics_samples = out.metrics_samples
-        self.phase(f"level_c{c}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
-        return True
-
     def judge_level(self) -> None:
-        """A server that died is the config's outcome; else what the level's requests say
-        (``loadgen.judge_level``, the plan's ``max_error_rate``)."""
-        res = self.res
+        """A server that died is the config's outcome; else what the level's requests say."""
         if not self.srv.alive():
-            res.status = "crashed"
-            res.reason = f"llama-server died during the measured level (exit {self.srv.proc.poll()})"
+            self.res.status = "crashed"
+            self.res.reason = f"llama-server died during the measured level (exit {self.srv.proc.poll()})"
             return
-        max_rate = float(self.serving.get("max_error_rate") or 0.0)
-        res.status, res.reason = loadgen.judge_level(res.records, self.req_timeout, max_rate)
+        super().judge_level()

@@ -7,9 +7,9 @@ runners/llama_context.py), ``serve`` (each rep's ``Request.run``, its phases and
 workload ``run_soak`` (runners/soak.py: the request back to back, one event per window), ``done``; the
 quality worker shares the first two.
 
-Timing (DESIGN §3): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent and the
-sampler). Prefill and decode durations come from llama.cpp's own counters (``llama_perf_context``), read
-before and after each phase, never from this Python loop; TTFT and e2e are measured around the request.
+Timing (docs/measurements.md): every time is ``time.monotonic()`` (CLOCK_MONOTONIC, shared with the parent
+and the sampler). Prefill and decode durations come from llama.cpp's own counters (``llama_perf_context``),
+read before and after each phase, never from this Python loop; TTFT and e2e are measured around the request.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgeprof.runners.llama_context import free_threadpool, install_log_capture, load_model
-from edgeprof.runners.procfs import vm_hwm_mb
 from edgeprof.runners.protocol import (
     EXIT_BAD_SPEC,
     EXIT_LOAD_FAILED,
@@ -36,6 +35,7 @@ from edgeprof.runners.protocol import (
     FAULT_ENV,
     SLOW_FILE_ENV,
     encode_event,
+    vm_hwm_mb,
 )
 from edgeprof.runners.soak import SlowWhileFileSays, run_soak
 

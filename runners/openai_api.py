@@ -15,11 +15,10 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from edgeprof.runners import loadgen
+from edgeprof.runners import levels, loadgen
 from edgeprof.runners.llama_server import ServingResult, prompt_key, scrape_metrics, text_prompt, token_prompt
 
 
@@ -223,8 +222,9 @@ def run_openai(
     return res
 
 
-class _Drive:
-    """One config against a running server; every way it can stop early is a status and a reason."""
+class _Drive(levels.LevelDriver):
+    """One config against a running server (its levels are ``levels.LevelDriver``'s, shared with
+    llama-server's runner); every way it can stop early is a status and a reason."""
 
     def __init__(
         self,
@@ -235,50 +235,26 @@ class _Drive:
         heartbeat: Callable[[], None] | None,
         headers: dict[str, str],
     ) -> None:
-        self.job, self.res, self.deadline, self.headers = job, res, deadline, headers
-        self.on_event, self.heartbeat = on_event, heartbeat
-        self.serving = job["serving"]
-        self.target = str(self.serving["target"]).rstrip("/")
+        target = str(job["serving"]["target"]).rstrip("/")
+        super().__init__(job, res, target, deadline, on_event, heartbeat)
+        self.target, self.headers = target, headers
         self.endpoint_name = str(self.serving.get("endpoint") or "chat")
         self.endpoint = ENDPOINTS[self.endpoint_name]
-        self.req_timeout = float(self.serving.get("request_timeout_s", 60.0))
-        self.conc = int(job["params"].get("concurrency") or 1)
         self.model: str | None = self.serving.get("model")
-        self.has_metrics = False
+        self.has_metrics: bool | None = None  # known at the first read of the counters
         self.control: Any = None
-
-    def phase(self, name: str, t0: float, t1: float, kind: str | None = None) -> None:
-        ev = {"event": "phase", "name": name, "kind": kind, "rep": None, "t_start": t0, "t_end": t1}
-        self.res.phases.append(ev)
-        if self.on_event is not None:
-            self.on_event(ev)
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
 
     def control_s(self, cap_s: float = loadgen.CONTROL_DEADLINE_S) -> float:
         return loadgen.deadline_left(self.deadline, cap_s)
 
     async def run(self) -> None:
-        async with control_client(self.headers) as self.control:
+        async with control_client(self.headers or {}) as self.control:
             await self.steps()
 
     async def steps(self) -> None:
-        res = self.res
         if not await self.identify():
             return
-        n_warm = int(self.serving.get("warmup_requests", self.conc))
-        if n_warm and not await self.level("warmup", n_warm, None, 0):
-            return
-        res.metrics_before = await scrape_metrics(self.target, self.control_s(), client=self.control)
-        self.has_metrics = res.metrics_before is not None  # llama-server --metrics; most others: none
-        n_req = self.serving.get("requests")
-        n = int(n_req) if n_req is not None else None
-        if not await self.level("measured", n, self.serving.get("duration_s"), n_warm):
-            return
-        if self.has_metrics:
-            res.metrics_after = await scrape_metrics(self.target, self.control_s(), client=self.control)
-        self.judge_level()
+        await self.levels(first_idx=0)
 
     async def identify(self) -> bool:
         """``/v1/models`` (an unreachable target ends the config here), ``/props`` where offered."""
@@ -293,53 +269,22 @@ class _Drive:
         self.res.props["model"] = self.model
         return True
 
-    async def level(self, kind: str, n: int | None, duration: float | None, first_idx: int) -> bool:
-        """One batch of requests at the level's concurrency; False when the config timed out."""
-        if self.left() <= 0:
-            return self.timed_out()
-        load = loadgen.LoadSpec(
-            concurrency=self.conc,
-            n_requests=n,
-            duration_s=duration,
-            request_rate=self.job["params"].get("request_rate") if kind == "measured" else None,
-            timeout_s=min(self.req_timeout, max(1.0, self.left())),
-            seed=int(self.job["workload"].get("seed", 0)),
-        )
-        run = loadgen.run_level(
-            self.target,
-            partial(payload_for, self.job, self.model),
-            load,
-            kind=kind,
-            first_idx=first_idx,
-            scrape=self.scrape,
-            endpoint=self.endpoint,
-            headers=self.headers,
-        )
-        try:
-            out = await asyncio.wait_for(run, timeout=max(1.0, self.left()))
-        except asyncio.TimeoutError:
-            return self.timed_out()
-        self.res.records.extend(out.records)
-        if kind == "measured":
-            self.res.level_t_start, self.res.level_t_end = out.t_start, out.t_end
-            self.res.metrics_samples = out.metrics_samples
-        self.phase(f"level_c{self.conc}" if kind == "measured" else kind, out.t_start, out.t_end, kind)
-        return True
+    def payload(self, idx: int) -> dict[str, Any]:
+        return payload_for(self.job, self.model, idx)
 
-    async def scrape(self) -> dict[str, float] | None:
+    async def counters(self) -> dict[str, float] | None:
+        """``/metrics`` where the server has it (llama-server --metrics; most others: none, and a server
+        without it at the first read is not asked again)."""
+        if self.has_metrics is False:
+            return None
+        got = await scrape_metrics(self.target, self.control_s(), client=self.control)
+        if self.has_metrics is None:
+            self.has_metrics = got is not None
+        return got
+
+    async def poll(self, kind: str, concurrency: int) -> dict[str, float] | None:
         """Beats the sweep's lease while requests run; polls ``/metrics`` only where the server has it."""
-        if self.heartbeat is not None:
-            self.heartbeat()
+        self.beat()
         if not self.has_metrics:
             return None
         return await scrape_metrics(self.target, timeout_s=self.control_s(2.0), client=self.control)
-
-    def timed_out(self) -> bool:
-        self.res.status = "timeout"
-        self.res.reason = f"config ran past its {self.job['timeout_s']:g} s timeout"
-        return False
-
-    def judge_level(self) -> None:
-        """What the level's requests say (``loadgen.judge_level``, the plan's ``max_error_rate``)."""
-        max_rate = float(self.serving.get("max_error_rate") or 0.0)
-        self.res.status, self.res.reason = loadgen.judge_level(self.res.records, self.req_timeout, max_rate)

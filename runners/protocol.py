@@ -1,5 +1,6 @@
-"""What the parent sends a worker and what comes back: plain JSON, so a worker can be any executable; and the
-check each child that loads a model (a worker, llama-server) makes against the job's ``model_identity``."""
+"""What the parent sends a worker and what comes back: plain JSON, so a worker can be any executable; the
+check each child that loads a model (a worker, llama-server) makes against the job's ``model_identity``; and
+a process's peak resident memory from procfs, read by the runner (polling its child) and the worker."""
 
 from __future__ import annotations
 
@@ -84,3 +85,19 @@ def check_served_model(path: str, identity: dict[str, Any] | None, models: Any) 
     size = meta.get("size") if isinstance(meta, dict) else None
     if isinstance(size, int) and not isinstance(size, bool):
         check_loaded_size(size, identity)
+
+
+def vm_hwm_mb(pid: int | str = "self", proc_root: str = "/proc") -> float | None:
+    """A process's peak resident set (``VmHWM``) in MiB; None once it is gone or a zombie.
+
+    Not ``wait4``'s ``ru_maxrss``: Linux carries the high-water mark of the memory image a process had
+    before ``exec`` into it, so a child (v)forked from a 150 MB agent would report the agent's RSS.
+    """
+    try:
+        with open(f"{proc_root}/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

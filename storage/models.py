@@ -1,4 +1,4 @@
-"""Typed SQLAlchemy 2 models: the head of the schema (DESIGN §4).
+"""Typed SQLAlchemy 2 models: the head of the schema, every result with the context that makes it comparable.
 
 The tables are created and upgraded by ``edgeprof.storage.migrations`` (frozen DDL per version), never by
 ``metadata.create_all``: a DB written by an older edgeprof must be upgraded in place, and a test checks that
@@ -225,7 +225,7 @@ class Run(Base):
 
 
 class Measurement(Base):
-    """One request: the cold one (fresh process), a discarded warm-up, or a steady repetition (DESIGN §3)."""
+    """One request: the cold one (fresh process), a discarded warm-up, or a steady repetition."""
 
     __tablename__ = "measurement"
 

@@ -4,6 +4,7 @@ or write it, and a mistyped ``--db`` creates nothing (``analyse`` writes verdict
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,9 +48,19 @@ class CompareFormat(str, Enum):
     json = "json"
 
 
-ReportFormatOption = Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")]
+ReportFormatOption = Annotated[
+    ReportFormat | None,
+    typer.Option("--format", "-f", help="Output format [default: table; none with --html unless given]."),
+]
 HtmlOption = Annotated[
-    Path | None, typer.Option("--html", help="Also write one self-contained HTML report (plots embedded).")
+    Path | None,
+    typer.Option(
+        "--html",
+        help=(
+            "Write one self-contained HTML report (plots embedded) and say where it went; "
+            "the table is printed too only with --format."
+        ),
+    ),
 ]
 WideOption = Annotated[
     bool, typer.Option("--wide", help="Every column that has data, however wide the terminal.")
@@ -90,7 +101,7 @@ def llama_bench_renderer(fmt: str) -> Any:
 def report(
     db: DbOption = None,
     sweep: SweepOption = None,
-    fmt: ReportFormatOption = ReportFormat.table,
+    fmt: ReportFormatOption = None,
     html: HtmlOption = None,
     device: DeviceOption = None,
     wide: WideOption = False,
@@ -103,6 +114,11 @@ def report(
     every row are said once above it, and the least telling columns are left out (and named) when needed."""
     from edgeprof.report import ColumnError, ReportError, parse_columns
     from edgeprof.storage.db import new_session
+
+    # --html alone writes the file and says where; the table (or any --format given) is still printed
+    # where asked for
+    printed = fmt is not None or html is None
+    fmt = fmt or ReportFormat.table
 
     try:
         picked = parse_columns(columns) if columns is not None else None
@@ -133,7 +149,9 @@ def report(
         except OSError as exc:
             fail(f"cannot write {html}: {exc.strerror or exc}")
     if html is not None:
-        typer.echo(f"HTML report written to {html}", err=True)
+        typer.echo(f"HTML report written to {html}", err=printed)
+    if not printed:
+        return
     if log_text is not None:
         typer.echo(log_text)
     elif llama_bench is not None:
@@ -142,8 +160,17 @@ def report(
         typer.echo(
             render_table(rows, width=terminal_width(), columns=picked, wide=wide, show_output=show_output)
         )
+    elif fmt is ReportFormat.csv:  # to a terminal, one visible line per row; to a file, the data itself
+        from edgeprof.report.render.csv import render_csv
+
+        typer.echo(render_csv(rows, terminal=to_terminal()))
     else:
         typer.echo(RENDERERS[fmt.value](rows))
+
+
+def to_terminal() -> bool:
+    """Whether stdout is a terminal (a label's control characters would act on it)."""
+    return sys.stdout.isatty()
 
 
 def _log_report(session: Any, sweep: int | None, fmt: str) -> str | None:

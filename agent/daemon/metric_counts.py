@@ -19,12 +19,8 @@ from sqlalchemy.orm import Session
 
 from edgeprof import __version__
 from edgeprof.fleet import sweep_scope
+from edgeprof.runners.registry import kind_of
 from edgeprof.storage.models import Device, Run, ServingRequest, Sweep
-
-# The endpoint a serving runner sends to: llama-server's own (edgeprof starts it), or the one the openai
-# runner's plan names, as the run recorded it
-NATIVE_ENDPOINT = "completion"
-SERVER_RUNNER = "llama-server"
 
 
 @dataclass
@@ -44,11 +40,11 @@ class Family:
 
 
 def endpoint_of(runner: str, effective_json: str | None) -> str:
-    """The endpoint of a serving run ("" for the in-process runner)."""
-    if runner == SERVER_RUNNER:
-        return NATIVE_ENDPOINT
-    if runner == "llama-cpp":
-        return ""
+    """The endpoint of a serving run ("" for the in-process runner): the one its runner always sends to
+    (llama-server's own), else the one its plan named, as the run recorded it."""
+    info = kind_of(runner)
+    if info.in_process or info.endpoint:
+        return info.endpoint
     try:
         effective = json.loads(effective_json) if effective_json else {}
     except ValueError:

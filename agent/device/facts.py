@@ -1,4 +1,5 @@
-"""Facts about the machine a number was measured on (DESIGN §4 ``device``), read under a ``root`` path."""
+"""Facts about the machine a number was measured on (the ``device`` row every result points to: model, SoC,
+cores, memory, kernel, power mode), read under a ``root`` path."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from edgeprof.executors.inprocess import InProcessExecutor
     from edgeprof.executors.quality import QualityExecutor, group_of, reference_entry
     from edgeprof.executors.registry import (
-        EXECUTORS,
+        EXECUTOR_HOMES,
+        all_executors,
         executor_for,
         executor_of_run,
         executor_of_spec,
@@ -34,20 +35,28 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "base": ("EnergyOver", "Executor", "RunContext"),
     "inprocess": ("InProcessExecutor",),
     "quality": ("QualityExecutor", "group_of", "reference_entry"),
-    "registry": ("EXECUTORS", "executor_for", "executor_of_run", "executor_of_spec", "workload_kind_of"),
+    "registry": (
+        "EXECUTOR_HOMES",
+        "all_executors",
+        "executor_for",
+        "executor_of_run",
+        "executor_of_spec",
+        "workload_kind_of",
+    ),
     "serving": ("ServingExecutor", "kv_budget"),
     "serving_stats": ("counter_deltas", "meets_slo", "summarize_level"),
     "store": ("store_child",),
 }
 
 __all__ = [
-    "EXECUTORS",
+    "EXECUTOR_HOMES",
     "EnergyOver",
     "Executor",
     "InProcessExecutor",
     "QualityExecutor",
     "RunContext",
     "ServingExecutor",
+    "all_executors",
     "counter_deltas",
     "executor_for",
     "executor_of_run",

@@ -1,47 +1,68 @@
 """Every way of running a config, one line each, looked up by the runner name and the workload kind.
 
+Each line names the module and class of its executor, imported on first use: a ``run`` imports only the
+executors its plan uses (an in-process sweep never imports the serving ones, nor httpx behind them).
+
 Adding a runner: its child-side module under ``runners/`` and its line in ``edgeprof.runners.registry`` (the
-name, what its numbers mean, whether it takes the serving axes: what plan validation reads), then one class
-with the ``Executor`` hooks and one line below.
+name, what its numbers mean and its kind: in process, a server edgeprof starts, or one it did not start —
+what plan validation, expansion, the sweep and the report read), then one class with the ``Executor`` hooks
+in a module of this package and its line below.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+from typing import TYPE_CHECKING
 
-from edgeprof.executors.base import Executor
-from edgeprof.executors.inprocess import InProcessExecutor
-from edgeprof.executors.openai_server import OpenAIExecutor
-from edgeprof.executors.quality import QualityExecutor
-from edgeprof.executors.serving import ServingExecutor
-from edgeprof.executors.serving_soak import OpenAISoakExecutor, ServingSoakExecutor
-from edgeprof.executors.soak import SoakExecutor
-from edgeprof.plan import RunSpec
 from edgeprof.runners.registry import DEFAULT_RUNNER
 from edgeprof.storage.models import Run
 
+if TYPE_CHECKING:
+    from edgeprof.executors.base import Executor
+    from edgeprof.plan import RunSpec
+
 GENERATION = "generation"  # Workload.kind of every workload that is not a quality one
 
-EXECUTORS: tuple[Executor, ...] = (
-    InProcessExecutor(),  # llama-cpp-python in a worker child, a child per cold start
-    ServingExecutor(),  # llama-server on loopback under a load generator, a server per config
-    QualityExecutor(),  # KLD / same top / PPL against a reference, in quality worker children
-    SoakExecutor(),  # one request back to back for a duration, in one worker child, stored per window
-    OpenAIExecutor(),  # a server edgeprof did not start, at [serving] target, under the same load generator
-    ServingSoakExecutor(),  # a serving level held for a soak's duration, cut into its windows
-    OpenAISoakExecutor(),  # the same on a server edgeprof did not start
-)
+# (runner, workload kind) -> (module of this package, class)
+EXECUTOR_HOMES: dict[tuple[str, str], tuple[str, str]] = {
+    # llama-cpp-python in a worker child, a child per cold start
+    ("llama-cpp", GENERATION): ("inprocess", "InProcessExecutor"),
+    # llama-server on loopback under a load generator, a server per config
+    ("llama-server", GENERATION): ("serving", "ServingExecutor"),
+    # KLD / same top / PPL against a reference, in quality worker children
+    ("llama-cpp", "quality"): ("quality", "QualityExecutor"),
+    # one request back to back for a duration, in one worker child, stored per window
+    ("llama-cpp", "soak"): ("soak", "SoakExecutor"),
+    # a server edgeprof did not start, at [serving] target, under the same load generator
+    ("openai", GENERATION): ("openai_server", "OpenAIExecutor"),
+    # a serving level held for a soak's duration, cut into its windows
+    ("llama-server", "soak"): ("serving_soak", "ServingSoakExecutor"),
+    # the same on a server edgeprof did not start
+    ("openai", "soak"): ("serving_soak", "OpenAISoakExecutor"),
+}
 
-_BY_KEY: dict[tuple[str, str], Executor] = {(e.runner, e.workload_kind): e for e in EXECUTORS}
+_LOADED: dict[tuple[str, str], Executor] = {}
+
+
+def _load(key: tuple[str, str]) -> Executor:
+    if key not in _LOADED:
+        module, name = EXECUTOR_HOMES[key]
+        _LOADED[key] = getattr(importlib.import_module(f"{__package__}.{module}"), name)()
+    return _LOADED[key]
+
+
+def all_executors() -> tuple[Executor, ...]:
+    """Every registered executor (imports them all: for checks and listings, never on a sweep's path)."""
+    return tuple(_load(key) for key in EXECUTOR_HOMES)
 
 
 def executor_for(runner: str | None, workload_kind: str | None = None) -> Executor:
     """The executor of a runner name (None: the default one) and a workload kind (None: generation)."""
     key = (runner or DEFAULT_RUNNER, workload_kind or GENERATION)
-    try:
-        return _BY_KEY[key]
-    except KeyError:
-        raise LookupError(f"no executor for runner {key[0]!r} with a {key[1]} workload") from None
+    if key not in EXECUTOR_HOMES:
+        raise LookupError(f"no executor for runner {key[0]!r} with a {key[1]} workload")
+    return _load(key)
 
 
 def executor_of_spec(spec: RunSpec) -> Executor:

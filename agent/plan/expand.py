@@ -24,6 +24,7 @@ from edgeprof.plan.model import (
     workload_for,
 )
 from edgeprof.plan.quality import quality_params
+from edgeprof.runners.registry import is_serving
 
 
 def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
@@ -70,7 +71,7 @@ def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | N
                     cold_cache=plan.cold_cache,
                     cooldown_per_rep=plan.cooldown.per_rep,
                     rendered_prompt=plan.rendered.get((model.label, wl.name)),
-                    serving=plan.serving if params.runner != "llama-cpp" else None,
+                    serving=plan.serving if is_serving(params.runner) else None,
                 )
 
 
@@ -89,8 +90,8 @@ def _soak_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | No
 
 def _soak_runner_params(plan: Plan, base: Params) -> Iterator[Params]:
     for runner in plan.runners:
-        if runner == "llama-cpp":
-            yield base
+        if not is_serving(runner):
+            yield replace(base, runner=runner)  # in process: one config per cell
             continue
         for conc in plan.concurrency:
             yield replace(base, runner=runner, concurrency=conc, request_rate=None)
@@ -107,7 +108,7 @@ def _soak_spec(plan: Plan, model: ModelEntry, sha256: str, params: Params, wl: W
         timeout_s=plan.timeout_s + wl.soak.duration_s,
         cold_cache=plan.cold_cache,
         rendered_prompt=plan.rendered.get((model.label, wl.name)),
-        serving=plan.serving if params.runner != "llama-cpp" else None,
+        serving=plan.serving if is_serving(params.runner) else None,
     )
 
 
@@ -131,8 +132,8 @@ def _runner_params(plan: Plan, base: Params) -> Iterator[Params]:
     """The in-process runner once; a serving runner once per concurrency x request rate (the levels of one
     server config run back to back, lowest load first)."""
     for runner in plan.runners:
-        if runner == "llama-cpp":
-            yield base
+        if not is_serving(runner):
+            yield replace(base, runner=runner)  # in process: one config per cell
             continue
         for rate in plan.request_rates:
             for conc in plan.concurrency:

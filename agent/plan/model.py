@@ -17,6 +17,7 @@ from edgeprof.gguf import GGUFInfo
 from edgeprof.plan.budget import QualityBudget
 from edgeprof.plan.quality import QualitySpec
 from edgeprof.plan.serving import Serving
+from edgeprof.runners.registry import DEFAULT_RUNNER, is_serving
 
 
 class PlanError(Exception):
@@ -181,7 +182,7 @@ class Params:
     cpu_strict: bool = False
     prio: int = 0
     # Which runner measures this config, and the serving load (llama-server only)
-    runner: str = "llama-cpp"
+    runner: str = DEFAULT_RUNNER
     concurrency: int | None = None  # closed loop: N clients (open loop: the cap on requests in flight)
     request_rate: float | None = None  # open loop: Poisson arrivals, requests/s
 
@@ -190,7 +191,7 @@ class Params:
         if out["power_mode"] is None:
             del out["power_mode"]  # keeps spec ids of plans without the axis as they were
         # Absent for the in-process runner, so every spec id from before the runner axis stays valid
-        if out["runner"] == "llama-cpp":
+        if out["runner"] == DEFAULT_RUNNER:
             del out["runner"]
         for name in ("concurrency", "request_rate"):
             if out[name] is None:
@@ -257,7 +258,7 @@ class RunSpec:
         }
         if self.rendered_prompt is not None:  # another template is another prompt
             ident["rendered_prompt_sha256"] = hashlib.sha256(self.rendered_prompt.encode()).hexdigest()
-        if self.serving is not None and self.params.runner != "llama-cpp":
+        if self.serving is not None and is_serving(self.params.runner):
             ident["serving"] = self.serving.to_json()  # another request count or SLO is another config
         return _digest(ident)[:16]
 
@@ -298,7 +299,7 @@ class Plan:
     # (model label, workload name) -> the chat workload rendered with that model's template
     rendered: dict[tuple[str, str], str] = field(default_factory=dict)
     # The runner axis and the serving load axes (concurrency and request_rate cross llama-server only)
-    runners: tuple[str, ...] = ("llama-cpp",)
+    runners: tuple[str, ...] = (DEFAULT_RUNNER,)
     concurrency: tuple[int, ...] = (1,)
     request_rates: tuple[float | None, ...] = (None,)
     serving: Serving | None = None
@@ -316,7 +317,7 @@ class Plan:
         per_combo = max(1, len(self.power_modes))
         # in-process runs once per combo; each serving runner once per (concurrency, request_rate)
         per_combo *= sum(
-            1 if r == "llama-cpp" else len(self.concurrency) * len(self.request_rates) for r in self.runners
+            len(self.concurrency) * len(self.request_rates) if is_serving(r) else 1 for r in self.runners
         )
         for values in self.axes.values():
             per_combo *= len(values)
@@ -324,7 +325,7 @@ class Plan:
         n_quality = max(1, len(self.power_modes)) * sum(1 for wl in self.workloads if wl.quality is not None)
         # a soak runs once per matrix cell in-process, and per concurrency on each serving runner
         per_soak = max(1, len(self.power_modes)) * sum(
-            1 if r == "llama-cpp" else len(self.concurrency) for r in self.runners
+            len(self.concurrency) if is_serving(r) else 1 for r in self.runners
         )
         for values in self.axes.values():
             per_soak *= len(values)

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from edgeprof.plan.checker import Checker
-from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
+from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS, kind_of
 
 # Not in the llama.cpp axes (agent/plan/matrix.py): concurrency and request_rate cross the serving runners
 # only, so the matrix does not cross them evenly.
@@ -83,10 +83,9 @@ class Serving:
 
 
 def server_slots(runner: str, concurrency: int | None) -> int:
-    """The slots of a server edgeprof starts: one per client, so a closed loop at c never queues in the
-    server (each slot with the plan's ctx); 1 in process. The memory prediction and the server's command
-    line both count them."""
-    return int(concurrency or 1) if runner == "llama-server" else 1
+    """The slots of a runner's server at a concurrency (``RunnerInfo.server_slots``). The memory prediction
+    and the server's command line both count them."""
+    return kind_of(runner).server_slots(concurrency)
 
 
 def target_problem(raw: Any) -> str | None:
@@ -142,15 +141,17 @@ def check_serving(
         if "serving" in doc:
             chk.add("serving", 'needs a serving runner: add runner = ["llama-server"] to [matrix]')
         return tuple(runners) or (DEFAULT_RUNNER,), tuple(conc) or (1,), (None,), None
-    serving = _serving_table(chk, doc, FOREIGN_RUNNER in runners)
+    foreign = any(RUNNERS[r].foreign for r in runners)
+    serving = _serving_table(chk, doc, foreign)
+    no_chat = [RUNNERS[r] for r in runners if not RUNNERS[r].chat]
     for wl in workloads:
-        if getattr(wl, "messages", None) is not None and "llama-server" in runners:
+        for info in no_chat if getattr(wl, "messages", None) is not None else ():
             chk.add(
                 f"workload '{wl.name}'",
-                "the llama-server runner sends text or token prompts to /completion; a chat workload "
+                f"the {info.name} runner sends text or token prompts to /{info.endpoint}; a chat workload "
                 "(messages) is not supported there yet",
             )
-    if FOREIGN_RUNNER in runners:
+    if foreign:
         _check_foreign(chk, matrix, workloads, serving)
     return tuple(runners), tuple(conc) or (1,), tuple(rates) or (None,), serving
 

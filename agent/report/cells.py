@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from edgeprof.plan.bounds import MAX_NGL as NGL_ALL
+from edgeprof.runners.registry import kind_of
 from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
@@ -124,7 +125,7 @@ def fmt_quality(row: Row) -> str:
     """'KLD 0.0312 / 92.1 %' for a table cell, with '@ctx N' where it was measured at another ctx;
     'reference' for the reference itself; '—' when none. A foreign server's logits are out of reach: its
     row says so rather than leave a blank that reads as "not run yet"."""
-    if row.get("runner") == "openai":
+    if kind_of(row.get("runner")).foreign:
         return FOREIGN_QUALITY
     if row.get("kld_mean") is None:
         return EMPTY

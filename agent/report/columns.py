@@ -43,7 +43,7 @@ from edgeprof.report.cells import (
     fmt_value,
     fmt_watts,
 )
-from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
+from edgeprof.runners.registry import is_serving
 from edgeprof.safetext import safe_text
 
 Row = Mapping[str, Any]
@@ -143,8 +143,7 @@ def is_serving_runner(runner: str | None) -> bool:
     """Whether a runner measures a server under load (its rows are serving levels, another scenario that is
     never averaged with in-process rows), from the runner catalogue; a runner this installation does not
     know is not the in-process one, so it counts as serving."""
-    info = RUNNERS.get(runner or DEFAULT_RUNNER)
-    return True if info is None else info.serving
+    return is_serving(runner)
 
 
 def fmt_percentiles(row: Row, prefix: str, *names: str) -> str:

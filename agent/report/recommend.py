@@ -32,7 +32,7 @@ from typing import Any
 
 from edgeprof.plan import QualityBudget
 from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
-from edgeprof.report.cells import RUNNING
+from edgeprof.report.cells import RUNNING, fmt_tokens_out
 from edgeprof.report.speed_ratio import SpeedRatio, blocked_ratio
 from edgeprof.runners.registry import DEFAULT_RUNNER
 
@@ -269,6 +269,17 @@ def is_speed_row(row: Mapping[str, Any]) -> bool:
     return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 
+def no_decode_why(row: Mapping[str, Any]) -> str:
+    """Why a finished row has no decode speed, where its reps say: the model emitted end-of-sequence as its
+    first token (a prompt it answers with nothing), so there was nothing to decode; "" otherwise."""
+    if not row.get("eos_count") or (row.get("tokens_out_median") or 0) > 1:
+        return ""
+    return (
+        f": the model emitted end-of-sequence as its first token ({fmt_tokens_out(row)}); "
+        "set ignore_eos = true in the workload to measure decode anyway"
+    )
+
+
 def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str | None:
     """Why ``c`` does not compete in its condition, or None."""
     r = c.row
@@ -280,7 +291,7 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
     if r["status"] != "ok":
         return f"failed ({r['status']}{detail})"
     if r.get("tg_tps_median") is None:
-        return "no steady decode measured"
+        return "no steady decode measured" + no_decode_why(r)
     if not quality_known or c.is_reference:
         return None
     if c.kld_mean is None:

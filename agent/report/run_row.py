@@ -1,6 +1,6 @@
-"""One run's report row: the fields every runner's row has (DESIGN §3 numbers), from its stored run and
-measurements. The sweep-wide parts (reference, verdicts, quality, fit, fleet) are attached by
-``edgeprof.report.rows.build_rows``."""
+"""One run's report row: the fields every runner's row has (cold start, steady-state speeds, TTFT, memory, as
+docs/measurements.md defines them), from its stored run and measurements. The sweep-wide parts (reference,
+verdicts, quality, fit, fleet) are attached by ``edgeprof.report.rows.build_rows``."""
 
 from __future__ import annotations
 

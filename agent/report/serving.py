@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from edgeprof.plan import FOREIGN_RUNNER
 from edgeprof.report.columns import COLUMNS, SERVING, is_serving_runner
 from edgeprof.report.run_row import base_row
 from edgeprof.runners.loadgen import reasons_text
+from edgeprof.runners.registry import kind_of
 from edgeprof.stats import Summary, nearest_rank
 from edgeprof.storage.models import Run, ServingLevel, ServingRequest, Verdict
 from edgeprof.verdicts import verdicts_by_run
@@ -27,12 +27,15 @@ from edgeprof.verdicts import verdicts_by_run
 SERVING_FIELD_NAMES = tuple(c.name for c in COLUMNS if c.fmt is None and c.rows == SERVING)
 
 
-# How each serving runner is named above its table, and where its output-token counts come from.
-_RUNNER_TITLES = {"llama-server": "llama-server", FOREIGN_RUNNER: "an OpenAI-compatible server"}
-_TOKEN_COUNTS = {
-    "llama-server": "llama-server's own count",
-    FOREIGN_RUNNER: "the response's usage where the server gives it, else one per streamed chunk",
-}
+
+def _title(runner: str) -> str:
+    """How a serving runner is named above its table (``RunnerInfo.title``)."""
+    return kind_of(runner).title or runner
+
+
+def _token_source(runner: str) -> str:
+    """Where a serving runner's output-token counts come from (``RunnerInfo.token_source``)."""
+    return kind_of(runner).token_source or "the server"
 
 
 def _runners(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -41,7 +44,7 @@ def _runners(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def serving_title(rows: Sequence[Mapping[str, Any]]) -> str:
     """'HTTP API (llama-server, streamed)', naming the runners the rows were measured with."""
-    names = [_RUNNER_TITLES.get(r, r) for r in _runners(rows)] or ["llama-server"]
+    names = [_title(r) for r in _runners(rows)] or ["llama-server"]
     return f"HTTP API ({' and '.join(names)}, streamed)"
 
 
@@ -49,8 +52,8 @@ def token_count_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """Where the rows' output tokens were counted, per runner."""
     runners = _runners(rows) or ["llama-server"]
     if len(runners) == 1:
-        return f"output tokens: {_TOKEN_COUNTS.get(runners[0], 'the server')}"
-    return "output tokens: " + "; ".join(f"{r}: {_TOKEN_COUNTS.get(r, 'the server')}" for r in runners)
+        return f"output tokens: {_token_source(runners[0])}"
+    return "output tokens: " + "; ".join(f"{r}: {_token_source(r)}" for r in runners)
 
 
 def is_serving(run: Run) -> bool:
@@ -172,7 +175,7 @@ def serving_rows(session: Session, runs: list[Run], attempts: dict[str, int]) ->
         row["attempts"] = attempts.get(run.spec_id, 1)
         level = session.scalar(select(ServingLevel).where(ServingLevel.run_id == run.id))
         row.update(serving_fields(run, level))
-        if run.runner == FOREIGN_RUNNER:
+        if kind_of(run.runner).foreign:
             row.update(foreign_settings(level))
         row.update(token_fields(session, run))
         row.update(verdict_fields(verdicts.get(run.id, {})))

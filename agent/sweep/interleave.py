@@ -31,6 +31,7 @@ from edgeprof.executors import Executor, RunContext
 from edgeprof.plan import RunSpec
 from edgeprof.plan.budget import spec_condition
 from edgeprof.run_states import utcnow
+from edgeprof.runners.registry import kind_of
 from edgeprof.storage.models import Run
 
 # Steady reps per block. Two, not one: with the default 5 steady reps a side, blocks of one would leave five
@@ -73,7 +74,7 @@ def interleaves(spec: RunSpec) -> bool:
     """Whether a spec's steady reps can be split into blocks: in-process generation with more than one block
     (a soak is one measurement; a quality run has no reps; a server's level is one load)."""
     return (
-        spec.params.runner == "llama-cpp"
+        kind_of(spec.params.runner).in_process
         and spec.workload.kind == "generation"
         and len(block_sizes(spec.repeat.steady)) > 1
     )

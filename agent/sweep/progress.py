@@ -18,7 +18,26 @@ from edgeprof.safetext import safe_text
 # Outcome words that deserve a colour: failures red, noisy results yellow (the words come from the sweep's
 # outcome line, e.g. "ok", "crashed: ...", "ok (unstable)").
 _RED = ("crashed", "error", "failed", "timeout", "load_failed", "oom", "skipped_memory", "interrupted")
-_YELLOW = ("unstable", "throttled", "contended", "warning")
+_YELLOW = ("unstable", "throttled", "contended", "warning", "no decode")
+
+# What a config whose cold run ended at its first token says at once, and at its end: nothing was decoded,
+# so every rep after it would measure the same nothing
+EOS_FIRST = (
+    "the model emitted end-of-sequence as its first token: no decode to measure "
+    "(set ignore_eos = true in the workload to measure decode anyway)"
+)
+EOS_FIRST_OUTCOME = "no decode: end-of-sequence at the first token"
+
+
+def ended_at_first_token(event: dict[str, Any]) -> bool:
+    """A cold measurement whose output ended at end-of-sequence after at most one token."""
+    tokens = event.get("tokens_out")
+    return (
+        event.get("kind") == "cold"
+        and event.get("finish_reason") == "eos"
+        and isinstance(tokens, int)
+        and tokens <= 1
+    )
 
 
 def outcome_style(outcome: str) -> str | None:
@@ -66,6 +85,7 @@ class Progress:
         self.read_temp: Callable[[], float | None] | None = None
         self._soak: dict[str, Any] | None = None  # the running soak's soak_start event
         self._soak_plain_at_s = 0.0  # the soak time at which the next plain line is due
+        self._eos_first = False  # the current config's cold run ended at its first token
         if self.tty:
             self._start_live()
 
@@ -116,6 +136,7 @@ class Progress:
     def start(self, index: int, label: str) -> None:
         label = safe_text(label)  # a label (a GGUF's file name) is one visible line, never a control sequence
         self._index, self._label, self._phase = index, label, "starting"
+        self._eos_first = False
         if self.tty:
             self._refresh()
         else:
@@ -142,6 +163,9 @@ class Progress:
             result = f"{rep_kind} rep {rep}" + (f": tg {tg:.1f} t/s" if isinstance(tg, (int, float)) else "")
             self.phase(f"{rep_kind} rep {rep}")
             self._last = result
+            if ended_at_first_token(event) and not self._eos_first:
+                self._eos_first = True
+                self.line(f"[{self._index}/{self.total}] {self._label}: {EOS_FIRST}", style="yellow")
             if self.tty:
                 self._refresh()
         elif kind == "soak_start":
@@ -188,6 +212,9 @@ class Progress:
         self.durations.append(duration_s)
         self.done += 1
         label, outcome = safe_text(label), safe_text(outcome)
+        if self._eos_first and outcome.startswith("ok"):
+            outcome = f"{outcome} ({EOS_FIRST_OUTCOME})"
+        self._eos_first = False
         eta = fmt_s(self.eta_s(remaining)) if remaining else "0:00"
         self._phase, self._last = "", ""
         text = f"[{index}/{self.total}] {label}  {outcome}  ({duration_s:.1f} s, ETA {eta})"

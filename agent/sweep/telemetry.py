@@ -1,5 +1,6 @@
 """Telemetry around a sweep: the sampler thread, cooldown and idle baseline before each config, and the
-per-phase aggregates and energy figures stored after it (DESIGN §3 ``energy_j``)."""
+per-phase aggregates and energy figures stored after it (``energy_j`` per phase, and joules per token where
+a power rail was sampled)."""
 
 from __future__ import annotations
 

@@ -9,10 +9,13 @@ each config's child process (spawn, llama_cpp import and model load up to "loade
 the tail (records read back, output printed).
 
     .venv/bin/python benchmarks/self/time_to_answer.py [--rounds 5] [--size small|tiny] [--model PATH]
-        [--args "-p 512 -n 128"]
+        [--args "-p 512 -n 128"] [--record]
 
 Writes ``benchmarks/out/time-to-answer-<time>.json`` and prints the medians and ratios. The machine's
-load average is recorded before and after: on a shared machine the ratios move with it.
+load average is recorded before and after: on a shared machine the ratios move with it. ``--record`` (the
+README's quick command, on a quiet machine) also writes ``benchmarks/recorded/time-to-answer.json``: the
+figures the README and docs/interop.md quote, as ``doc_figures`` words them; tests/unit/test_docs.py checks
+that the pages say what the record holds.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 OUT_DIR = REPO / "benchmarks" / "out"
+RECORD = REPO / "benchmarks" / "recorded" / "time-to-answer.json"
 DEFAULT_ARGS = "-p 512 -n 128"  # llama-bench's own defaults (and -r 5, threads = physical cores)
 
 
@@ -84,6 +88,7 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=None, help="default: the demo model of --size (built)")
     parser.add_argument("--size", default="small", help="demo size: small (edgeprof demo's) or tiny")
     parser.add_argument("--args", default=DEFAULT_ARGS, help=f"llama-bench's flags (default {DEFAULT_ARGS!r})")
+    parser.add_argument("--record", action="store_true", help=f"also write {RECORD.relative_to(REPO)}")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="edgeprof-tta-"))
     model = opts.model
@@ -118,7 +123,9 @@ def main() -> int:
     median = {k: statistics.median(v) for k, v in walls.items()}
     base = median["llama-bench"]
     result: dict[str, Any] = {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "command": shlex.join(argv),
+        "tests": _tests(opts.args),
         "model": str(model),
         "rounds": opts.rounds,
         "loadavg_before": load_before,
@@ -135,8 +142,43 @@ def main() -> int:
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps({k: result[k] for k in ("median_wall_s", "ratio_to_llama_bench", "median_phases_s")}, indent=2))
     print(f"written: {out}", file=sys.stderr)
+    if opts.record:
+        RECORD.parent.mkdir(parents=True, exist_ok=True)
+        RECORD.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"recorded: {RECORD}; the docs quote:\n" + "\n".join(doc_figures(result).values()), file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def _tests(args: str) -> int:
+    """How many tests a llama-bench command line runs (one per -p and -n value that is not 0)."""
+    words = shlex.split(args)
+    count = 0
+    for flag, default in (("-p", "512"), ("-n", "128")):
+        values = [words[i + 1] for i, w in enumerate(words[:-1]) if w == flag] or [default]
+        count += sum(1 for v in ",".join(values).split(",") if v.strip() not in ("", "0"))
+    return count
+
+
+def doc_figures(record: dict[str, Any]) -> dict[str, str]:
+    """The figures of a record as the README and docs/interop.md word them (seconds to 2 decimals)."""
+    wall = record["median_wall_s"]
+    ratio = record["ratio_to_llama_bench"]
+    phase = record["median_phases_s"]["edgeprof --no-telemetry"]
+    per_test = phase["child_spawn_and_load_s"] / max(1, int(record["tests"]))
+    load = max(record["loadavg_before"][0], record["loadavg_after"][0])
+    return {
+        "bench": f"{wall['edgeprof --no-telemetry']:.2f} s",
+        "llama_bench": f"{wall['llama-bench']:.2f} s",
+        "telemetry": f"{wall['edgeprof']:.2f} s",
+        "ratio": f"{ratio['edgeprof --no-telemetry']:.2f}×",
+        "ratio_telemetry": f"{ratio['edgeprof']:.2f}×",
+        "startup": f"{phase['startup_s']:.2f} s",
+        "preflight": f"{phase['preflight_s']:.2f} s",
+        "per_test": f"{per_test:.2f} s",
+        "tail": f"{phase['tail_s']:.2f} s",
+        "when": f"{record['date_utc']} UTC, load {load:.1f}",
+    }
 
 
 if __name__ == "__main__":

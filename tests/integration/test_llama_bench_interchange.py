@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 from support.llama_bench_tool import llama_bench, needs_llama_bench
+from support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -127,6 +129,15 @@ def test_report_prints_llama_benchs_own_table(same_command: dict[str, Any]) -> N
     )
 
 
+def _recipe_rename() -> str:
+    """The SQL of docs/interop.md's compare-llama-bench.py recipe that names llama-bench's rows apart."""
+    text = (REPO_ROOT / "docs" / "interop.md").read_text(encoding="utf-8")
+    rename = r'^sqlite3 llama-bench\.sqlite "(UPDATE llama_bench SET build_commit = [^"]+)"$'
+    found = re.search(rename, text, re.M)
+    assert found is not None, "docs/interop.md's recipe no longer names llama-bench's rows apart"
+    return found.group(1)
+
+
 @needs_llama_bench
 def test_compare_llama_bench_py_pairs_every_test(same_command: dict[str, Any]) -> None:
     pytest.importorskip("git", reason="compare-llama-bench.py needs GitPython (pip install -e .[dev])")
@@ -137,13 +148,12 @@ def test_compare_llama_bench_py_pairs_every_test(same_command: dict[str, Any]) -
     path = work / "llama-bench.sqlite"
     db = sqlite3.connect(path)
     db.executescript(same_command["theirs_sql"])  # as `llama-bench -o sql | sqlite3 llama-bench.sqlite`
-    theirs = {r[0] for r in db.execute("SELECT DISTINCT build_commit FROM llama_bench")}
     ours = {r["build_commit"] for r in _rows(same_command["ours_sql"])}
-    if theirs == ours:
-        # one llama.cpp commit built both tools: the script compares two builds, so llama-bench's side is
-        # named apart here (7 characters, as the script cuts every commit to the shortest)
-        db.execute("UPDATE llama_bench SET build_commit = 'llbench'")
-        theirs = {"llbench"}
+    # the script compares two builds: llama-bench's side is named apart as docs/interop.md's recipe does
+    # (one llama.cpp commit built both tools here, so without it nothing would be paired)
+    db.execute(_recipe_rename())
+    theirs = {r[0] for r in db.execute("SELECT DISTINCT build_commit FROM llama_bench")}
+    assert theirs == {"llbench"}
     db.executescript(same_command["ours_sql"])
     db.commit()
     db.close()

@@ -115,3 +115,20 @@ def test_a_hostile_database_puts_no_element_of_its_own_on_the_page(
     page = browser.open(write_report(db, tmp_path / "hostile.html"), width=WIDTH, height=HEIGHT)
     assert_fits(page)  # a table with a long unbroken hostile name may scroll in its box, never the page
     assert set(page.elements) <= PAGE_TAGS, sorted(set(page.elements) - PAGE_TAGS)
+
+
+PHONE_WIDTH, PHONE_HEIGHT = 390, 844  # a phone's screen in CSS pixels
+
+
+def test_on_a_phone_every_figure_and_its_legend_fit_the_screen(
+    browser: Browser, golden_db: Path, tmp_path: Path
+) -> None:
+    html = write_report(golden_db, tmp_path / "report.html", "--sweep", "1")
+    shot = tmp_path / "phone.png"
+    page = browser.open(html, width=PHONE_WIDTH, height=PHONE_HEIGHT, screenshot=shot)
+    assert page.errors == [] and page.images_broken == 0 and page.images >= 2
+    assert page.inner_width == PHONE_WIDTH
+    # no figure runs past the right edge (its right half and legend would start off-screen), and the page
+    # itself never scrolls sideways
+    assert [e for e in page.overflowing if e.startswith("IMG")] == []
+    assert page.scroll_width <= page.client_width

@@ -141,3 +141,77 @@ def test_the_hostile_input_page_is_the_table_the_tests_run() -> None:
     """``python tests/support/hostile_cases.py`` prints the table; the page holds it as printed."""
     text = (DOCS / "hostile-input.md").read_text(encoding="utf-8")
     assert markdown() in text, "re-print the table: python tests/support/hostile_cases.py"
+
+
+def _command_paths(cmd: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every command a user can type, as its words: the app's commands and each group's (hidden ones not)."""
+    for name, sub in sorted(_subcommands(cmd).items()):
+        if getattr(sub, "hidden", False):
+            continue
+        if _subcommands(sub):
+            yield from _command_paths(sub, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_the_command_list_names_every_command_of_the_app() -> None:
+    """docs/commands.md is "every command, in one list": the list is read from the Typer app, so a command
+    added to the CLI and not to the page fails here."""
+    root = typer.main.get_command(app)
+    shown = {tuple(_resolve(root, words)[1]) for words in _commands_of(DOCS / "commands.md")}
+    missing = [" ".join(p) for p in _command_paths(root) if p not in shown]
+    assert missing == [], "commands docs/commands.md does not show"
+
+
+TIME_TO_ANSWER = REPO_ROOT / "benchmarks" / "self" / "time_to_answer.py"
+TIME_TO_ANSWER_RECORD = REPO_ROOT / "benchmarks" / "recorded" / "time-to-answer.json"
+
+
+def _flat(page: Path) -> str:
+    """A page's text with its line breaks and runs of spaces as one space (a sentence wraps anywhere)."""
+    return re.sub(r"\s+", " ", page.read_text(encoding="utf-8"))
+
+
+def test_bench_timings_are_the_benchmarks_recorded_figures() -> None:
+    """The README's and docs/interop.md's time to an answer are what ``benchmarks/self/time_to_answer.py
+    --record`` last wrote (as its ``doc_figures`` words them): a re-run that changes them fails here until
+    the pages say the new figures."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("time_to_answer", TIME_TO_ANSWER)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    f = bench.doc_figures(json.loads(TIME_TO_ANSWER_RECORD.read_text(encoding="utf-8")))
+    expected = {
+        README: [
+            f"command took {f['bench']} where llama-bench took {f['llama_bench']} "
+            f"({f['telemetry']} with telemetry; {f['when']}): {f['startup']} to start and create the "
+            f"database, {f['preflight']} to look for busy processes, {f['per_test']} per test",
+            f"and {f['tail']} to read the rows back",
+        ],
+        DOCS / "interop.md": [
+            f"the start of the CLI and its database ({f['startup']}), the busy-process check "
+            f"({f['preflight']}), {f['per_test']} per test for its child process to start and load the "
+            f"model, and {f['tail']} to read the records back",
+            f"that made {f['bench']} against llama-bench's {f['llama_bench']} ({f['ratio']}; "
+            f"{f['telemetry']}, {f['ratio_telemetry']}, with telemetry; {f['when']})",
+        ],
+    }
+    missing = [f"{_page_id(page)}: {phrase}" for page, phrases in expected.items() for phrase in phrases
+               if phrase not in _flat(page)]  # fmt: skip
+    assert missing == [], "figures not the benchmark's record (rerun it with --record, or fix the page)"
+
+
+def test_no_docstring_cites_a_design_section_the_repository_does_not_have() -> None:
+    """The design document the project started from is not in the repository: a "DESIGN §3" leads nowhere,
+    so a docstring says the thing itself."""
+    cited = [
+        f"{path.relative_to(REPO_ROOT)}:{n}"
+        for folder in ("agent", "collectors", "runners", "storage")
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"DESIGN\s*§", line)
+    ]
+    assert cited == []

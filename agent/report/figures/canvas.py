@@ -17,7 +17,7 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.text import Text
+from matplotlib.text import Annotation, Text
 
 from edgeprof.safetext import safe_lines
 
@@ -89,8 +89,44 @@ def save(fig: Figure, out: Path) -> Path:
     # its control characters as the escapes every other reader shows; a font has no glyph for them.
     for text in fig.findobj(Text):
         text.set_text(safe_lines(text.get_text()))
+    spread_point_labels(fig)
     fig.savefig(out, format="png")
     return out
+
+
+POINT_LABEL = "edgeprof-point-label"  # the gid of a label drawn beside a data point (``point_label``)
+LABEL_GAP_PX = 2.0
+
+
+def point_label(ax: Axes, text: str, xy: tuple[float, float], fontsize: float = 7) -> Annotation:
+    """A label beside a data point, up and right of it; ``save`` moves labels that would overlap apart.
+    It takes no part in the layout, so moving it moves nothing else."""
+    ann = ax.annotate(text, xy, textcoords="offset points", xytext=(6, 4), fontsize=fontsize, gid=POINT_LABEL)
+    ann.set_in_layout(False)
+    return ann
+
+
+def spread_point_labels(fig: Figure) -> None:
+    """Point labels that overlap are moved up, the lowest first, each just above the one it hit, until no two
+    overlap (labels of nearby points, say three quants of one speed and KLD, would print over each other).
+    Measured in pixels once the layout is settled (``savefig`` lays out the figure again, and the labels,
+    outside the layout, stay where they were put)."""
+    labels = [a for a in fig.findobj(Annotation) if a.get_gid() == POINT_LABEL and a.get_visible()]
+    if len(labels) < 2:
+        return
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    placed: list[Any] = []
+    for ann in sorted(labels, key=lambda a: tuple(a.get_window_extent(renderer).p0[::-1])):
+        for _ in range(len(labels)):
+            box = ann.get_window_extent(renderer)
+            hit = [b for b in placed if box.overlaps(b)]
+            if not hit:
+                break
+            dy_px = max(b.y1 for b in hit) - box.y0 + LABEL_GAP_PX
+            x, y = ann.xyann
+            ann.xyann = (x, y + dy_px * 72.0 / fig.dpi)
+        placed.append(ann.get_window_extent(renderer))
 
 
 def not_measured(ax: Axes, text: str = NOT_MEASURED) -> None:

@@ -19,7 +19,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from edgeprof.plan import QualityBudget
-from edgeprof.report.figures.canvas import message_png, new_figure, plain_log_ticks, save, series_name
+from edgeprof.report.figures.canvas import (
+    message_png,
+    new_figure,
+    plain_log_ticks,
+    point_label,
+    save,
+    series_name,
+)
 
 BUDGET_COLOR = "C3"
 OUTSIDE_COLOR = "#d32f2f"
@@ -116,7 +123,7 @@ def _speed_panel(
             capsize=3,
         )
         name = series_name(row) + ("\n" + " ".join(f"{k} {row.get(k)}" for k in varying) if varying else "")
-        ax.annotate(name, (k, t), textcoords="offset points", xytext=(6, 4), fontsize=7)
+        point_label(ax, name, (k, t))
     order = sorted(front, key=lambda i: xy[i][0])
     ax.plot([xy[i][0] for i in order], [xy[i][1] for i in order], "-", color="C0", alpha=0.5)
     _kld_line(ax, budget)
@@ -138,8 +145,7 @@ def _same_top_panel(ax: Axes, pts: Sequence[Mapping[str, Any]], budget: QualityB
             markersize=6,
         )
         if out:  # what the upper panel cannot show: which variant the same-top limit rules out
-            ax.annotate(series_name(row), (float(row["kld_mean"]), float(row["same_top_pct"])),
-                        textcoords="offset points", xytext=(6, 4), fontsize=7)  # fmt: skip
+            point_label(ax, series_name(row), (float(row["kld_mean"]), float(row["same_top_pct"])))
     ax.axhline(budget.same_top_pct, color=BUDGET_COLOR, linestyle="--", linewidth=1)
     ax.text(
         0.01,

@@ -68,13 +68,14 @@ pre { background: #f7f7f7; border: 1px solid #e0e0e0; padding: 6px; font-size: 1
 .v-slowdown_not_thermal { background: #ffe0b2; color: #e65100; }
 .v-inconclusive, .v-none { background: #eeeeee; color: #616161; }
 .v-not_throttled, .v-stable, .v-ok { background: #c8e6c9; color: #1b5e20; }
-img { max-width: 100%; border: 1px solid #e0e0e0; }
+img { max-width: 100%; height: auto; border: 1px solid #e0e0e0; }
 details summary { cursor: pointer; color: #1565c0; font-size: 12px; }
 ul.recommendation { font-size: 13px; } li.rec { font-weight: 600; margin-top: 6px; }
 li.sub { list-style: none; color: #424242; }
 div.figure { max-width: 100%; }
 /* A phone: each table row becomes a card of "column: value" lines, so no table is wider than the screen
-   and no cell is squeezed to a few characters; the figures keep a readable size and scroll sideways. */
+   and no cell is squeezed to a few characters; a figure is drawn at the screen's width, its legend on
+   screen (pinch to zoom into it). */
 @media (max-width: 640px) {
   body { margin: 10px; }
   div.table table, div.table thead, div.table tbody, div.table tr, div.table td { display: block; }
@@ -84,8 +85,7 @@ div.figure { max-width: 100%; }
   div.table td[data-label]::before { content: attr(data-label) ": "; font-weight: 600; color: #424242; }
   div.table td.num { text-align: left; }
   div.table th { display: inline-block; border: none; }
-  div.figure { overflow-x: auto; }
-  div.figure img { max-width: none; width: 760px; }
+  div.figure img { width: 100%; }
 }
 """
 

@@ -18,8 +18,11 @@ def failure_notes(rows: list[dict[str, Any]]) -> list[str]:
         if r["status"] not in ("ok", RUNNING)  # one still running has not failed
     ]
     # One line, not one per row: the default (-ngl all, as llama-bench) asks for offload on every config,
-    # and on a CPU-only build every one of them measured the CPU.
-    cpu_only = [r for r in rows if r["ngl"] > 0 and r.get("_gpu_offload_supported") is False]
+    # and on a CPU-only build every one of them measured the CPU. A sweep's in-process configs share one
+    # build, but not every child reports what it can do (a quality run's does not): one that says it cannot
+    # offload speaks for all of them.
+    cannot_offload = any(r.get("_gpu_offload_supported") is False for r in rows)
+    cpu_only = [r for r in rows if cannot_offload and r["ngl"] > 0 and "_gpu_offload_supported" in r]
     if cpu_only:
         ngls = ", ".join(fmt_ngl(n) for n in sorted({r["ngl"] for r in cpu_only}))
         out.append(

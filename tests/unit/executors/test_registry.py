@@ -11,10 +11,11 @@ import pytest
 from support.plans import plan_toml
 
 from edgeprof.executors import (
-    EXECUTORS,
+    EXECUTOR_HOMES,
     InProcessExecutor,
     QualityExecutor,
     ServingExecutor,
+    all_executors,
     executor_for,
     executor_of_run,
     executor_of_spec,
@@ -42,13 +43,19 @@ def _specs(tmp_path: Path, tiny_models: dict[str, Path]) -> list:
 
 
 def test_every_runner_has_one_executor_and_every_executor_a_runner() -> None:
-    generation = {e.runner for e in EXECUTORS if e.workload_kind == "generation"}
+    executors = all_executors()
+    generation = {e.runner for e in executors if e.workload_kind == "generation"}
     assert generation == set(RUNNERS)
-    assert {e.runner for e in EXECUTORS} <= set(RUNNERS)
-    keys = [(e.runner, e.workload_kind) for e in EXECUTORS]
+    assert {e.runner for e in executors} <= set(RUNNERS)
+    keys = [(e.runner, e.workload_kind) for e in executors]
     assert len(keys) == len(set(keys))  # one executor per (runner, workload kind)
-    # The child side names nothing of the agent: a runner is a name, a scenario and a serving flag.
-    assert set(RunnerInfo.__dataclass_fields__) == {"name", "scenario", "serving"}
+    # each line of the registry names the class whose hooks say the same runner and workload kind
+    assert keys == list(EXECUTOR_HOMES)
+    # The child side names nothing of the agent: a runner is a name, a scenario, its kind and what a
+    # report says of its server.
+    assert set(RunnerInfo.__dataclass_fields__) == {
+        "name", "scenario", "kind", "endpoint", "chat", "title", "token_source"
+    }
 
 
 def test_a_spec_finds_its_executor_by_runner_and_workload_kind(tmp_path: Path, tiny_models) -> None:
