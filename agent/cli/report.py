@@ -135,7 +135,7 @@ def report(
         if log_text is not None and html is None:  # nothing else to show: no table's renderers loaded
             typer.echo(log_text)
             return
-        from edgeprof.report import RENDERERS, build_rows, render_table
+        from edgeprof.report import build_rows
 
         try:
             rows = build_rows(session, sweep, include_serving=True)
@@ -156,16 +156,21 @@ def report(
         typer.echo(log_text)
     elif llama_bench is not None:
         typer.echo(llama_bench, nl=False)
-    elif fmt is ReportFormat.table:
-        typer.echo(
-            render_table(rows, width=terminal_width(), columns=picked, wide=wide, show_output=show_output)
-        )
-    elif fmt is ReportFormat.csv:  # to a terminal, one visible line per row; to a file, the data itself
+    else:
+        typer.echo(_render_rows(rows, fmt, picked, wide, show_output))
+
+
+def _render_rows(rows: Any, fmt: ReportFormat, picked: Any, wide: bool, show_output: bool) -> str:
+    """The sweep's rows in ``fmt``: the table fitted to the terminal, CSV made safe for one."""
+    from edgeprof.report import RENDERERS, render_table
+
+    if fmt is ReportFormat.table:
+        return render_table(rows, width=terminal_width(), columns=picked, wide=wide, show_output=show_output)
+    if fmt is ReportFormat.csv:  # to a terminal, one visible line per row; to a file, the data itself
         from edgeprof.report.render.csv import render_csv
 
-        typer.echo(render_csv(rows, terminal=to_terminal()))
-    else:
-        typer.echo(RENDERERS[fmt.value](rows))
+        return render_csv(rows, terminal=to_terminal())
+    return str(RENDERERS[fmt.value](rows))
 
 
 def to_terminal() -> bool:
