@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -69,6 +70,25 @@ MetricsAddrOption = Annotated[
     str, typer.Option("--metrics-addr", help="Address the metrics endpoint listens on (0.0.0.0: every one).")
 ]
 
+FleetOption = Annotated[
+    str | None,
+    typer.Option("--fleet", envvar="EDGEPROF_FLEET", help="Take jobs from this central PostgreSQL's fleet queue."),
+]
+LabelOption = Annotated[
+    list[str] | None, typer.Option("--label", help="KEY=VALUE label of this board for fleet selectors (repeatable).")
+]
+AgentDeviceNameOption = Annotated[
+    str | None, typer.Option("--device-name", help="This board's name in the fleet (default: the hostname).")
+]
+LeaseOption = Annotated[
+    float, typer.Option("--lease-s", help="Fleet: a job's lease; heartbeats every third of it.", min=1.0, max=3600.0)
+]
+ModelsDirOption = Annotated[
+    Path | None, typer.Option("--models-dir", help="Fleet: where models are found and fetched to.")
+]
+# Where device facts are read (a fake device tree in tests, a chroot); not a user's option.
+DeviceRootOption = Annotated[Path, typer.Option("--device-root", envvar="EDGEPROF_DEVICE_ROOT", hidden=True)]
+
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", "-v", help="Debug lines, and every library's (httpx's requests too).")
 ]
@@ -96,13 +116,20 @@ def agent(
     metrics_addr: MetricsAddrOption = "127.0.0.1",
     settle_s: SettleOption = 3.0,
     verbose: VerboseOption = False,
+    fleet: FleetOption = None,
+    label: LabelOption = None,
+    device_name: AgentDeviceNameOption = None,
+    lease_s: LeaseOption = 60.0,
+    models_dir: ModelsDirOption = None,
+    device_root: DeviceRootOption = Path("/"),
 ) -> None:
-    """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
+    """Long-running daemon (systemd): take plans from a queue (or a fleet's central queue), one sweep at a
+    time, resume after a crash."""
     from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
     from edgeprof.safefs import QueueLocked, UnsafePath
 
     config = AgentConfig(
-        queue=_queue(queue, plan),
+        queue=_queue(queue, plan, fleet),
         plan=plan,
         until=_until(until),
         min_free_mb=min_free_mb,
@@ -116,6 +143,7 @@ def agent(
         metrics_port=_port(metrics_port),
         metrics_addr=metrics_addr,
         settle_s=_settle_s(settle_s),
+        fleet=_fleet(fleet, label or [], device_name, lease_s, models_dir, device_root),
     )
     configure_logging(verbose)
     guard_write(db)
@@ -137,15 +165,37 @@ def _settle_s(seconds: float) -> float:
     return seconds
 
 
-def _queue(queue: Path | None, plan: Path | None) -> Path | None:
-    """``--queue``, checked together with ``--plan``: exactly one of them, and each must exist."""
-    if (queue is None) == (plan is None):
-        fail("give exactly one of --queue DIR or --plan PLAN.toml")
+def _queue(queue: Path | None, plan: Path | None, fleet: str | None = None) -> Path | None:
+    """``--queue``, checked together with ``--plan`` and ``--fleet``: exactly one of them, each must exist."""
+    if sum(x is not None for x in (queue, plan, fleet)) != 1:
+        fail("give exactly one of --queue DIR, --plan PLAN.toml or --fleet URL")
     if queue is not None and not queue.is_dir():
         fail(f"queue {queue}: not a directory")
     if plan is not None and not plan.is_file():
         fail(f"plan {plan}: no such file")
     return queue
+
+
+def _fleet(
+    url: str | None, labels: list[str], name: str | None, lease_s: float, models_dir: Path | None, root: Path
+) -> Any:
+    """The fleet options, checked now: a bad label or name is one line at start."""
+    if url is None:
+        return None
+    from edgeprof.daemon.fleet import FleetConfig
+    from edgeprof.device.facts import DEVICE_NAME_ENV, device_name_problem
+    from edgeprof.fleet.selector import SelectorError, parse_labels
+
+    try:
+        parsed = parse_labels(labels)
+    except SelectorError as exc:
+        fail(str(exc))
+    if name is not None:
+        problem = device_name_problem(name)
+        if problem:
+            fail(f"--device-name {name!r}: {problem}")
+        os.environ[DEVICE_NAME_ENV] = name.strip()  # the sweeps' device row carries the same name
+    return FleetConfig(_push_target(url) or url, parsed, lease_s, models_dir, root)
 
 
 def _port(port: int | None) -> int | None:

@@ -55,6 +55,7 @@ from edgeprof.sweep import LeaseHeld
 # this package and only reads the database, and a status that `watch` runs every few seconds should not
 # load the whole sweep machinery each time.
 if TYPE_CHECKING:
+    from edgeprof.daemon.fleet import FleetConfig
     from edgeprof.plan import Plan
     from edgeprof.sweep import SweepOutcome
 
@@ -122,6 +123,8 @@ class AgentConfig:
     metrics_addr: str = DEFAULT_METRICS_ADDR
     # A dropped plan is taken once it has been unchanged this long (a plan renamed in is taken at once).
     settle_s: float = DEFAULT_SETTLE_S
+    # Take jobs from a central PostgreSQL queue instead of a spool folder (agent/daemon/fleet.py).
+    fleet: FleetConfig | None = None
 
 
 # How long each step outside a sweep may keep the watchdog fed without a heartbeat of its own: each is
@@ -585,6 +588,11 @@ def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    agent = Agent(engine, db_path, config)
+    if config.fleet is not None:
+        from edgeprof.daemon.fleet import FleetAgent
+
+        agent: Agent = FleetAgent(engine, db_path, config)
+    else:
+        agent = Agent(engine, db_path, config)
     agent.install_signals()
     return agent.run()
