@@ -369,8 +369,11 @@ JobArgument = Annotated[int, typer.Argument(help="The job id (`edgeprof fleet jo
 
 
 def _fleet_engine(url: str, *, write: bool) -> Any:
-    from edgeprof.fleet.queue import FleetQueueError, require_postgres
+    from edgeprof.fleet.queue import POSTGRES_ONLY, FleetQueueError, require_postgres
+    from edgeprof.storage.db import db_url
 
+    if not db_url(url, create_dir=False).startswith("postgresql"):
+        fail(POSTGRES_ONLY)  # before opening: a look at a SQLite path creates nothing
     if write:
         guard_write(url)
     engine = open_db(url, read_only=not write)
@@ -410,10 +413,15 @@ def fleet_submit(
     if each + any_ + health != 1:
         fail("give exactly one of --each, --any or --health")
     try:
-        parse_selector(select)
         every_s = parse_duration(every)
+    except ValueError:
+        fail(f"--every {every!r}: expected a duration such as 24h, 30m or 90s")
+    if every_s <= 0:
+        fail("--every must be longer than 0")
+    try:
+        parse_selector(select)
         submitted = identify_plan(plan)
-    except (SelectorError, JobFileError, ValueError) as exc:
+    except (SelectorError, JobFileError) as exc:
         fail(str(exc))
     engine = _fleet_engine(to, write=True)
     if health:

@@ -212,7 +212,7 @@ class FleetAgent(Agent):
         if outcome.paused:  # the time window closed or the disk is full: back to the queue, said why
             self._attempt_failed(job, f"paused: {outcome.paused}", health=False)
             return
-        done = finish(self.central, job, lambda: self._push(outcome.sweep_id))
+        done = finish(self.central, job, lambda _conn: self._push(outcome.sweep_id))
         summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
         log.info("fleet job %d %s: sweep %d, %s", job.id, "done" if done else "lost its lease", outcome.sweep_id,
                  summary)  # fmt: skip

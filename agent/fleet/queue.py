@@ -28,6 +28,7 @@ from edgeprof.fleet.jobfiles import SubmittedPlan
 from edgeprof.fleet.selector import matches, parse_selector
 
 DEFAULT_MAX_ATTEMPTS = 3
+POSTGRES_ONLY = "the fleet queue lives in a central PostgreSQL database: give a postgresql:// URL"
 CANCELLED = "'cancelled by fleet cancel'"
 
 
@@ -52,7 +53,7 @@ class Job:
 
 def require_postgres(engine: Engine) -> None:
     if engine.dialect.name != "postgresql":
-        raise FleetQueueError("the fleet queue lives in a central PostgreSQL database (postgresql://...)")
+        raise FleetQueueError(POSTGRES_ONLY)
 
 
 def _board_matches(conn: Connection, selector: str) -> list[int]:
@@ -178,16 +179,17 @@ def heartbeat(
     return held == 1
 
 
-def finish(engine: Engine, job: Job, push: Callable[[], str | None]) -> bool:
+def finish(engine: Engine, job: Job, push: Callable[[Connection], str | None]) -> bool:
     """Push the job's result and mark it done, under the job's row lock and only while this attempt holds
-    it: False (nothing pushed) when the lease was lost meanwhile."""
+    it: False (nothing pushed) when the lease was lost meanwhile. ``push`` gets the locking connection (a
+    result written through it commits with the job's ``done``) and returns the sweep's uid."""
     with engine.begin() as conn:
         held = conn.execute(
             text("SELECT id FROM fleet_job WHERE id = :j AND claim_token = :tok AND state = 'running' "
                  "FOR UPDATE"), {"j": job.id, "tok": job.token}).first()  # fmt: skip
         if held is None:
             return False
-        sweep_uid = push()
+        sweep_uid = push(conn)
         conn.execute(text("""
             UPDATE fleet_job SET state = 'done', finished_at = now(), claim_token = NULL, lease_until = NULL,
                 sweep_uid = COALESCE(:sweep, sweep_uid), eta_s = NULL, configs_done = configs_total
