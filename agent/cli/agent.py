@@ -125,7 +125,7 @@ def agent(
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue (or a fleet's central queue), one sweep at a
     time, resume after a crash."""
-    from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
+    from edgeprof.daemon import AgentConfig, FleetAgent, MetricsPortError, configure_logging, serve
     from edgeprof.safefs import QueueLocked, UnsafePath
 
     config = AgentConfig(
@@ -149,7 +149,7 @@ def agent(
     guard_write(db)
     engine = open_db(db)
     try:
-        code = serve(engine, db, config)
+        code = serve(engine, db, config, FleetAgent if config.fleet is not None else None)
     except QueueLocked as exc:
         fail(f"{exc}; wait for it with --wait, or stop it")
     except MetricsPortError as exc:
@@ -182,8 +182,8 @@ def _fleet(
     """The fleet options, checked now: a bad label or name is one line at start."""
     if url is None:
         return None
-    from edgeprof.daemon.fleet import FleetConfig
     from edgeprof.device.facts import DEVICE_NAME_ENV, device_name_problem
+    from edgeprof.fleet.queue import FleetConfig
     from edgeprof.fleet.selector import SelectorError, parse_labels
 
     try:

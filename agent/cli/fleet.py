@@ -493,7 +493,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     fleet_app = typer.Typer(no_args_is_help=True, help="A fleet's job queue in the central PostgreSQL.")
     url = "postgresql://edgeprof@central/fleet"
     fleet_app.command("submit", epilog=f"Example: edgeprof fleet submit plan.toml --to {url} "
-                      "--select board=orin-nano,jetpack>=6.1 --each")(fleet_submit)
+                      "--select 'board=orin-nano,jetpack>=6.1' --each")(fleet_submit)
     fleet_app.command("boards", epilog=f"Example: edgeprof fleet boards --db {url}")(fleet_boards)
     fleet_app.command("jobs", epilog=f"Example: edgeprof fleet jobs --db {url} --format json")(fleet_jobs)
     fleet_app.command("cancel", epilog=f"Example: edgeprof fleet cancel 17 --db {url}")(fleet_cancel)

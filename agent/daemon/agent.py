@@ -55,7 +55,7 @@ from edgeprof.sweep import LeaseHeld
 # this package and only reads the database, and a status that `watch` runs every few seconds should not
 # load the whole sweep machinery each time.
 if TYPE_CHECKING:
-    from edgeprof.daemon.fleet import FleetConfig
+    from edgeprof.fleet.queue import FleetConfig
     from edgeprof.plan import Plan
     from edgeprof.sweep import SweepOutcome
 
@@ -577,7 +577,7 @@ def configure_logging(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
-def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
+def serve(engine: Engine, db: str | None, config: AgentConfig, agent_class: type[Agent] | None = None) -> int:
     """Run the agent in the foreground until its queue or plan is done or a signal stops it; returns the
     exit code. SIGTERM (systemd's stop) stops the current run as Ctrl-C would: marked interrupted, exit 0.
     Raises QueueLocked when another agent serves the queue (and ``config.wait`` is off)."""
@@ -588,11 +588,6 @@ def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    if config.fleet is not None:
-        from edgeprof.daemon.fleet import FleetAgent
-
-        agent: Agent = FleetAgent(engine, db_path, config)
-    else:
-        agent = Agent(engine, db_path, config)
+    agent = (agent_class or Agent)(engine, db_path, config)
     agent.install_signals()
     return agent.run()

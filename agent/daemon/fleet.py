@@ -16,7 +16,6 @@ import importlib.metadata
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from edgeprof.fleet.boards import (
 from edgeprof.fleet.health import HISTORY_WINDOW, judge
 from edgeprof.fleet.jobfiles import JobFileError, ModelFinder, board_plan_text
 from edgeprof.fleet.queue import (
+    FleetConfig,
     Job,
     claim,
     fail_attempt,
@@ -55,18 +55,8 @@ from edgeprof.storage.models import Measurement, Run, Sweep
 
 log = logging.getLogger("edgeprof.agent")
 
-DEFAULT_LEASE_S = 60.0
 # A failed health check is tried again after this long at most (its plan's schedule when shorter).
 HEALTH_RETRY_S = 600.0
-
-
-@dataclass
-class FleetConfig:
-    url: str
-    labels: dict[str, str] = field(default_factory=dict)
-    lease_s: float = DEFAULT_LEASE_S
-    models_dir: Path | None = None  # where models are looked for and fetched to (default: beside the DB)
-    device_root: Path = Path("/")  # where device facts are read (a fake tree in tests)
 
 
 def board_facts(root: Path) -> dict[str, Any]:
@@ -88,6 +78,7 @@ def board_facts(root: Path) -> dict[str, Any]:
 class FleetAgent(Agent):
     def __init__(self, engine: Engine, db_path: Path | None, config: AgentConfig) -> None:
         super().__init__(engine, db_path, config)
+        assert config.fleet is not None
         self.fleet: FleetConfig = config.fleet
         self.central = open_engine(with_connect_timeout(self.fleet.url))
         models_dir = self.fleet.models_dir or (db_path.parent if db_path else Path.cwd()) / "fleet-models"
@@ -117,7 +108,8 @@ class FleetAgent(Agent):
         while not self.stop_requested.wait(period):
             job = self._job
             try:
-                held = heartbeat(self.central, self.board_id, self.fleet.lease_s, job, self._progress())
+                progress = self._progress() if job is not None else None
+                held = heartbeat(self.central, self.board_id, self.fleet.lease_s, job, progress)
             except Exception as exc:  # noqa: BLE001 - a central DB that blips: the lease says how long it may
                 log.warning("fleet heartbeat failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
                 continue
@@ -188,8 +180,7 @@ class FleetAgent(Agent):
             why = "; ".join(exc.problems) if isinstance(exc, PlanError) else str(exc)
             log.error("fleet job %d failed on this board: %s", job.id, why)
             fail_attempt(self.central, job, self.board_name, why, final=True)
-            self._job = None
-            set_activity(self.central, self.board_id, "idle")
+            self._drop_job()
             return
         self._plan_hash = plan.hash
         try:
@@ -206,8 +197,7 @@ class FleetAgent(Agent):
         if outcome.interrupted:
             raise KeyboardInterrupt
         if self._job_lost.is_set():
-            self._job = None
-            set_activity(self.central, self.board_id, "idle")
+            self._drop_job()
             return
         if outcome.paused:  # the time window closed or the disk is full: back to the queue, said why
             self._attempt_failed(job, f"paused: {outcome.paused}", health=False)
@@ -217,16 +207,19 @@ class FleetAgent(Agent):
         log.info("fleet job %d %s: sweep %d, %s", job.id, "done" if done else "lost its lease", outcome.sweep_id,
                  summary)  # fmt: skip
         self.set_state("idle", f"fleet job {job.id} finished: {summary}")
-        self._job = None
-        set_activity(self.central, self.board_id, "idle")
+        self._drop_job()
 
     def _attempt_failed(self, job: Job, why: str, health: bool = True) -> None:
         state = fail_attempt(self.central, job, self.board_name, why)
         log.warning("fleet job %d attempt %d failed (%s): %s", job.id, job.attempts, state or "not ours", why)
-        self._job = None
-        set_activity(self.central, self.board_id, "idle")
+        self._drop_job()
         if health:
             self._check_health("after a failed job")
+
+    def _drop_job(self) -> None:
+        self._job, self._plan_hash, self._attempt_start = None, None, None
+        self._job_lost.clear()
+        set_activity(self.central, self.board_id, "idle")
 
     def _push(self, sweep_id: int) -> str:
         push_sweeps(self.engine, self.central, [sweep_id])
@@ -291,7 +284,8 @@ class FleetAgent(Agent):
     def _finish_state(self) -> None:
         super()._finish_state()
         if self.board_id:
-            try:
+            try:  # a job stopped by SIGTERM goes back now, not after its lease (an --each one waits for us)
+                release_own(self.central, self.board_id, "its agent was stopped mid-job")
                 set_activity(self.central, self.board_id, "stopped", stopped=True)
             except Exception as exc:  # noqa: BLE001 - shutting down; the heartbeat's age says the rest
                 log.warning("could not record the board's stop centrally: %s", exc)

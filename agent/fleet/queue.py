@@ -19,7 +19,8 @@ import json
 import secrets
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
@@ -28,12 +29,24 @@ from edgeprof.fleet.jobfiles import SubmittedPlan
 from edgeprof.fleet.selector import matches, parse_selector
 
 DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_LEASE_S = 60.0
 POSTGRES_ONLY = "the fleet queue lives in a central PostgreSQL database: give a postgresql:// URL"
 CANCELLED = "'cancelled by fleet cancel'"
 
 
 class FleetQueueError(RuntimeError):
     """A fleet command that cannot be done (no PostgreSQL, no such job, no matching board); one line."""
+
+
+@dataclass
+class FleetConfig:
+    """How an agent joins the fleet (``edgeprof agent --fleet URL ...``)."""
+
+    url: str
+    labels: dict[str, str] = field(default_factory=dict)
+    lease_s: float = DEFAULT_LEASE_S  # heartbeats every third of it
+    models_dir: Path | None = None  # where models are looked for and fetched to (default: beside the DB)
+    device_root: Path = Path("/")  # where device facts are read (a fake tree in tests)
 
 
 @dataclass(frozen=True)
@@ -105,8 +118,8 @@ def release_own(engine: Engine, board_id: int, why: str) -> int:
                 finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
                 board_id = CASE WHEN kind = 'any' THEN NULL ELSE board_id END,
                 claim_token = NULL, lease_until = NULL,
-                {_add_reason("format('attempt %s on %s: ' || :why, attempts, (SELECT name FROM fleet_board "
-                             "WHERE id = :b))")}
+                {_add_reason("format('attempt %s on %s: %s', attempts, (SELECT name FROM fleet_board "
+                             "WHERE id = :b), CAST(:why AS text))")}
             WHERE board_id = :b AND state = 'running'"""), {"b": board_id, "why": why}).rowcount  # fmt: skip
 
 

@@ -196,7 +196,8 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     jobs = fleet.jobs()
     # the resumed --each job: the same sweep, its finished configs not measured again
     assert jobs[first]["sweep_uid"] == sweep_before and jobs[first]["attempts"] == 2
-    assert "restarted mid-job" in jobs[first]["reasons"][0]
+    # put back by its restarted agent, or reaped first by another board's claim if the restart took longer
+    assert "restarted mid-job" in jobs[first]["reasons"][0] or "lease expired" in jobs[first]["reasons"][0]
     assert set(ok_before) <= set(local_ok_runs(tmp_path / "nano-1.db", sweep_before))
     assert len(local_ok_runs(tmp_path / "nano-1.db", sweep_before)) == 2
     # where each job ran: matching boards only, --each once per board
