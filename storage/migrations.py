@@ -768,7 +768,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         _backfill_v18,
     ),
     # branch i40fleet: the fleet's job queue, central PostgreSQL only (storage/fleet_tables.py)
-    Migration(19, "fleet job queue: boards, jobs, matches, health (PostgreSQL only)", (), create_fleet_tables),
+    Migration(
+        19, "fleet job queue: boards, jobs, matches, health (PostgreSQL only)", (), create_fleet_tables
+    ),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

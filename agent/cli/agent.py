@@ -72,16 +72,17 @@ MetricsAddrOption = Annotated[
 
 FleetOption = Annotated[
     str | None,
-    typer.Option("--fleet", envvar="EDGEPROF_FLEET", help="Take jobs from this central PostgreSQL's fleet queue."),
+    typer.Option("--fleet", envvar="EDGEPROF_FLEET", help="Take jobs from this central PostgreSQL's queue."),
 ]
 LabelOption = Annotated[
-    list[str] | None, typer.Option("--label", help="KEY=VALUE label of this board for fleet selectors (repeatable).")
+    list[str] | None, typer.Option("--label", help="KEY=VALUE label of this board for selectors.")
 ]
 AgentDeviceNameOption = Annotated[
     str | None, typer.Option("--device-name", help="This board's name in the fleet (default: the hostname).")
 ]
 LeaseOption = Annotated[
-    float, typer.Option("--lease-s", help="Fleet: a job's lease; heartbeats every third of it.", min=1.0, max=3600.0)
+    float,
+    typer.Option("--lease-s", help="Fleet: a job lease; heartbeat every third.", min=1.0, max=3600.0),
 ]
 ModelsDirOption = Annotated[
     Path | None, typer.Option("--models-dir", help="Fleet: where models are found and fetched to.")

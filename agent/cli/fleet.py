@@ -349,23 +349,26 @@ FleetDbOption = Annotated[str, typer.Option("--db", help="The central PostgreSQL
 FleetToOption = Annotated[str, typer.Option("--to", help="The central PostgreSQL URL.")]
 FormatOption = Annotated[str, typer.Option("--format", help="table or json.")]
 SelectOption = Annotated[
-    str, typer.Option("--select", help="Boards it runs on: board=orin-nano,jetpack>=6.1,ram_mb>=7000,label:lab=2.")
+    str,
+    typer.Option("--select", help="Boards it runs on: board=orin-nano,jetpack>=6.1,label:lab=2 ..."),
 ]
-EachOption = Annotated[bool, typer.Option("--each", help="One job per matching board (each waits for its board).")]
+EachOption = Annotated[bool, typer.Option("--each", help="One job per matching board (waiting for it).")]
 AnyOption = Annotated[bool, typer.Option("--any", help="One job, for the first free matching board.")]
 HealthOption = Annotated[
     bool, typer.Option("--health", help="The health plan of the matching boards' class (run on a schedule).")
 ]
-EveryOption = Annotated[str, typer.Option("--every", help="--health: how often each board runs it (e.g. 24h).")]
+EveryOption = Annotated[str, typer.Option("--every", help="--health: how often a board runs it (e.g. 24h).")]
 ModelsFromOption = Annotated[
     str | None,
-    typer.Option("--models-from", help="Where boards fetch a model they lack: a shared folder or http(s) URL."),
+    typer.Option("--models-from", help="Where boards fetch a model they lack: a shared folder or an URL."),
 ]
 AttemptsOption = Annotated[
     int, typer.Option("--max-attempts", help="Failed attempts before the job is failed.", min=1, max=100)
 ]
 PlanArgument = Annotated[Path, typer.Argument(help="The plan (TOML) to queue.")]
-JobArgument = Annotated[int, typer.Argument(help="The job id (`edgeprof fleet jobs`).", callback=int_range("JOB"))]
+JobArgument = Annotated[
+    int, typer.Argument(help="The job id (`edgeprof fleet jobs`).", callback=int_range("JOB"))
+]
 
 
 def _fleet_engine(url: str, *, write: bool) -> Any:

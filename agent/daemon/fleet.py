@@ -94,12 +94,16 @@ class FleetAgent(Agent):
     def _join(self) -> None:
         facts = board_facts(self.fleet.device_root)
         self.board_name = facts["name"]
-        self.board_id = register_board(self.central, self.board_name, facts, self.fleet.labels,
-                                       self.fleet.lease_s / 3)  # fmt: skip
+        self.board_id = register_board(
+            self.central, self.board_name, facts, self.fleet.labels, self.fleet.lease_s / 3
+        )
         n = release_own(self.central, self.board_id, "its agent restarted mid-job")
-        log.info("fleet: board %r registered (%s)%s", self.board_name,
-                 ", ".join(f"{k}={v}" for k, v in facts.items() if v is not None and k != "fingerprint"),
-                 f"; {n} job(s) it was running put back" if n else "")  # fmt: skip
+        log.info(
+            "fleet: board %r registered (%s)%s",
+            self.board_name,
+            ", ".join(f"{k}={v}" for k, v in facts.items() if v is not None and k != "fingerprint"),
+            f"; {n} job(s) it was running put back" if n else "",
+        )
         threading.Thread(target=self._heartbeat_loop, name="edgeprof-fleet-beat", daemon=True).start()
         self._check_health("registered")
 
@@ -114,7 +118,9 @@ class FleetAgent(Agent):
                 log.warning("fleet heartbeat failed: %s", str(exc).splitlines()[0] if str(exc) else exc)
                 continue
             if job is not None and not held and self._job is job:
-                log.warning("fleet job %d was cancelled or lost its lease; stopping after this config", job.id)
+                log.warning(
+                    "fleet job %d was cancelled or lost its lease; stopping after this config", job.id
+                )
                 self._job_lost.set()
 
     def _progress(self) -> dict[str, Any] | None:
@@ -122,12 +128,19 @@ class FleetAgent(Agent):
         if self._plan_hash is None:
             return None
         with Session(self.engine) as session:
-            sweep = session.scalars(select(Sweep).where(Sweep.plan_hash == self._plan_hash)
-                                    .order_by(Sweep.id.desc())).first()  # fmt: skip
+            sweep = session.scalars(
+                select(Sweep).where(Sweep.plan_hash == self._plan_hash).order_by(Sweep.id.desc())
+            ).first()
             if sweep is None:
                 return None
-            done = int(session.scalar(select(func.count()).select_from(Run).where(
-                Run.sweep_id == sweep.id, Run.status.in_(FINISHED_STATUSES))) or 0)  # fmt: skip
+            done = int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(Run)
+                    .where(Run.sweep_id == sweep.id, Run.status.in_(FINISHED_STATUSES))
+                )
+                or 0
+            )
             total, uid = sweep.n_specs, sweep.uid
         if self._attempt_start is None:
             self._attempt_start = (time.monotonic(), done)
@@ -174,8 +187,12 @@ class FleetAgent(Agent):
         self._job_lost.clear()
         self.set_state("running", f"fleet job {job.id}: plan {job.plan_name!r}, attempt {job.attempts}")
         try:
-            plan = self._board_plan(job.plan_text, job.models, job.model_source, f"edgeprof fleet job {job.id}: "
-                                    f"{job.plan_name} (plan sha256 {job.plan_sha256[:12]})")  # fmt: skip
+            plan = self._board_plan(
+                job.plan_text,
+                job.models,
+                job.model_source,
+                f"edgeprof fleet job {job.id}: {job.plan_name} (plan sha256 {job.plan_sha256[:12]})",
+            )
         except (JobFileError, PlanError) as exc:  # the same on every try: failed now, with where it looked
             why = "; ".join(exc.problems) if isinstance(exc, PlanError) else str(exc)
             log.error("fleet job %d failed on this board: %s", job.id, why)
@@ -204,8 +221,13 @@ class FleetAgent(Agent):
             return
         done = finish(self.central, job, lambda _conn: self._push(outcome.sweep_id))
         summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())) or "nothing new"
-        log.info("fleet job %d %s: sweep %d, %s", job.id, "done" if done else "lost its lease", outcome.sweep_id,
-                 summary)  # fmt: skip
+        log.info(
+            "fleet job %d %s: sweep %d, %s",
+            job.id,
+            "done" if done else "lost its lease",
+            outcome.sweep_id,
+            summary,
+        )
         self.set_state("idle", f"fleet job {job.id} finished: {summary}")
         self._drop_job()
 
@@ -236,9 +258,16 @@ class FleetAgent(Agent):
     def _sweep_plan(self, plan: Any, new_sweep: bool = False) -> Any:
         from edgeprof.sweep import run_plan
 
-        return run_plan(self.engine, plan, telemetry=self._telemetry_factory(plan), heartbeat=self.beat,
-                        should_start=self.should_start, device_root=self.fleet.device_root,
-                        bandwidth_probe=probe_bandwidth, new_sweep=new_sweep)  # fmt: skip
+        return run_plan(
+            self.engine,
+            plan,
+            telemetry=self._telemetry_factory(plan),
+            heartbeat=self.beat,
+            should_start=self.should_start,
+            device_root=self.fleet.device_root,
+            bandwidth_probe=probe_bandwidth,
+            new_sweep=new_sweep,
+        )
 
     # -- health -----------------------------------------------------------------------------------------
     def _check_health(self, why: str) -> None:
@@ -249,10 +278,16 @@ class FleetAgent(Agent):
         set_activity(self.central, self.board_id, "health")
         self.set_state("running", f"fleet health check ({why}): plan {hp.plan_name!r}")
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        tg, errors, sweep_uid = None, [], None
+        tg: float | None = None
+        errors: list[str] = []
+        sweep_uid: str | None = None
         try:
-            plan = self._board_plan(hp.plan_text, hp.models, hp.model_source, f"edgeprof fleet health check "
-                                    f"{stamp}: {hp.plan_name}")  # fmt: skip
+            plan = self._board_plan(
+                hp.plan_text,
+                hp.models,
+                hp.model_source,
+                f"edgeprof fleet health check {stamp}: {hp.plan_name}",
+            )
             outcome = self._sweep_plan(plan, new_sweep=True)
             if outcome.interrupted:
                 raise KeyboardInterrupt
@@ -262,10 +297,16 @@ class FleetAgent(Agent):
         history = health_history(self.central, self.board_id, hp.plan_sha256, HISTORY_WINDOW)
         verdict = judge(tg, errors, history)
         retry = hp.every_s if verdict.passed else min(hp.every_s, HEALTH_RETRY_S)
-        record_health(self.central, self.board_id, hp.plan_sha256, verdict.passed, tg, verdict.reason, retry,
-                      sweep_uid)  # fmt: skip
-        log.log(logging.INFO if verdict.passed else logging.WARNING, "fleet health check (%s) %s: %s", why,
-                "passed" if verdict.passed else "FAILED", verdict.reason)  # fmt: skip
+        record_health(
+            self.central, self.board_id, hp.plan_sha256, verdict.passed, tg, verdict.reason, retry, sweep_uid
+        )
+        log.log(
+            logging.INFO if verdict.passed else logging.WARNING,
+            "fleet health check (%s) %s: %s",
+            why,
+            "passed" if verdict.passed else "FAILED",
+            verdict.reason,
+        )
         set_activity(self.central, self.board_id, "idle")
 
     def _health_result(self, sweep_id: int) -> tuple[float | None, list[str], str]:
@@ -274,11 +315,21 @@ class FleetAgent(Agent):
             sweep = session.get(Sweep, sweep_id)
             assert sweep is not None
             runs = session.scalars(select(Run).where(Run.sweep_id == sweep_id)).all()
-            errors = [f"{r.model_label} ctx {r.n_ctx}: {r.status}{' (' + r.reason + ')' if r.reason else ''}"
-                      for r in runs if r.status != "ok"]  # fmt: skip
-            tgs = session.scalars(select(Measurement.tg_tps).join(Run, Run.id == Measurement.run_id).where(
-                Run.sweep_id == sweep_id, Run.status == "ok", Measurement.kind == "steady",
-                Measurement.tg_tps.is_not(None))).all()  # fmt: skip
+            errors = [
+                f"{r.model_label} ctx {r.n_ctx}: {r.status}{' (' + r.reason + ')' if r.reason else ''}"
+                for r in runs
+                if r.status != "ok"
+            ]
+            tgs = session.scalars(
+                select(Measurement.tg_tps)
+                .join(Run, Run.id == Measurement.run_id)
+                .where(
+                    Run.sweep_id == sweep_id,
+                    Run.status == "ok",
+                    Measurement.kind == "steady",
+                    Measurement.tg_tps.is_not(None),
+                )
+            ).all()
             return median([float(t) for t in tgs if t is not None]), errors, sweep.uid
 
     def _finish_state(self) -> None:

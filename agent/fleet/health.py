@@ -53,10 +53,14 @@ def judge(tg_tps: float | None, errors: Sequence[str], history: Sequence[float])
         return HealthVerdict(False, "health plan measured no decode speed (tg_tps)")
     edge = lower_edge(history)
     if edge is None:
-        return HealthVerdict(True, f"tg {tg_tps:.1f} t/s; baseline {len(history) + 1} of {MIN_HISTORY} results")
+        return HealthVerdict(
+            True, f"tg {tg_tps:.1f} t/s; baseline {len(history) + 1} of {MIN_HISTORY} results"
+        )
     mid = median(history)
     if tg_tps < edge:
-        why = (f"tg {tg_tps:.1f} t/s below its band: median {mid:.1f} - band = {edge:.1f} t/s "
-               f"(last {len(history)} passed checks)")  # fmt: skip
+        why = (
+            f"tg {tg_tps:.1f} t/s below its band: median {mid:.1f} - band = {edge:.1f} t/s "
+            f"(last {len(history)} passed checks)"
+        )
         return HealthVerdict(False, why, edge)
     return HealthVerdict(True, f"tg {tg_tps:.1f} t/s within its band (>= {edge:.1f} t/s)", edge)

@@ -16,11 +16,12 @@ import hashlib
 import json
 import os
 import shutil
-import tomllib
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from edgeprof.gguf import sha256_file
 from edgeprof.plan import parse_plan
@@ -50,7 +51,7 @@ def _given_paths(text: str) -> list[str]:
 
 
 def identify_plan(path: Path) -> SubmittedPlan:
-    """The plan at ``path`` checked, and its models hashed; raises JobFileError (plan problems as one line)."""
+    """The plan at ``path`` checked, its models hashed; raises JobFileError (plan problems in one line)."""
     from edgeprof.plan import PlanError
 
     try:
@@ -67,8 +68,14 @@ def identify_plan(path: Path) -> SubmittedPlan:
             raise JobFileError(f"plan {path}: model {given!r} is a glob; a fleet plan names each model file")
         local = Path(os.path.expandvars(os.path.expanduser(given)))
         local = local if local.is_absolute() else path.resolve().parent / local
-        models.append({"given": given, "name": local.name, "size_bytes": local.stat().st_size,
-                       "sha256": sha256_file(local)})  # fmt: skip
+        models.append(
+            {
+                "given": given,
+                "name": local.name,
+                "size_bytes": local.stat().st_size,
+                "sha256": sha256_file(local),
+            }
+        )
     return SubmittedPlan(plan.name, text, hashlib.sha256(text.encode()).hexdigest(), models)
 
 
@@ -99,8 +106,10 @@ class ModelFinder:
                 return candidate
         looked = ", ".join(str(c) for c in candidates)
         if not source:
-            raise JobFileError(f"model {model['name']} (sha256 {model['sha256'][:12]}) not found in {looked} "
-                               "and the job names no location to fetch it from")  # fmt: skip
+            raise JobFileError(
+                f"model {model['name']} (sha256 {model['sha256'][:12]}) not found in {looked} "
+                "and the job names no location to fetch it from"
+            )
         return self._fetch(model, source, looked)
 
     def _fetch(self, model: dict[str, Any], source: str, looked: str) -> Path:
@@ -110,19 +119,26 @@ class ModelFinder:
         try:
             self.models_dir.mkdir(parents=True, exist_ok=True)
             if "://" in source:
-                with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response, open(partial, "wb") as out:  # noqa: S310 - the job's stated location
+                with (
+                    urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response,
+                    open(partial, "wb") as out,
+                ):
                     shutil.copyfileobj(response, out)
             else:
                 shutil.copyfile(Path(source).expanduser() / model["name"], partial)
         except (OSError, ValueError) as exc:
             partial.unlink(missing_ok=True)
-            raise JobFileError(f"model {model['name']} (sha256 {model['sha256'][:12]}) not found in {looked}; "
-                               f"fetching {url} failed: {exc}") from None  # fmt: skip
+            raise JobFileError(
+                f"model {model['name']} (sha256 {model['sha256'][:12]}) not found in {looked}; "
+                f"fetching {url} failed: {exc}"
+            ) from None
         got = sha256_file(partial)
         if got != model["sha256"]:
             partial.unlink(missing_ok=True)
-            raise JobFileError(f"model {model['name']} fetched from {url} has sha256 {got[:12]}, "
-                               f"the job wants {model['sha256'][:12]}")  # fmt: skip
+            raise JobFileError(
+                f"model {model['name']} fetched from {url} has sha256 {got[:12]}, "
+                f"the job wants {model['sha256'][:12]}"
+            )
         os.replace(partial, target)
         return target
 

@@ -80,15 +80,25 @@ def register_board(
 ) -> int:
     """This board's row, facts and labels refreshed; its ``--any`` matches computed afresh. Returns its id."""
     with engine.begin() as conn:
-        board_id = int(conn.execute(text("""
+        board_id = int(
+            conn.execute(
+                text("""
             INSERT INTO fleet_board (name, fingerprint, facts_json, labels_json, heartbeat_s)
             VALUES (:n, :fp, CAST(:f AS jsonb), CAST(:l AS jsonb), :hb)
             ON CONFLICT (name) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
                 facts_json = EXCLUDED.facts_json, labels_json = EXCLUDED.labels_json,
                 heartbeat_s = EXCLUDED.heartbeat_s, started_at = now(), heartbeat_at = now(),
                 stopped_at = NULL, activity = 'idle'
-            RETURNING id"""), {"n": name, "fp": facts.get("fingerprint") or "", "f": json.dumps(dict(facts)),
-                               "l": json.dumps(dict(labels)), "hb": heartbeat_s}).scalar_one())  # fmt: skip
+            RETURNING id"""),
+                {
+                    "n": name,
+                    "fp": facts.get("fingerprint") or "",
+                    "f": json.dumps(dict(facts)),
+                    "l": json.dumps(dict(labels)),
+                    "hb": heartbeat_s,
+                },
+            ).scalar_one()
+        )
         conn.execute(text("DELETE FROM fleet_match WHERE board_id = :b"), {"b": board_id})
         queued = conn.execute(
             text("SELECT id, selector FROM fleet_job WHERE kind = 'any' AND state = 'queued'")
@@ -113,29 +123,42 @@ def release_own(engine: Engine, board_id: int, why: str) -> int:
     """At an agent's start: what this board was running died with its last agent; back to the queue (an
     ``--each`` job for this board, which resumes it at once). Returns how many."""
     with engine.begin() as conn:
-        return conn.execute(text(f"""
+        return conn.execute(
+            text(f"""
             UPDATE fleet_job SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
                 board_id = CASE WHEN kind = 'any' THEN NULL ELSE board_id END,
                 claim_token = NULL, lease_until = NULL,
-                {_add_reason("format('attempt %s on %s: %s', attempts, (SELECT name FROM fleet_board "
-                             "WHERE id = :b), CAST(:why AS text))")}
-            WHERE board_id = :b AND state = 'running'"""), {"b": board_id, "why": why}).rowcount  # fmt: skip
+                {
+                _add_reason(
+                    "format('attempt %s on %s: %s', attempts, (SELECT name FROM fleet_board "
+                    "WHERE id = :b), CAST(:why AS text))"
+                )
+            }
+            WHERE board_id = :b AND state = 'running'"""),
+            {"b": board_id, "why": why},
+        ).rowcount
 
 
 def reap_expired(conn: Connection) -> int:
     """Jobs whose board stopped heartbeating past the lease: re-queued, or failed after their attempts."""
-    return conn.execute(text(f"""
+    return conn.execute(
+        text(f"""
         UPDATE fleet_job j SET
             state = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END,
             finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
             board_id = CASE WHEN j.kind = 'any' THEN NULL ELSE j.board_id END,
             claim_token = NULL, lease_until = NULL,
-            {_add_reason("format('attempt %s on %s: no heartbeat since %s (lease expired)', j.attempts, "
-                         "(SELECT name FROM fleet_board WHERE id = j.board_id), "
-                         "to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'))")}
+            {
+            _add_reason(
+                "format('attempt %s on %s: no heartbeat since %s (lease expired)', j.attempts, "
+                "(SELECT name FROM fleet_board WHERE id = j.board_id), "
+                "to_char(j.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'))"
+            )
+        }
         WHERE j.id IN (SELECT id FROM fleet_job WHERE state = 'running' AND lease_until < now()
-                       FOR UPDATE SKIP LOCKED)""")).rowcount  # fmt: skip
+                       FOR UPDATE SKIP LOCKED)""")
+    ).rowcount
 
 
 _CLAIM = """
@@ -164,12 +187,25 @@ def claim(engine: Engine, board_id: int, lease_s: float) -> Job | None:
         reap_expired(conn)
         row = conn.execute(text(_CLAIM), {"b": board_id, "tok": token, "lease": lease_s}).first()
         if row is not None:
-            conn.execute(text("UPDATE fleet_board SET activity = 'job', heartbeat_at = now() WHERE id = :b"),
-                         {"b": board_id})  # fmt: skip
+            conn.execute(
+                text("UPDATE fleet_board SET activity = 'job', heartbeat_at = now() WHERE id = :b"),
+                {"b": board_id},
+            )
     if row is None:
         return None
-    return Job(row.id, row.kind, row.plan_name, row.plan_text, row.plan_sha256, list(row.models_json),
-               row.model_source, row.attempts, row.max_attempts, token, row.sweep_uid)  # fmt: skip
+    return Job(
+        row.id,
+        row.kind,
+        row.plan_name,
+        row.plan_text,
+        row.plan_sha256,
+        list(row.models_json),
+        row.model_source,
+        row.attempts,
+        row.max_attempts,
+        token,
+        row.sweep_uid,
+    )
 
 
 def heartbeat(
@@ -182,13 +218,22 @@ def heartbeat(
         if job is None:
             return True
         p = dict(progress or {})
-        held = conn.execute(text("""
+        held = conn.execute(
+            text("""
             UPDATE fleet_job SET heartbeat_at = now(), lease_until = now() + make_interval(secs => :lease),
                 configs_done = COALESCE(:done, configs_done), configs_total = COALESCE(:total, configs_total),
                 eta_s = :eta, sweep_uid = COALESCE(:sweep, sweep_uid)
             WHERE id = :j AND claim_token = :tok AND state = 'running'"""),
-            {"lease": lease_s, "j": job.id, "tok": job.token, "done": p.get("done"), "total": p.get("total"),
-             "eta": p.get("eta_s"), "sweep": p.get("sweep_uid")}).rowcount  # fmt: skip
+            {
+                "lease": lease_s,
+                "j": job.id,
+                "tok": job.token,
+                "done": p.get("done"),
+                "total": p.get("total"),
+                "eta": p.get("eta_s"),
+                "sweep": p.get("sweep_uid"),
+            },
+        ).rowcount
     return held == 1
 
 
@@ -198,15 +243,22 @@ def finish(engine: Engine, job: Job, push: Callable[[Connection], str | None]) -
     result written through it commits with the job's ``done``) and returns the sweep's uid."""
     with engine.begin() as conn:
         held = conn.execute(
-            text("SELECT id FROM fleet_job WHERE id = :j AND claim_token = :tok AND state = 'running' "
-                 "FOR UPDATE"), {"j": job.id, "tok": job.token}).first()  # fmt: skip
+            text(
+                "SELECT id FROM fleet_job WHERE id = :j AND claim_token = :tok AND state = 'running' "
+                "FOR UPDATE"
+            ),
+            {"j": job.id, "tok": job.token},
+        ).first()
         if held is None:
             return False
         sweep_uid = push(conn)
-        conn.execute(text("""
+        conn.execute(
+            text("""
             UPDATE fleet_job SET state = 'done', finished_at = now(), claim_token = NULL, lease_until = NULL,
                 sweep_uid = COALESCE(:sweep, sweep_uid), eta_s = NULL, configs_done = configs_total
-            WHERE id = :j"""), {"j": job.id, "sweep": sweep_uid})  # fmt: skip
+            WHERE id = :j"""),
+            {"j": job.id, "sweep": sweep_uid},
+        )
     return True
 
 
@@ -214,27 +266,34 @@ def fail_attempt(engine: Engine, job: Job, board_name: str, reason: str, final: 
     """This attempt failed: the job back in the queue, or ``failed`` once its attempts are spent (or at
     once, ``final``: a retry could not help). Returns the job's new state ('' when no longer held)."""
     with engine.begin() as conn:
-        row = conn.execute(text(f"""
+        row = conn.execute(
+            text(f"""
             UPDATE fleet_job SET
                 state = CASE WHEN :final OR attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
                 finished_at = CASE WHEN :final OR attempts >= max_attempts THEN now() END,
                 board_id = CASE WHEN kind = 'any' THEN NULL ELSE board_id END,
                 claim_token = NULL, lease_until = NULL, eta_s = NULL,
-                {_add_reason("format('attempt %s on %s: %s', attempts, CAST(:board AS text), "
-                             "CAST(:why AS text))")}
+                {
+                _add_reason(
+                    "format('attempt %s on %s: %s', attempts, CAST(:board AS text), CAST(:why AS text))"
+                )
+            }
             WHERE id = :j AND claim_token = :tok AND state = 'running'
-            RETURNING state"""), {"final": final, "j": job.id, "tok": job.token, "board": board_name,
-                                  "why": reason}).first()  # fmt: skip
+            RETURNING state"""),
+            {"final": final, "j": job.id, "tok": job.token, "board": board_name, "why": reason},
+        ).first()
     return row.state if row is not None else ""
 
 
 def set_activity(engine: Engine, board_id: int, activity: str, stopped: bool = False) -> None:
     with engine.begin() as conn:
         conn.execute(
-            text("UPDATE fleet_board SET activity = :a, heartbeat_at = now(), "
-                 "stopped_at = CASE WHEN :s THEN now() END WHERE id = :b"),
+            text(
+                "UPDATE fleet_board SET activity = :a, heartbeat_at = now(), "
+                "stopped_at = CASE WHEN :s THEN now() END WHERE id = :b"
+            ),
             {"a": activity, "s": stopped, "b": board_id},
-        )  # fmt: skip
+        )
 
 
 def submit(
@@ -248,9 +307,17 @@ def submit(
     """Queue ``plan``: one job per matching board (``each``) or one job for the first free match
     (``any``). Returns (job ids, matching board ids); an ``each`` with no matching board queues nothing."""
     submission = str(uuid.uuid4())
-    values = {"kind": kind, "sub": submission, "name": plan.name, "sha": plan.sha256, "text": plan.text,
-              "models": json.dumps(plan.models), "src": model_source, "sel": selector,
-              "max": max_attempts}  # fmt: skip
+    values = {
+        "kind": kind,
+        "sub": submission,
+        "name": plan.name,
+        "sha": plan.sha256,
+        "text": plan.text,
+        "models": json.dumps(plan.models),
+        "src": model_source,
+        "sel": selector,
+        "max": max_attempts,
+    }
     insert = text("""
         INSERT INTO fleet_job (kind, submission, plan_name, plan_sha256, plan_text, models_json,
             model_source, selector, target_board_id, max_attempts)
@@ -263,8 +330,10 @@ def submit(
             return ids, boards
         job_id = int(conn.execute(insert, {**values, "target": None}).scalar_one())
         if boards:
-            conn.execute(text("INSERT INTO fleet_match (board_id, job_id) VALUES (:b, :j)"),
-                         [{"b": b, "j": job_id} for b in boards])  # fmt: skip
+            conn.execute(
+                text("INSERT INTO fleet_match (board_id, job_id) VALUES (:b, :j)"),
+                [{"b": b, "j": job_id} for b in boards],
+            )
     return [job_id], boards
 
 
@@ -272,14 +341,18 @@ def cancel(engine: Engine, job_id: int) -> str:
     """Cancel a queued or running job (a running one stops after its current config); returns the state it
     was in. Raises FleetQueueError for no such job or one already ended."""
     with engine.begin() as conn:
-        row = conn.execute(text("SELECT state FROM fleet_job WHERE id = :j FOR UPDATE"), {"j": job_id}).first()
+        row = conn.execute(
+            text("SELECT state FROM fleet_job WHERE id = :j FOR UPDATE"), {"j": job_id}
+        ).first()
         if row is None:
             raise FleetQueueError(f"no fleet job {job_id}")
         if row.state not in ("queued", "running"):
             raise FleetQueueError(f"fleet job {job_id} already ended ({row.state})")
         conn.execute(
-            text(f"UPDATE fleet_job SET state = 'cancelled', finished_at = now(), claim_token = NULL, "
-                 f"lease_until = NULL, {_add_reason(CANCELLED)} WHERE id = :j"),
+            text(
+                f"UPDATE fleet_job SET state = 'cancelled', finished_at = now(), claim_token = NULL, "
+                f"lease_until = NULL, {_add_reason(CANCELLED)} WHERE id = :j"
+            ),
             {"j": job_id},
-        )  # fmt: skip
+        )
     return str(row.state)

@@ -33,8 +33,19 @@ L4T_JETPACK = {
     "35.1.0": "5.0.2",
 }
 # What a selector may name (and ``label:KEY``); the fingerprint's facts under short names.
-FACT_KEYS = ("name", "board", "board_model", "module", "ram_mb", "jetpack", "l4t", "cores", "gpu", "arch",
-             "llama_cpp")  # fmt: skip
+FACT_KEYS = (
+    "name",
+    "board",
+    "board_model",
+    "module",
+    "ram_mb",
+    "jetpack",
+    "l4t",
+    "cores",
+    "gpu",
+    "arch",
+    "llama_cpp",
+)
 _OPS = ("!=", ">=", "<=", "=", ">", "<")
 _TERM = re.compile(r"^\s*(label:[A-Za-z0-9_.\-]+|[A-Za-z_]+)\s*(!=|>=|<=|=|>|<)\s*(.*?)\s*$")
 _VERSION = re.compile(r"^[Rv]?(\d+(?:\.\d+)*)$")
@@ -98,12 +109,16 @@ def parse_selector(text: str) -> tuple[Term, ...]:
     for raw in text.split(","):
         found = _TERM.match(raw)
         if not found or not found.group(3):
-            raise SelectorError(f"selector term {raw.strip()!r}: expected KEY OP VALUE (OP one of "
-                                f"{' '.join(_OPS)}), e.g. ram_mb>=7000")  # fmt: skip
+            raise SelectorError(
+                f"selector term {raw.strip()!r}: expected KEY OP VALUE (OP one of "
+                f"{' '.join(_OPS)}), e.g. ram_mb>=7000"
+            )
         key, op, value = found.groups()
         if not key.startswith("label:") and key not in FACT_KEYS:
-            raise SelectorError(f"selector term {raw.strip()!r}: unknown fact {key!r} (known: "
-                                f"{', '.join(FACT_KEYS)}, label:KEY)")  # fmt: skip
+            raise SelectorError(
+                f"selector term {raw.strip()!r}: unknown fact {key!r} (known: "
+                f"{', '.join(FACT_KEYS)}, label:KEY)"
+            )
         if op not in ("=", "!=") and _as_version(value) is None:
             raise SelectorError(f"selector term {raw.strip()!r}: {op} needs a number or a version")
         terms.append(Term(key, op, value))

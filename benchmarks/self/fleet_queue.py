@@ -45,8 +45,12 @@ from edgeprof.fleet.jobfiles import SubmittedPlan  # noqa: E402
 from edgeprof.fleet.queue import claim, finish, heartbeat, register_board, release_own, submit  # noqa: E402
 from edgeprof.storage.migrations import upgrade  # noqa: E402
 
-BOARD_KINDS = (("orin-nano", "6.1", 7620), ("agx-orin", "6.1", 62800), ("orin-nx", "6.0", 15600),
-               ("rk3588", None, 16000))  # fmt: skip
+BOARD_KINDS = (
+    ("orin-nano", "6.1", 7620),
+    ("agx-orin", "6.1", 62800),
+    ("orin-nx", "6.0", 15600),
+    ("rk3588", None, 16000),
+)
 SELECTORS = ("ram_mb>=7000", "board=orin-nano", "jetpack>=6.1", "label:rack=1")
 
 
@@ -57,8 +61,14 @@ def nearest_rank(values: list[float], q: float) -> float | None:
 
 def board_facts(i: int) -> tuple[dict[str, Any], dict[str, str]]:
     board, jetpack, ram = BOARD_KINDS[i % len(BOARD_KINDS)]
-    facts = {"name": f"sim-{i:03d}", "board": board, "jetpack": jetpack, "ram_mb": ram, "cores": 6,
-             "fingerprint": f"synthetic-{i}"}  # fmt: skip
+    facts = {
+        "name": f"sim-{i:03d}",
+        "board": board,
+        "jetpack": jetpack,
+        "ram_mb": ram,
+        "cores": 6,
+        "fingerprint": f"synthetic-{i}",
+    }
     return facts, {"rack": str(i % 3)}
 
 
@@ -93,17 +103,25 @@ def board_loop(url: str, board_id: int, lease_s: float, stop_at: dict[str, Any],
 def finish_job(engine: Any, job: Any, board_id: int, log: list[Any]) -> None:
     def record(conn: Any, job_id: int = job.id) -> str:
         # the stand-in for push: a result row per job, unique, in the transaction that marks the job done
-        conn.execute(text("INSERT INTO bench_result (job_id, board_id) VALUES (:j, :b)"),
-                     {"j": job_id, "b": board_id})  # fmt: skip
+        conn.execute(
+            text("INSERT INTO bench_result (job_id, board_id) VALUES (:j, :b)"), {"j": job_id, "b": board_id}
+        )
         return f"synthetic-{job_id}"
 
     ok = finish(engine, job, record)
     log.append(("finish" if ok else "lost", board_id, job.id, 0.0, time.time()))
 
 
-
-def worker(url: str, board_ids: list[int], lease_s: float, pool: int, doomed: list[int], q: Any,
-           kill_evt: Any, done_evt: Any) -> None:  # fmt: skip
+def worker(
+    url: str,
+    board_ids: list[int],
+    lease_s: float,
+    pool: int,
+    doomed: list[int],
+    q: Any,
+    kill_evt: Any,
+    done_evt: Any,
+) -> None:
     engine = create_engine(url, pool_size=pool, max_overflow=0)
     log: list[Any] = []
     stop_at = {"engine": engine, "doomed": set(doomed), "kill": kill_evt, "all_done": done_evt}
@@ -118,10 +136,12 @@ def worker(url: str, board_ids: list[int], lease_s: float, pool: int, doomed: li
 
 def pg_load(engine: Any) -> dict[str, float]:
     with engine.connect() as conn:
-        row = conn.execute(text("""
+        row = conn.execute(
+            text("""
             SELECT xact_commit + xact_rollback AS xacts, tup_returned + tup_fetched AS rows_read,
                    tup_inserted + tup_updated + tup_deleted AS rows_written, blks_hit + blks_read AS blocks
-            FROM pg_stat_database WHERE datname = current_database()""")).one()  # fmt: skip
+            FROM pg_stat_database WHERE datname = current_database()""")
+        ).one()
     cpu = 0.0
     for p in psutil.process_iter(["name"]):
         if p.info["name"] and p.info["name"].startswith("postgres"):
@@ -130,8 +150,13 @@ def pg_load(engine: Any) -> dict[str, float]:
                 cpu += t.user + t.system
             except psutil.Error:
                 pass
-    return {"xacts": row.xacts, "rows_read": row.rows_read, "rows_written": row.rows_written,
-            "blocks": row.blocks, "cpu_s": cpu}  # fmt: skip
+    return {
+        "xacts": row.xacts,
+        "rows_read": row.rows_read,
+        "rows_written": row.rows_written,
+        "blocks": row.blocks,
+        "cpu_s": cpu,
+    }
 
 
 def setup(url: str, boards: int, jobs: int) -> list[int]:
@@ -161,8 +186,13 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     probe = create_engine(url)
     before = pg_load(probe)
     t0 = time.perf_counter()
-    procs = [ctx.Process(target=worker, args=(url, c, args.lease_s, args.pool, [b for b in c if b in doomed],
-                                              q, kill_evt, done_evt)) for c in chunks]  # fmt: skip
+    procs = [
+        ctx.Process(
+            target=worker,
+            args=(url, c, args.lease_s, args.pool, [b for b in c if b in doomed], q, kill_evt, done_evt),
+        )
+        for c in chunks
+    ]
     for p in procs:
         p.start()
     while True:
@@ -183,8 +213,15 @@ def run(url: str, args: argparse.Namespace) -> dict[str, Any]:
     return check(probe, logs, wall, before, after, args, len(doomed))
 
 
-def check(probe: Any, logs: list[Any], wall: float, before: dict[str, float], after: dict[str, float],
-          args: argparse.Namespace, n_doomed: int) -> dict[str, Any]:  # fmt: skip
+def check(
+    probe: Any,
+    logs: list[Any],
+    wall: float,
+    before: dict[str, float],
+    after: dict[str, float],
+    args: argparse.Namespace,
+    n_doomed: int,
+) -> dict[str, Any]:
     with probe.connect() as conn:
         jobs = conn.execute(text("SELECT id, state, attempts FROM fleet_job")).all()
         results = conn.execute(text("SELECT count(*), count(DISTINCT job_id) FROM bench_result")).one()
@@ -198,19 +235,31 @@ def check(probe: Any, logs: list[Any], wall: float, before: dict[str, float], af
     twice = [j for j, n in claims_per_job.items() if n > 1 and j not in died_jobs]
     load = {k: after[k] - before[k] for k in before}
     return {
-        "label": "synthetic boards and jobs", "boards": args.boards, "jobs": len(jobs),
-        "killed_boards": n_doomed, "jobs_of_killed_boards": len(died_jobs), "wall_s": round(wall, 2),
+        "label": "synthetic boards and jobs",
+        "boards": args.boards,
+        "jobs": len(jobs),
+        "killed_boards": n_doomed,
+        "jobs_of_killed_boards": len(died_jobs),
+        "wall_s": round(wall, 2),
         "states": {s: sum(1 for j in jobs if j.state == s) for s in {j.state for j in jobs}},
-        "claimed_twice_without_a_death": len(twice), "result_rows": results[0],
-        "distinct_results": results[1], "lost_finishes": sum(1 for e in logs if e[0] == "lost"),
-        "claims_with_job": len(got), "claim_ms_p50": round(1000 * (nearest_rank(got, 0.5) or 0), 2),
+        "claimed_twice_without_a_death": len(twice),
+        "result_rows": results[0],
+        "distinct_results": results[1],
+        "lost_finishes": sum(1 for e in logs if e[0] == "lost"),
+        "claims_with_job": len(got),
+        "claim_ms_p50": round(1000 * (nearest_rank(got, 0.5) or 0), 2),
         "claim_ms_p99": round(1000 * (nearest_rank(got, 0.99) or 0), 2),
-        "empty_claims": len(empty), "empty_claim_ms_p50": round(1000 * (nearest_rank(empty, 0.5) or 0), 2),
+        "empty_claims": len(empty),
+        "empty_claim_ms_p50": round(1000 * (nearest_rank(empty, 0.5) or 0), 2),
         "empty_claim_ms_p99": round(1000 * (nearest_rank(empty, 0.99) or 0), 2),
-        "db_load": {**{k: int(v) for k, v in load.items() if k != "cpu_s"}, "cpu_s": round(load["cpu_s"], 1),
-                    "xacts_per_s": round(load["xacts"] / wall), "cpu_share": round(load["cpu_s"] / wall, 2)},
+        "db_load": {
+            **{k: int(v) for k, v in load.items() if k != "cpu_s"},
+            "cpu_s": round(load["cpu_s"], 1),
+            "xacts_per_s": round(load["xacts"] / wall),
+            "cpu_share": round(load["cpu_s"] / wall, 2),
+        },
         "ok": results[0] == results[1] == len(jobs) and not twice and all(j.state == "done" for j in jobs),
-    }  # fmt: skip
+    }
 
 
 def main() -> int:
@@ -226,10 +275,16 @@ def main() -> int:
     args = ap.parse_args()
     server, stop_dir = args.pg_url, None
     if not server:
-        out = subprocess.run(["bash", str(ROOT / "scripts" / "pg_test_server.sh"), "start"],
-                             capture_output=True, text=True, check=True).stdout  # fmt: skip
-        env = {line.removeprefix("export ").split("=", 1)[0]: shlex.split(line.split("=", 1)[1])[0]
-               for line in out.splitlines()}  # fmt: skip
+        out = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "pg_test_server.sh"), "start"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        env = {
+            line.removeprefix("export ").split("=", 1)[0]: shlex.split(line.split("=", 1)[1])[0]
+            for line in out.splitlines()
+        }
         server, stop_dir = env["EDGEPROF_TEST_PG_URL"], env["EDGEPROF_TEST_PG_DIR"]
     name = f"queue_{uuid.uuid4().hex[:8]}"
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
@@ -247,7 +302,9 @@ def main() -> int:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
         if stop_dir:
-            subprocess.run(["bash", str(ROOT / "scripts" / "pg_test_server.sh"), "stop", stop_dir], check=False)
+            subprocess.run(
+                ["bash", str(ROOT / "scripts" / "pg_test_server.sh"), "stop", stop_dir], check=False
+            )
     return 0 if result["ok"] else 1
 
 

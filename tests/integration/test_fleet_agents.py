@@ -49,14 +49,16 @@ def fake_root(base: Path, name: str, n: int) -> Path:
     fake.host_identity(name, machine_id=f"{n:032x}")
     fake.device_tree(model)
     fake.l4t_release(l4t)
-    fake.write("proc/meminfo", f"MemTotal: {mem_kb} kB\nMemFree: {mem_kb // 2} kB\nMemAvailable: "
-               f"{mem_kb // 2} kB\n")  # fmt: skip
+    fake.write(
+        "proc/meminfo", f"MemTotal: {mem_kb} kB\nMemFree: {mem_kb // 2} kB\nMemAvailable: {mem_kb // 2} kB\n"
+    )
     return fake.root
 
 
 def edgeprof(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgeprof", *args], capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "edgeprof", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 class Fleet:
@@ -70,12 +72,33 @@ class Fleet:
         root = fake_root(self.base, name, n)
         log = open(self.base / f"{name}.log", "ab")  # noqa: SIM115 - the child writes it until it ends
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "edgeprof", "agent", "--fleet", self.url, "--device-name", name,
-             "--label", BOARDS[name][3], "--label", f"name={name}", "--db", str(self.base / f"{name}.db"),
-             "--no-telemetry", "--poll-s", "0.5", "--lease-s", LEASE_S,
-             "--models-dir", str(self.base / f"models-{name}")],
-            stdout=log, stderr=log, env={**os.environ, "EDGEPROF_DEVICE_ROOT": str(root)},
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "edgeprof",
+                "agent",
+                "--fleet",
+                self.url,
+                "--device-name",
+                name,
+                "--label",
+                BOARDS[name][3],
+                "--label",
+                f"name={name}",
+                "--db",
+                str(self.base / f"{name}.db"),
+                "--no-telemetry",
+                "--poll-s",
+                "0.5",
+                "--lease-s",
+                LEASE_S,
+                "--models-dir",
+                str(self.base / f"models-{name}"),
+            ],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, "EDGEPROF_DEVICE_ROOT": str(root)},
+        )
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)
@@ -105,8 +128,19 @@ class Fleet:
         return {b["board"]: b for b in json.loads(out.stdout)}
 
     def submit(self, plan: Path, select: str, kind: str, *extra: str) -> list[int]:
-        out = edgeprof("fleet", "submit", str(plan), "--to", self.url, "--select", select, kind,
-                       "--format", "json", *extra)  # fmt: skip
+        out = edgeprof(
+            "fleet",
+            "submit",
+            str(plan),
+            "--to",
+            self.url,
+            "--select",
+            select,
+            kind,
+            "--format",
+            "json",
+            *extra,
+        )
         assert out.returncode == 0, out.stderr
         return list(json.loads(out.stdout)["jobs"])
 
@@ -131,7 +165,9 @@ def fleet(pg_db_url: str, tmp_path: Path) -> Iterator[Fleet]:
 
 def two_config_plan(base: Path, model: Path, name: str) -> Path:
     path = base / f"{name}.toml"
-    path.write_text(plan_toml([model], name=name, ctx=(256, 512), repeat={"cold": 1, "warmup": 0, "steady": 1}))
+    path.write_text(
+        plan_toml([model], name=name, ctx=(256, 512), repeat={"cold": 1, "warmup": 0, "steady": 1})
+    )
     return path
 
 
@@ -144,13 +180,16 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     fleet: Fleet, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     model = tiny_models["Q4_K_M"]
-    plans = {n: two_config_plan(tmp_path, model, n) for n in ("any1", "any2", "any3", "any4", "each1", "each2")}
+    plans = {
+        n: two_config_plan(tmp_path, model, n) for n in ("any1", "any2", "any3", "any4", "each1", "each2")
+    }
     # any4's model is not where the plan says: the boards fetch it from a shared folder, by sha256
     shared, elsewhere = tmp_path / "shared", tmp_path / "elsewhere"
     shared.mkdir(), elsewhere.mkdir()
     moved = shutil.copy(model, elsewhere / "moved.gguf")
-    plans["any4"].write_text(plan_toml([moved], name="any4", ctx=(256, 512),
-                                       repeat={"cold": 1, "warmup": 0, "steady": 1}))  # fmt: skip
+    plans["any4"].write_text(
+        plan_toml([moved], name="any4", ctx=(256, 512), repeat={"cold": 1, "warmup": 0, "steady": 1})
+    )
     # a model nobody has: that job fails alone
     lost = shutil.copy(model, elsewhere / "lost.gguf")
     plans["lost"] = tmp_path / "lost.toml"
@@ -182,8 +221,10 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     fleet.start("nano-1")
     mine = [j for j in each1 + each2 if fleet.jobs()[j]["board"] == "nano-1"]
     assert len(mine) == 2
-    first = fleet.until("nano-1 mid-way through an --each job",
-                        lambda: next((j for j in mine if running_with_progress(fleet, j, "nano-1")), None))
+    first = fleet.until(
+        "nano-1 mid-way through an --each job",
+        lambda: next((j for j in mine if running_with_progress(fleet, j, "nano-1")), None),
+    )
     sweep_before = fleet.jobs()[first]["sweep_uid"]
     fleet.kill("nano-1")
     ok_before = local_ok_runs(tmp_path / "nano-1.db", sweep_before)
@@ -191,8 +232,11 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     fleet.start("nano-1")
 
     everything = [any1, any2, any3, any4, lost_job, *each1, *each2]
-    fleet.until("every job ended", lambda: all(fleet.jobs()[j]["state"] in ("done", "failed")
-                                               for j in everything), 600)  # fmt: skip
+    fleet.until(
+        "every job ended",
+        lambda: all(fleet.jobs()[j]["state"] in ("done", "failed") for j in everything),
+        600,
+    )
     jobs = fleet.jobs()
     # the resumed --each job: the same sweep, its finished configs not measured again
     assert jobs[first]["sweep_uid"] == sweep_before and jobs[first]["attempts"] == 2
@@ -218,8 +262,13 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
 def local_ok_runs(db: Path, sweep_uid: str) -> list[str]:
     engine = create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        rows = conn.execute(text("SELECT r.uid FROM run r JOIN sweep s ON s.id = r.sweep_id "
-                                 "WHERE s.uid = :u AND r.status = 'ok'"), {"u": sweep_uid}).all()  # fmt: skip
+        rows = conn.execute(
+            text(
+                "SELECT r.uid FROM run r JOIN sweep s ON s.id = r.sweep_id "
+                "WHERE s.uid = :u AND r.status = 'ok'"
+            ),
+            {"u": sweep_uid},
+        ).all()
     engine.dispose()
     return [r[0] for r in rows]
 
@@ -228,9 +277,13 @@ def check_central(fleet: Fleet, jobs: dict[int, dict[str, Any]], done: list[int]
     """One central sweep per done job, on the board that ran it, with every run its board has: 0 lost, 0
     twice (a board's partial sweep of a job that finished elsewhere never leaves the board)."""
     with fleet.engine.connect() as conn:
-        central = conn.execute(text("SELECT s.uid, d.hostname FROM sweep s JOIN device d ON d.id = s.device_id"))
+        central = conn.execute(
+            text("SELECT s.uid, d.hostname FROM sweep s JOIN device d ON d.id = s.device_id")
+        )
         sweeps = {uid: host for uid, host in central}
-        runs = conn.execute(text("SELECT s.uid, r.uid, r.status FROM run r JOIN sweep s ON s.id = r.sweep_id"))
+        runs = conn.execute(
+            text("SELECT s.uid, r.uid, r.status FROM run r JOIN sweep s ON s.id = r.sweep_id")
+        )
         central_runs: dict[str, set[str]] = {}
         for sweep_uid, run_uid, _status in runs:
             central_runs.setdefault(sweep_uid, set()).add(run_uid)
@@ -242,8 +295,13 @@ def check_central(fleet: Fleet, jobs: dict[int, dict[str, Any]], done: list[int]
         assert sweeps.get(uid) == jobs[j]["board"], (j, jobs[j])
         local = create_engine(f"sqlite:///{base / (jobs[j]['board'] + '.db')}")
         with local.connect() as conn:
-            local_runs = {r[0] for r in conn.execute(
-                text("SELECT r.uid FROM run r JOIN sweep s ON s.id = r.sweep_id WHERE s.uid = :u"), {"u": uid})}
+            local_runs = {
+                r[0]
+                for r in conn.execute(
+                    text("SELECT r.uid FROM run r JOIN sweep s ON s.id = r.sweep_id WHERE s.uid = :u"),
+                    {"u": uid},
+                )
+            }
         local.dispose()
         assert local_runs == central_runs[uid]  # 0 rows lost
         ok = [r for r in central_runs[uid] if r in set(local_ok_runs(base / (jobs[j]["board"] + ".db"), uid))]
@@ -254,10 +312,21 @@ def test_a_board_that_fails_its_health_plan_takes_no_job_and_says_why(
     fleet: Fleet, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     health = tmp_path / "health.toml"
-    health.write_text(plan_toml([tiny_models["Q4_K_M"]], name="health", repeat={"cold": 1, "warmup": 0,
-                                                                             "steady": 2}))  # fmt: skip
-    out = edgeprof("fleet", "submit", str(health), "--to", fleet.url, "--select", "board=orin-nano", "--health",
-                   "--every", "3s")  # fmt: skip
+    health.write_text(
+        plan_toml([tiny_models["Q4_K_M"]], name="health", repeat={"cold": 1, "warmup": 0, "steady": 2})
+    )
+    out = edgeprof(
+        "fleet",
+        "submit",
+        str(health),
+        "--to",
+        fleet.url,
+        "--select",
+        "board=orin-nano",
+        "--health",
+        "--every",
+        "3s",
+    )
     assert out.returncode == 0, out.stderr
     # A fake slow device: SYNTHETIC history says this board decoded at 10^6 t/s, so its real result falls
     # below the band (median - 3 x 1.4826 x MAD, at least 10 % under the median)
@@ -265,13 +334,20 @@ def test_a_board_that_fails_its_health_plan_takes_no_job_and_says_why(
     sha = identify_plan(health).sha256
     with fleet.engine.begin() as conn:
         for _ in range(5):
-            conn.execute(text("INSERT INTO fleet_health (board_id, plan_sha256, passed, tg_tps, reason) "
-                              "VALUES (:b, :s, true, 1000000, 'synthetic history')"), {"b": board, "s": sha})
+            conn.execute(
+                text(
+                    "INSERT INTO fleet_health (board_id, plan_sha256, passed, tg_tps, reason) "
+                    "VALUES (:b, :s, true, 1000000, 'synthetic history')"
+                ),
+                {"b": board, "s": sha},
+            )
     plan = two_config_plan(tmp_path, tiny_models["Q4_K_M"], "work")
     (job,) = fleet.submit(plan, "board=orin-nano", "--any")
     fleet.start("nano-1")
-    state = fleet.until("nano-1 unhealthy", lambda: (s := fleet.boards().get("nano-1", {}).get("state", ""))
-                        .startswith("unhealthy") and s)  # fmt: skip
+    state = fleet.until(
+        "nano-1 unhealthy",
+        lambda: (s := fleet.boards().get("nano-1", {}).get("state", "")).startswith("unhealthy") and s,
+    )
     assert "below its band" in state and "median 1000000.0" in state
     table = edgeprof("fleet", "boards", "--db", fleet.url).stdout
     assert "unhealthy (tg" in table
@@ -286,5 +362,9 @@ def test_a_board_that_fails_its_health_plan_takes_no_job_and_says_why(
 
 def health_checks(fleet: Fleet, board: int) -> int:
     with fleet.engine.connect() as conn:
-        return int(conn.execute(text("SELECT count(*) FROM fleet_health WHERE board_id = :b AND NOT passed"),
-                                {"b": board}).scalar() or 0)  # fmt: skip
+        return int(
+            conn.execute(
+                text("SELECT count(*) FROM fleet_health WHERE board_id = :b AND NOT passed"), {"b": board}
+            ).scalar()
+            or 0
+        )

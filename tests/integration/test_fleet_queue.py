@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -50,14 +49,18 @@ def central(pg_db_url: str):  # type: ignore[no-untyped-def]
 
 
 def edgeprof(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "edgeprof", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "edgeprof", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def expire(engine, job_id: int) -> None:  # type: ignore[no-untyped-def]
     """Stand-in for a lease running out: no test waits on the wall clock for it."""
     with engine.begin() as conn:
-        conn.execute(text("UPDATE fleet_job SET lease_until = now() - interval '1 second' WHERE id = :j"),
-                     {"j": job_id})  # fmt: skip
+        conn.execute(
+            text("UPDATE fleet_job SET lease_until = now() - interval '1 second' WHERE id = :j"),
+            {"j": job_id},
+        )
 
 
 def test_each_waits_for_its_board_and_any_reaches_only_matches(central) -> None:  # type: ignore[no-untyped-def]
@@ -147,7 +150,7 @@ def test_a_restarted_board_takes_its_each_job_back_at_once(central) -> None:  # 
 
 def test_n_failures_fail_the_job_with_every_reason(central) -> None:  # type: ignore[no-untyped-def]
     a = register_board(central, "a", facts("orin-nano", "6.1", 7620), {}, 1.0)
-    (job_id,), _ = submit(central, PLAN, "board=orin-nano", "any", None, max_attempts=2)
+    submit(central, PLAN, "board=orin-nano", "any", None, max_attempts=2)
     first = claim(central, a, 30)
     assert first is not None and fail_attempt(central, first, "a", "boom 1") == "queued"
     second = claim(central, a, 30)
@@ -192,8 +195,9 @@ def test_the_cli_maps_submit_boards_jobs_cancel_and_bad_input_is_one_line(
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown fact 'rammb'" in bad.stderr
     none = edgeprof("fleet", "submit", str(plan), "--to", pg_db_url, "--select", "board=x", "--each")
     assert none.returncode == 1 and "no registered board matches" in none.stderr
-    ok = edgeprof("fleet", "submit", str(plan), "--to", pg_db_url, "--select", "board=x", "--any",
-                  "--format", "json")  # fmt: skip
+    ok = edgeprof(
+        "fleet", "submit", str(plan), "--to", pg_db_url, "--select", "board=x", "--any", "--format", "json"
+    )
     assert ok.returncode == 0, ok.stderr
     sent = json.loads(ok.stdout)
     assert sent["jobs"] == [1] and sent["plan_sha256"] == identify_plan(plan).sha256

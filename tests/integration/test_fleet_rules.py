@@ -19,12 +19,30 @@ from edgeprof.fleet.selector import (
 pytestmark = pytest.mark.timeout(30)
 
 NANO = selector_facts(
-    {"board_model": "NVIDIA Jetson Orin Nano Developer Kit", "l4t_release": "R36.4.4",
-     "ram_total_mb": 7620.4, "cpu_count": 6, "gpu": None, "arch": "aarch64", "hostname": "nano-1"},
-    "nano-1", "0.3.16",
-)  # fmt: skip
-CPU_BOX = selector_facts({"board_model": None, "l4t_release": None, "ram_total_mb": 16000.0, "cpu_count": 8,
-                          "arch": "x86_64", "hostname": "mini"}, "mini", None)  # fmt: skip
+    {
+        "board_model": "NVIDIA Jetson Orin Nano Developer Kit",
+        "l4t_release": "R36.4.4",
+        "ram_total_mb": 7620.4,
+        "cpu_count": 6,
+        "gpu": None,
+        "arch": "aarch64",
+        "hostname": "nano-1",
+    },
+    "nano-1",
+    "0.3.16",
+)
+CPU_BOX = selector_facts(
+    {
+        "board_model": None,
+        "l4t_release": None,
+        "ram_total_mb": 16000.0,
+        "cpu_count": 8,
+        "arch": "x86_64",
+        "hostname": "mini",
+    },
+    "mini",
+    None,
+)
 
 
 def sel(text: str, facts: dict[str, object] = NANO, labels: dict[str, str] | None = None) -> bool:
