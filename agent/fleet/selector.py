@@ -47,7 +47,7 @@ FACT_KEYS = (
     "llama_cpp",
 )
 _OPS = ("!=", ">=", "<=", "=", ">", "<")
-_TERM = re.compile(r"^\s*(label:[A-Za-z0-9_.\-]+|[A-Za-z_]+)\s*(!=|>=|<=|=|>|<)\s*(.*?)\s*$")
+_TERM = re.compile(r"^\s*(label:[A-Za-z0-9_.\-]+|[A-Za-z_][A-Za-z0-9_]*)\s*(!=|>=|<=|=|>|<)\s*(.*?)\s*$")
 _VERSION = re.compile(r"^[Rv]?(\d+(?:\.\d+)*)$")
 
 
