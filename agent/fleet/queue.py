@@ -78,7 +78,8 @@ def _board_matches(conn: Connection, selector: str) -> list[int]:
 def register_board(
     engine: Engine, name: str, facts: Mapping[str, Any], labels: Mapping[str, str], heartbeat_s: float
 ) -> int:
-    """This board's row, facts and labels refreshed; its ``--any`` matches computed afresh. Returns its id."""
+    """This board's row, facts and labels refreshed; its matches to every ``--any`` job not ended (queued,
+    or running elsewhere: it may come back) computed afresh. Returns its id."""
     with engine.begin() as conn:
         board_id = int(
             conn.execute(
@@ -101,7 +102,7 @@ def register_board(
         )
         conn.execute(text("DELETE FROM fleet_match WHERE board_id = :b"), {"b": board_id})
         queued = conn.execute(
-            text("SELECT id, selector FROM fleet_job WHERE kind = 'any' AND state = 'queued'")
+            text("SELECT id, selector FROM fleet_job WHERE kind = 'any' AND state IN ('queued', 'running')")
         ).all()
         by_selector: dict[str, bool] = {}
         mine = []

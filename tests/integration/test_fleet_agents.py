@@ -220,8 +220,11 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     each2 = fleet.submit(plans["each2"], "jetpack>=6.1", "--each")
     (any2,) = fleet.submit(plans["any2"], "label:lab=2", "--any")
     (any3,) = fleet.submit(plans["any3"], "board=agx-orin", "--any")
-    (any4,) = fleet.submit(plans["any4"], "jetpack>=6.0", "--any", "--models-from", str(shared))
-    shutil.move(moved, shared / "moved.gguf")  # later jobs keep every board busy until it is moved
+    # only nano-1 (JetPack 6.2.1) matches, and it is dead: nobody takes the job before the file is moved
+    (any4,) = fleet.submit(
+        plans["any4"], "board=orin-nano,jetpack>=6.2", "--any", "--models-from", str(shared)
+    )
+    shutil.move(moved, shared / "moved.gguf")
     (lost_job,) = fleet.submit(plans["lost"], "board=agx-orin", "--any")
     Path(lost).unlink()
 
@@ -265,7 +268,8 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
     assert "not found" in jobs[lost_job]["reasons"][-1] and jobs[lost_job]["attempts"] == 1
     done = [j for j in everything if j != lost_job]
     assert all(jobs[j]["state"] == "done" for j in done), jobs
-    assert (tmp_path / f"models-{jobs[any4]['board']}" / "moved.gguf").is_file()  # fetched, checked
+    assert jobs[any4]["board"] == "nano-1"
+    assert (tmp_path / "models-nano-1" / "moved.gguf").is_file()  # fetched from --models-from, checked
     check_central(fleet, jobs, done, tmp_path)
     boards = fleet.boards()
     assert set(boards) == set(BOARDS)

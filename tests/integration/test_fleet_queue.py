@@ -137,6 +137,16 @@ def test_an_expired_lease_requeues_any_keeps_each_and_fences_the_old_claim(centr
     assert again is not None and again.id == each_jobs[0] and again.attempts == 2
 
 
+def test_a_board_that_joins_while_an_any_job_runs_can_take_it_over(central) -> None:  # type: ignore[no-untyped-def]
+    a = register_board(central, "a", facts("orin-nano", "6.1", 7620), {}, 1.0)
+    (job_id,), _ = submit(central, PLAN, "board=orin-nano", "any", None)
+    assert claim(central, a, 30) is not None
+    b = register_board(central, "b", facts("orin-nano", "6.1", 7620), {}, 1.0)  # joins while a runs it
+    expire(central, job_id)
+    taken = claim(central, b, 30)
+    assert taken is not None and taken.id == job_id
+
+
 def test_a_restarted_board_takes_its_each_job_back_at_once(central) -> None:  # type: ignore[no-untyped-def]
     a = register_board(central, "a", facts("orin-nano", "6.1", 7620), {}, 1.0)
     (job_id,), _ = submit(central, PLAN, "board=orin-nano", "each", None)
