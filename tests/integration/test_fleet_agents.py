@@ -225,7 +225,7 @@ def test_three_agents_run_each_plan_once_where_it_matches_and_survive_kills(
         plans["any4"], "board=orin-nano,jetpack>=6.2", "--any", "--models-from", str(shared)
     )
     shutil.move(moved, shared / "moved.gguf")
-    (lost_job,) = fleet.submit(plans["lost"], "board=agx-orin", "--any")
+    (lost_job,) = fleet.submit(plans["lost"], "label:name=nano-1", "--any")  # dead nano-1 only, as any4
     Path(lost).unlink()
 
     # any1 finishes elsewhere once nano-1's lease has run out; nano-1 stays dead until then
