@@ -139,24 +139,33 @@ def pg_load(engine: Any) -> dict[str, float]:
         row = conn.execute(
             text("""
             SELECT xact_commit + xact_rollback AS xacts, tup_returned + tup_fetched AS rows_read,
-                   tup_inserted + tup_updated + tup_deleted AS rows_written, blks_hit + blks_read AS blocks
+                   tup_inserted + tup_updated + tup_deleted AS rows_written, blks_hit + blks_read AS blocks,
+                   pg_backend_pid() AS pid
             FROM pg_stat_database WHERE datname = current_database()""")
         ).one()
-    cpu = 0.0
-    for p in psutil.process_iter(["name"]):
-        if p.info["name"] and p.info["name"].startswith("postgres"):
-            try:
-                t = p.cpu_times()
-                cpu += t.user + t.system
-            except psutil.Error:
-                pass
     return {
         "xacts": row.xacts,
         "rows_read": row.rows_read,
         "rows_written": row.rows_written,
         "blocks": row.blocks,
-        "cpu_s": cpu,
+        "cpu_s": server_cpu_s(row.pid),
     }
+
+
+def server_cpu_s(backend_pid: int) -> float:
+    """CPU seconds of this database's server: its postmaster (the parent of our backend), its live
+    processes, and those that already exited (a closed connection's backend is gone; its CPU is in the
+    postmaster's cutime/cstime). Other servers on the machine are not counted."""
+    try:
+        postmaster = psutil.Process(psutil.Process(backend_pid).ppid())
+        t = postmaster.cpu_times()
+        cpu = t.user + t.system + t.children_user + t.children_system
+        for child in postmaster.children(recursive=True):
+            c = child.cpu_times()
+            cpu += c.user + c.system
+    except psutil.Error:
+        return float("nan")
+    return cpu
 
 
 def setup(url: str, boards: int, jobs: int) -> list[int]:
@@ -164,7 +173,7 @@ def setup(url: str, boards: int, jobs: int) -> list[int]:
     upgrade(engine)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE bench_result (job_id BIGINT PRIMARY KEY, board_id BIGINT NOT NULL)"))
-    ids = [register_board(engine, *board_facts(i), 1.0) for i in range(boards)]
+    ids = [register_board(engine, f"sim-{i:03d}", *board_facts(i), 1.0) for i in range(boards)]
     plan = SubmittedPlan("synthetic-queue", "# synthetic\n", "0" * 64, [])
     n_each_rounds = max(1, (jobs // 10) // boards)
     for _ in range(n_each_rounds):
