@@ -15,6 +15,7 @@ from typing import IO, Annotated, Any, cast
 import typer
 
 from edgeprof.cli.common import (
+    App,
     DbOption,
     JsonOption,
     fail,
@@ -493,7 +494,7 @@ def fleet_cancel(job: JobArgument, db: FleetDbOption) -> None:
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    fleet_app = typer.Typer(no_args_is_help=True, help="A fleet's job queue in the central PostgreSQL.")
+    fleet_app = App(no_args_is_help=True, help="A fleet's job queue in the central PostgreSQL.")
     url = "postgresql://edgeprof@central/fleet"
     fleet_app.command("submit", epilog=f"Example: edgeprof fleet submit plan.toml --to {url} "
                       "--select 'board=orin-nano,jetpack>=6.1' --each")(fleet_submit)
