@@ -126,6 +126,8 @@ def agent(
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue (or a fleet's central queue), one sweep at a
     time, resume after a crash."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from edgeprof.daemon import AgentConfig, FleetAgent, MetricsPortError, configure_logging, serve
     from edgeprof.safefs import QueueLocked, UnsafePath
 
@@ -157,6 +159,11 @@ def agent(
         fail(str(exc))
     except UnsafePath as exc:  # the queue folder a symbolic link, or not a folder: never followed
         fail(f"--queue {exc.strerror or exc}")
+    except SQLAlchemyError as exc:  # --fleet: the central database cannot be reached at start
+        from edgeprof.storage.db import mask_url, scrub
+
+        line = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        fail(f"--fleet {mask_url(fleet)}: {scrub(line[0], fleet)}")
     raise typer.Exit(code)
 
 

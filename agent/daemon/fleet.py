@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from edgeprof.daemon.agent import Agent, AgentConfig
@@ -168,19 +169,33 @@ class FleetAgent(Agent):
                 self.set_state("paused", reason)
                 self._idle()
                 continue
-            if health_due(self.central, self.board_id):
-                self._check_health("scheduled")
-                continue
-            job = claim(self.central, self.board_id, self.fleet.lease_s)
-            if job is None:
-                if self.config.once:
-                    self.set_state("stopped", "no fleet job for this board")
+            try:
+                if not self._step():
                     return self.exit_code
-                self.set_state("idle", "no fleet job for this board")
+            except SQLAlchemyError as exc:  # the central DB went away: one line, then try again
+                # a job whose result could not be recorded is let go: its lease runs out and it is reaped
+                # (an --each job comes back here, its finished sweep pushed then)
+                self._job, self._plan_hash, self._attempt_start = None, None, None
+                self._job_lost.clear()
+                self.set_state("waiting", f"central database: {str(exc).strip().splitlines()[0][:200]}")
                 self._idle()
-                continue
-            self._run_job(job)
         return self.exit_code
+
+    def _step(self) -> bool:
+        """A health check when one is due, else one claimed job; False when ``--once`` finds nothing to do."""
+        if health_due(self.central, self.board_id):
+            self._check_health("scheduled")
+            return True
+        job = claim(self.central, self.board_id, self.fleet.lease_s)
+        if job is None:
+            if self.config.once:
+                self.set_state("stopped", "no fleet job for this board")
+                return False
+            self.set_state("idle", "no fleet job for this board")
+            self._idle()
+            return True
+        self._run_job(job)
+        return True
 
     def _run_job(self, job: Job) -> None:
         self._job, self._plan_hash, self._attempt_start = job, None, None

@@ -219,5 +219,9 @@ def test_the_cli_maps_submit_boards_jobs_cancel_and_bad_input_is_one_line(
     assert again.returncode == 2 and "already ended (cancelled)" in again.stderr
     sqlite = edgeprof("fleet", "boards", "--db", str(tmp_path / "local.db"))
     assert sqlite.returncode != 0 and "PostgreSQL" in sqlite.stderr and "Traceback" not in sqlite.stderr
+    down = edgeprof("agent", "--fleet", "postgresql://fleet:s3cret@127.0.0.1:1/central", "--db",
+                    str(tmp_path / "board.db"))  # fmt: skip
+    assert down.returncode == 2 and "Traceback" not in down.stderr and "s3cret" not in down.stderr
+    assert "edgeprof: error: --fleet postgresql://fleet:***@127.0.0.1:1/central" in down.stderr
     neither = edgeprof("fleet", "submit", str(plan), "--to", pg_db_url, "--select", "board=x")
     assert neither.returncode == 2 and "exactly one of --each, --any or --health" in neither.stderr
