@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.pool import NullPool
 
+from edgeprof.storage.fleet_tables import create_fleet_tables
 from edgeprof.storage.guard import APPLICATION_ID, edgeprof_history
 from edgeprof.storage.identity import content_uid
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS
@@ -784,8 +785,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         _V18_FLEET_SERIES,
         _backfill_v18,
     ),
-    # branch i43verdicts
     Migration(19, "imported logs: their verdict stored with the judgement's version", _V19_LOG_VERDICT),
+    # the fleet's job queue, central PostgreSQL only (storage/fleet_tables.py)
+    Migration(
+        20, "fleet job queue: boards, jobs, matches, health (PostgreSQL only)", (), create_fleet_tables
+    ),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

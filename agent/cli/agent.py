@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -72,6 +73,26 @@ MetricsAddrOption = Annotated[
     str, typer.Option("--metrics-addr", help="Address the metrics endpoint listens on (0.0.0.0: every one).")
 ]
 
+FleetOption = Annotated[
+    str | None,
+    typer.Option("--fleet", envvar="EDGEPROF_FLEET", help="Take jobs from this central PostgreSQL's queue."),
+]
+LabelOption = Annotated[
+    list[str] | None, typer.Option("--label", help="KEY=VALUE label of this board for selectors.")
+]
+AgentDeviceNameOption = Annotated[
+    str | None, typer.Option("--device-name", help="This board's name in the fleet (default: the hostname).")
+]
+LeaseOption = Annotated[
+    float,
+    typer.Option("--lease-s", help="Fleet: a job lease; heartbeat every third.", min=1.0, max=3600.0),
+]
+ModelsDirOption = Annotated[
+    Path | None, typer.Option("--models-dir", help="Fleet: where models are found and fetched to.")
+]
+# Where device facts are read (a fake device tree in tests, a chroot); not a user's option.
+DeviceRootOption = Annotated[Path, typer.Option("--device-root", envvar="EDGEPROF_DEVICE_ROOT", hidden=True)]
+
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", "-v", help="Debug lines, and every library's (httpx's requests too).")
 ]
@@ -99,13 +120,22 @@ def agent(
     metrics_addr: MetricsAddrOption = "127.0.0.1",
     settle_s: SettleOption = 3.0,
     verbose: VerboseOption = False,
+    fleet: FleetOption = None,
+    label: LabelOption = None,
+    device_name: AgentDeviceNameOption = None,
+    lease_s: LeaseOption = 60.0,
+    models_dir: ModelsDirOption = None,
+    device_root: DeviceRootOption = Path("/"),
 ) -> None:
-    """Long-running daemon (systemd): take plans from a queue, one sweep at a time, resume after a crash."""
-    from edgeprof.daemon import AgentConfig, MetricsPortError, configure_logging, serve
+    """Long-running daemon (systemd): take plans from a queue (or a fleet's central queue), one sweep at a
+    time, resume after a crash."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeprof.daemon import AgentConfig, FleetAgent, MetricsPortError, configure_logging, serve
     from edgeprof.safefs import QueueLocked, UnsafePath
 
     config = AgentConfig(
-        queue=_queue(queue, plan),
+        queue=_queue(queue, plan, fleet),
         plan=plan,
         until=_until(until),
         min_free_mb=min_free_mb,
@@ -119,18 +149,24 @@ def agent(
         metrics_port=_port(metrics_port),
         metrics_addr=metrics_addr,
         settle_s=_settle_s(settle_s),
+        fleet=_fleet(fleet, label or [], device_name, lease_s, models_dir, device_root),
     )
     configure_logging(verbose)
     guard_write(db)
     engine = open_db(db)
     try:
-        code = serve(engine, db, config)
+        code = serve(engine, db, config, FleetAgent if config.fleet is not None else None)
     except QueueLocked as exc:
         fail(f"{exc}; wait for it with --wait, or stop it")
     except MetricsPortError as exc:
         fail(str(exc))
     except UnsafePath as exc:  # the queue folder a symbolic link, or not a folder: never followed
         fail(f"--queue {exc.strerror or exc}")
+    except SQLAlchemyError as exc:  # --fleet: the central database cannot be reached at start
+        from edgeprof.storage.db import mask_url, scrub
+
+        line = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        fail(f"--fleet {mask_url(fleet)}: {scrub(line[0], fleet)}")
     raise typer.Exit(code)
 
 
@@ -140,15 +176,37 @@ def _settle_s(seconds: float) -> float:
     return seconds
 
 
-def _queue(queue: Path | None, plan: Path | None) -> Path | None:
-    """``--queue``, checked together with ``--plan``: exactly one of them, and each must exist."""
-    if (queue is None) == (plan is None):
-        fail("give exactly one of --queue DIR or --plan PLAN.toml")
+def _queue(queue: Path | None, plan: Path | None, fleet: str | None = None) -> Path | None:
+    """``--queue``, checked together with ``--plan`` and ``--fleet``: exactly one of them, each must exist."""
+    if sum(x is not None for x in (queue, plan, fleet)) != 1:
+        fail("give exactly one of --queue DIR, --plan PLAN.toml or --fleet URL")
     if queue is not None and not queue.is_dir():
         fail(f"queue {queue}: not a directory")
     if plan is not None and not plan.is_file():
         fail(f"plan {plan}: no such file")
     return queue
+
+
+def _fleet(
+    url: str | None, labels: list[str], name: str | None, lease_s: float, models_dir: Path | None, root: Path
+) -> Any:
+    """The fleet options, checked now: a bad label or name is one line at start."""
+    if url is None:
+        return None
+    from edgeprof.device.facts import DEVICE_NAME_ENV, device_name_problem
+    from edgeprof.fleet.queue import FleetConfig
+    from edgeprof.fleet.selector import SelectorError, parse_labels
+
+    try:
+        parsed = parse_labels(labels)
+    except SelectorError as exc:
+        fail(str(exc))
+    if name is not None:
+        problem = device_name_problem(name)
+        if problem:
+            fail(f"--device-name {name!r}: {problem}")
+        os.environ[DEVICE_NAME_ENV] = name.strip()  # the sweeps' device row carries the same name
+    return FleetConfig(_push_target(url) or url, parsed, lease_s, models_dir, root)
 
 
 def _port(port: int | None) -> int | None:

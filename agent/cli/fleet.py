@@ -15,6 +15,7 @@ from typing import IO, Annotated, Any, cast
 import typer
 
 from edgeprof.cli.common import (
+    App,
     DbOption,
     JsonOption,
     fail,
@@ -343,7 +344,164 @@ def import_(path: ExportFileArgument, db: DbOption = None, as_json: JsonOption =
     typer.echo(f"imported into {mask_url(db)}: {total.n_added} rows added")
 
 
+# -- the fleet's job queue: `edgeprof fleet submit | boards | jobs | cancel` --------------------------------
+
+FleetDbOption = Annotated[str, typer.Option("--db", help="The central PostgreSQL URL.")]
+FleetToOption = Annotated[str, typer.Option("--to", help="The central PostgreSQL URL.")]
+FormatOption = Annotated[str, typer.Option("--format", help="table or json.")]
+SelectOption = Annotated[
+    str,
+    typer.Option("--select", help="Boards it runs on: board=orin-nano,jetpack>=6.1,label:lab=2 ..."),
+]
+EachOption = Annotated[bool, typer.Option("--each", help="One job per matching board (waiting for it).")]
+AnyOption = Annotated[bool, typer.Option("--any", help="One job, for the first free matching board.")]
+HealthOption = Annotated[
+    bool, typer.Option("--health", help="The health plan of the matching boards' class (run on a schedule).")
+]
+EveryOption = Annotated[str, typer.Option("--every", help="--health: how often a board runs it (e.g. 24h).")]
+ModelsFromOption = Annotated[
+    str | None,
+    typer.Option("--models-from", help="Where boards fetch a model they lack: a shared folder or an URL."),
+]
+AttemptsOption = Annotated[
+    int, typer.Option("--max-attempts", help="Failed attempts before the job is failed.", min=1, max=100)
+]
+PlanArgument = Annotated[Path, typer.Argument(help="The plan (TOML) to queue.")]
+JobArgument = Annotated[
+    int, typer.Argument(help="The job id (`edgeprof fleet jobs`).", callback=int_range("JOB"))
+]
+
+
+def _fleet_engine(url: str, *, write: bool) -> Any:
+    from edgeprof.fleet.queue import POSTGRES_ONLY, FleetQueueError, require_postgres
+    from edgeprof.storage.db import db_url
+
+    if not db_url(url, create_dir=False).startswith("postgresql"):
+        fail(POSTGRES_ONLY)  # before opening: a look at a SQLite path creates nothing
+    if write:
+        guard_write(url)
+    engine = open_db(url, read_only=not write)
+    try:
+        require_postgres(engine)
+    except FleetQueueError as exc:
+        fail(str(exc))
+    return engine
+
+
+def _format(value: str) -> bool:
+    if value not in ("table", "json"):
+        fail(f"--format {value!r}: expected table or json")
+    return value == "json"
+
+
+def fleet_submit(
+    plan: PlanArgument,
+    to: FleetToOption,
+    select: SelectOption,
+    each: EachOption = False,
+    any_: AnyOption = False,
+    health: HealthOption = False,
+    every: EveryOption = "24h",
+    models_from: ModelsFromOption = None,
+    max_attempts: AttemptsOption = 3,
+    output: FormatOption = "table",
+) -> None:
+    """Queue a plan once; it runs on every matching board (--each) or the first free one (--any)."""
+    from edgeprof.fleet.boards import set_health_plan
+    from edgeprof.fleet.jobfiles import JobFileError, identify_plan
+    from edgeprof.fleet.queue import submit
+    from edgeprof.fleet.selector import SelectorError, parse_selector
+    from edgeprof.storage.retention import parse_duration
+
+    as_json = _format(output)
+    if each + any_ + health != 1:
+        fail("give exactly one of --each, --any or --health")
+    try:
+        every_s = parse_duration(every)
+    except ValueError:
+        fail(f"--every {every!r}: expected a duration such as 24h, 30m or 90s")
+    if every_s <= 0:
+        fail("--every must be longer than 0")
+    try:
+        parse_selector(select)
+        submitted = identify_plan(plan)
+    except (SelectorError, JobFileError) as exc:
+        fail(str(exc))
+    engine = _fleet_engine(to, write=True)
+    if health:
+        hp = set_health_plan(engine, submitted, select, every_s, models_from)
+        typer.echo(json.dumps({"health_plan": hp}) if as_json else
+                   f"health plan {hp} ({submitted.name}) for boards matching {select}, every {every}")
+        return
+    kind = "each" if each else "any"
+    ids, boards = submit(engine, submitted, select, kind, models_from, max_attempts)
+    if kind == "each" and not ids:
+        fail(f"no registered board matches {select!r}; nothing queued (see `edgeprof fleet boards`)", 1)
+    if as_json:
+        typer.echo(json.dumps({"jobs": ids, "kind": kind, "matching_boards": len(boards),
+                               "plan_sha256": submitted.sha256}))
+        return
+    typer.echo(f"queued {len(ids)} job(s) {', '.join(map(str, ids))} ({kind}, {submitted.name}, plan sha256 "
+               f"{submitted.sha256[:12]}) for {len(boards)} matching board(s)")
+    if not boards:
+        typer.echo(f"no registered board matches {select!r} yet: the job waits for one", err=True)
+
+
+def fleet_boards(db: FleetDbOption, output: FormatOption = "table") -> None:
+    """The fleet's boards: idle, running job N (sweep, config i of n, ETA), offline since, unhealthy (why)."""
+    from edgeprof.fleet.boards import BOARDS_HEADERS, board_cells, list_boards
+
+    as_json = _format(output)
+    rows = list_boards(_fleet_engine(db, write=False))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    _table(BOARDS_HEADERS, board_cells(rows), "no boards have joined (edgeprof agent --fleet URL)")
+
+
+def fleet_jobs(db: FleetDbOption, output: FormatOption = "table") -> None:
+    """The fleet's jobs with their boards, states, attempts, progress, sweeps and last reason."""
+    from edgeprof.fleet.boards import JOBS_HEADERS, job_cells, list_jobs
+
+    as_json = _format(output)
+    rows = list_jobs(_fleet_engine(db, write=False))
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    _table(JOBS_HEADERS, job_cells(rows), "no jobs (edgeprof fleet submit PLAN --to URL --select EXPR --any)")
+
+
+def _table(headers: tuple[str, ...], cells: list[list[str]], empty: str) -> None:
+    from edgeprof.report import fit_table
+    from edgeprof.safetext import safe_lines, safe_text
+
+    if not cells:
+        typer.echo(empty)
+        return
+    shown = [[safe_text(c) for c in row] for row in cells]
+    typer.echo(safe_lines("\n".join(fit_table(list(headers), shown, None, []))))
+
+
+def fleet_cancel(job: JobArgument, db: FleetDbOption) -> None:
+    """Cancel a queued or running job (a running one stops after its current config)."""
+    from edgeprof.fleet.queue import FleetQueueError, cancel
+
+    try:
+        was = cancel(_fleet_engine(db, write=True), job)
+    except FleetQueueError as exc:
+        fail(str(exc))
+    typer.echo(f"job {job} cancelled (it was {was})")
+
+
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
+    fleet_app = App(no_args_is_help=True, help="A fleet's job queue in the central PostgreSQL.")
+    url = "postgresql://edgeprof@central/fleet"
+    fleet_app.command("submit", epilog=f"Example: edgeprof fleet submit plan.toml --to {url} "
+                      "--select 'board=orin-nano,jetpack>=6.1' --each")(fleet_submit)
+    fleet_app.command("boards", epilog=f"Example: edgeprof fleet boards --db {url}")(fleet_boards)
+    fleet_app.command("jobs", epilog=f"Example: edgeprof fleet jobs --db {url} --format json")(fleet_jobs)
+    fleet_app.command("cancel", epilog=f"Example: edgeprof fleet cancel 17 --db {url}")(fleet_cancel)
+    app.add_typer(fleet_app, name="fleet")
     db_app.command("version", epilog="Example: edgeprof db version --db postgresql://edgeprof@central/fleet")(
         db_version
     )

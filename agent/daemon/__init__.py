@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         window_closed,
     )
     from edgeprof.daemon.exposition import MetricsPortError, metrics_text, write_textfile
+    from edgeprof.daemon.fleet import FleetAgent
     from edgeprof.daemon.metrics import MetricsCollector
     from edgeprof.daemon.notify import Notifier
     from edgeprof.daemon.service import install_command
@@ -40,6 +41,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "window_closed",
     ),
     "exposition": ("MetricsPortError", "metrics_text", "write_textfile"),
+    "fleet": ("FleetAgent",),
     "metrics": ("MetricsCollector",),
     "notify": ("Notifier",),
     "service": ("install_command",),
@@ -49,6 +51,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
 __all__ = [
     "Agent",
     "AgentConfig",
+    "FleetAgent",
     "MetricsCollector",
     "MetricsPortError",
     "Notifier",

@@ -55,6 +55,7 @@ from edgeprof.sweep import LeaseHeld
 # this package and only reads the database, and a status that `watch` runs every few seconds should not
 # load the whole sweep machinery each time.
 if TYPE_CHECKING:
+    from edgeprof.fleet.queue import FleetConfig
     from edgeprof.plan import Plan
     from edgeprof.sweep import SweepOutcome
 
@@ -128,6 +129,8 @@ class AgentConfig:
     metrics_addr: str = DEFAULT_METRICS_ADDR
     # A dropped plan is taken once it has been unchanged this long (a plan renamed in is taken at once).
     settle_s: float = DEFAULT_SETTLE_S
+    # Take jobs from a central PostgreSQL queue instead of a spool folder (agent/daemon/fleet.py).
+    fleet: FleetConfig | None = None
 
 
 # How long each step outside a sweep may keep the watchdog fed without a heartbeat of its own: each is
@@ -582,7 +585,7 @@ def configure_logging(verbose: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.WARNING)
 
 
-def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
+def serve(engine: Engine, db: str | None, config: AgentConfig, agent_class: type[Agent] | None = None) -> int:
     """Run the agent in the foreground until its queue or plan is done or a signal stops it; returns the
     exit code. SIGTERM (systemd's stop) stops the current run as Ctrl-C would: marked interrupted, exit 0.
     Raises QueueLocked when another agent serves the queue (and ``config.wait`` is off)."""
@@ -593,6 +596,6 @@ def serve(engine: Engine, db: str | None, config: AgentConfig) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    agent = Agent(engine, db_path, config)
+    agent = (agent_class or Agent)(engine, db_path, config)
     agent.install_signals()
     return agent.run()
