@@ -544,6 +544,12 @@ _V14_MEMORY_BANDWIDTH = (
 # size).
 _V15_TENSOR_BYTES = ("ALTER TABLE model_file ADD COLUMN tensor_bytes BIGINT",)
 
+# The device's state as each block of a run's steady reps started, and how its group's decision ended
+_V19_REP_STATE_DECISION = (
+    "ALTER TABLE run ADD COLUMN block_states_json TEXT",
+    "ALTER TABLE run ADD COLUMN decision_json TEXT",
+)
+
 _V8_QUALITY = (
     """
     CREATE TABLE quality_result (
@@ -765,6 +771,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         "fleet dashboards: per-second run series, run context and verdict views, soak window uid",
         _V18_FLEET_SERIES,
         _backfill_v18,
+    ),
+    # branch i39seq: renumber at merge
+    Migration(
+        19, "device state per block of steady reps; the group's sequential decision", _V19_REP_STATE_DECISION
     ),
 )
 

@@ -184,6 +184,10 @@ class Run(Base):
     energy_sources: Mapped[str | None] = mapped_column(Text)
     device_state_json: Mapped[str | None] = mapped_column(Text)
     device_state_changed: Mapped[bool | None] = mapped_column(Boolean)
+    # The device's state (governor, caps, power mode, jetson_clocks, fan) as each block of steady reps
+    # started, {block: state}; and how the group of rivals it ran in was settled (agent/sweep/interleave.py)
+    block_states_json: Mapped[str | None] = mapped_column(Text)
+    decision_json: Mapped[str | None] = mapped_column(Text)
     peak_shared_mb: Mapped[float | None] = mapped_column(Float)
     peak_gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
     peak_ram_used_mb: Mapped[float | None] = mapped_column(Float)
