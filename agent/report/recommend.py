@@ -29,7 +29,7 @@ from typing import Any
 from edgeprof.plan import Decide, QualityBudget
 from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
 from edgeprof.report.cells import RUNNING
-from edgeprof.report.reference import file_notes, same_file_notes, threads_notes
+from edgeprof.report.reference import file_notes, is_speed_row, quality_of, same_file_notes, threads_notes
 from edgeprof.report.speed_ratio import (
     SpeedRatio, block_flags, block_states, blocked_ratio, set_aside, tie_breakers,
 )  # fmt: skip
@@ -144,6 +144,7 @@ class Recommendation:
     sequential: bool = False  # the rivals were decided sequentially (each row has its group's record)
     breakers: list[str] = field(default_factory=list)  # the measured figures that could break the tie
     tie_leader: Candidate | None = None  # the tie's fastest by median, where nothing measured broke it
+    set_aside: dict[int, int] = field(default_factory=dict)  # run id -> reps left out for the device's state
     excluded: list[str] = field(default_factory=list)  # "label: reason", for the lines
     reasons: dict[int, str] = field(default_factory=dict)  # run id -> why it did not compete or decide
     undecided: list[str] = field(default_factory=list)  # "label (why its speed cannot decide)"
@@ -307,34 +308,6 @@ def evidence(c: Candidate) -> str:
     return " · ".join(parts)
 
 
-def _quality_of(
-    row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
-) -> tuple[float | None, float | None]:
-    """The variant's quality: its own row's, else a quality row of the same model label (same ngl first)."""
-    if row.get("kld_mean") is not None:
-        return row["kld_mean"], row.get("same_top_pct")
-    same = [
-        r
-        for r in rows
-        if r.get("kld_mean") is not None
-        and r["model_label"] == row["model_label"]
-        and r["model_group"] == row["model_group"]
-    ]
-    same.sort(key=lambda r: (r["ngl"] != row["ngl"], r["ctx"] != row["ctx"], r["run_id"]))
-    if not same:
-        return None, None
-    return same[0]["kld_mean"], same[0].get("same_top_pct")
-
-
-def is_speed_row(row: Mapping[str, Any]) -> bool:
-    """A generation workload's row; a quality workload's own rows carry no speed to rank, and a soak's speed
-    is a sustained one, not comparable with the steady reps'."""
-    kind = row.get("_workload_kind")
-    if kind is not None:
-        return kind not in ("quality", "soak")
-    return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
-
-
 def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str | None:
     """Why ``c`` does not compete in its condition, or None."""
     r = c.row
@@ -455,6 +428,7 @@ def keep_aside(rec: Recommendation, eligible: Sequence[Candidate]) -> None:
     keep = rec.decide.off_state == "keep"
     for c in eligible:
         c.kept = None if keep else kept[id(c)]
+        rec.set_aside[int(c.row["run_id"])] = sum(len(v) for b, v in c.blocks.items() if b not in kept[id(c)])
     tail = "kept in the comparison ([decide] off_state = keep)" if keep else "left out of the comparison"
     rec.notes += [f"{line}; {tail}" for line in lines]
 
@@ -514,7 +488,7 @@ def recommend(
         cands: list[Candidate] = []
         shown = tuple(k for k in RIVAL_PARAMS if len({_word(r.get(k)) for r in members}) > 1)
         for row in members:
-            kld, top = _quality_of(row, rows)
+            kld, top = quality_of(row, rows)
             ref_label = row.get("quality_reference_label") or row.get("reference_label")
             is_ref = ref_label is not None and row["model_label"] == ref_label
             cands.append(Candidate(row, kld, top, is_ref, shown))
@@ -560,6 +534,7 @@ def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) ->
                 "decision_state": getattr(ratio, "state", None),
                 "decision_stopped": record.get("stopped") if rec.sequential else None,
                 "decision_tie_pct": getattr(ratio, "tie_pct", None),
+                "reps_set_aside": rec.set_aside.get(row_id),
                 "recommendation_excluded": rec.reasons.get(row_id),
                 "tg_ratio_vs_best": round(1 / ratio.ratio, 4) if ratio and ratio.ratio else None,
                 "tg_ratio_vs_best_ci_low": round(1 / ratio.high, 4) if ratio and ratio.high else None,
@@ -577,7 +552,9 @@ def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) ->
             row[key] = mark.get(key)
 
 
-DECISION_FIELDS = ("decision_block_pairs", "decision_state", "decision_stopped", "decision_tie_pct")
+DECISION_FIELDS = (
+    "decision_block_pairs", "decision_state", "decision_stopped", "decision_tie_pct", "reps_set_aside",
+)  # fmt: skip
 
 
 def _members(rec: Recommendation, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -22,8 +22,39 @@ PARAM_KEYS = (
 RATIOS = (("tg_tps_median", "tg_ratio_vs_ref"), ("pp_tps_median", "pp_ratio_vs_ref"))
 
 
+def quality_of(
+    row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> tuple[float | None, float | None]:
+    """The variant's quality: its own row's, else a quality row of the same model label (same ngl first)."""
+    if row.get("kld_mean") is not None:
+        return row["kld_mean"], row.get("same_top_pct")
+    same = [
+        r
+        for r in rows
+        if r.get("kld_mean") is not None
+        and r["model_label"] == row["model_label"]
+        and r["model_group"] == row["model_group"]
+    ]
+    same.sort(key=lambda r: (r["ngl"] != row["ngl"], r["ctx"] != row["ctx"], r["run_id"]))
+    if not same:
+        return None, None
+    return same[0]["kld_mean"], same[0].get("same_top_pct")
+
+
+def is_speed_row(row: Mapping[str, Any]) -> bool:
+    """A generation workload's row; a quality workload's own rows carry no speed to rank, and a soak's speed
+    is a sustained one, not comparable with the steady reps'."""
+    kind = row.get("_workload_kind")
+    if kind is not None:
+        return kind not in ("quality", "soak")
+    return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
+
+
 def _references(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The variant with the most bits per weight, per (group, workload); none where two files share the most
+    (identical tensors one metadata string apart): which would be the reference could not be defended."""
     best: dict[tuple[str, str], dict[str, Any]] = {}
+    shared: set[tuple[str, str]] = set()
     for row in rows:
         key = (row["model_group"], row["workload"])
         if row["bits_per_weight"] is None or row["status"] != "ok":
@@ -31,7 +62,10 @@ def _references(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, A
         cur = best.get(key)
         if cur is None or row["bits_per_weight"] > cur["bits_per_weight"]:
             best[key] = row
-    return best
+            shared.discard(key)
+        elif row["bits_per_weight"] == cur["bits_per_weight"] and row["model_label"] != cur["model_label"]:
+            shared.add(key)
+    return {key: row for key, row in best.items() if key not in shared}
 
 
 def _compare(

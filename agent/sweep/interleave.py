@@ -255,7 +255,7 @@ class SequentialGroup:
             return
         pairs = "; ".join(f"{leader.label} vs {c.label}: {standing[id(c)].describe()}" for c in still)
         left = max_rounds - self.next_round
-        text = f"open: {pairs}; up to {left} more round{'s' if left != 1 else ''} of {len(still) + 1}"
+        text = f"open: {pairs}; up to {left} more round{'s' if left != 1 else ''} ({len(still) + 1} rivals running)"
         note = getattr(progress, "decisions", None)
         if note is not None:
             note(text)
