@@ -170,7 +170,7 @@ class Recommendation:
             out = [f"Recommendation ({where}): no decision: {'; '.join(self.undecided)}; {self._rerun()}"]
         elif self.best is None:
             out = [f"Recommendation ({where}): none picked — {self._unbroken()}"]
-            out += self._runner_up_lines()
+            out += self._runner_up_lines() + [f"  advice: {a}" for a in self.advice]
         else:
             out = [f"Recommendation ({where}): {self.best.label} — {self._rule()}"]
             out.append(f"  evidence: {evidence(self.best)}")
@@ -231,7 +231,7 @@ class Recommendation:
     def _runner_up_lines(self) -> list[str]:
         if self.runner_up is None:
             return ["  runner-up: none within the budget"] if self.decision == "only" else []
-        out = [f"  runner-up: {evidence(self.runner_up)}"]
+        out = [f"  {'runner-up' if self.best is not None else 'tied'}: {evidence(self.runner_up)}"]
         ratio = self.ratios.get(int(self.runner_up.row["run_id"]))
         if self.decision == "faster" and ratio is not None and self.best is not None:
             out[0] += f" · {self.best.label} faster beyond noise ({ratio.describe()})"
@@ -413,7 +413,7 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
     for c in eligible:
         if c is not anchor:
             rec.ratios[int(c.row["run_id"])] = ratio_of(rec, anchor, c, len(eligible))
-    rec.advice = parameter_advice(anchor, eligible, rec.ratios) if rec.best is not None else []
+    rec.advice = parameter_advice(anchor, eligible, rec.ratios)
 
 
 def keep_aside(rec: Recommendation, eligible: Sequence[Candidate]) -> None:
@@ -479,7 +479,7 @@ def _conditions(rows: Sequence[Mapping[str, Any]]) -> dict[Condition, list[Mappi
 
 
 def recommend(
-    rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None, decide: Decide | None = None
+    rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None, rule: Decide | None = None
 ) -> list[Recommendation]:
     """One recommendation per condition of the speed rows, in the rows' order."""
     budget = budget or QualityBudget()
@@ -495,7 +495,7 @@ def recommend(
         quality_known = any(c.kld_mean is not None for c in cands)
         for c in cands:  # without a quality run no file is a reference: KLD 0 would be a figure not measured
             c.is_reference = c.is_reference and quality_known
-        rec = Recommendation(condition, budget, None, None, quality_known, decide=decide or Decide())
+        rec = Recommendation(condition, budget, None, None, quality_known, decide=rule or Decide())
         rec.notes = same_file_notes(members) + file_notes(members) + threads_notes(members)
         rec.shared = tuple((k, members[0].get(k)) for k in RIVAL_PARAMS if k not in shown)
         eligible: list[Candidate] = []
@@ -542,7 +542,7 @@ def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) ->
             }
         if rec.best is not None:
             marks[int(rec.best.row["run_id"])].update(recommendation="best", tg_ratio_vs_best=1.0)
-        if rec.runner_up is not None:
+        if rec.runner_up is not None and rec.best is not None:  # no pick: no runner-up either
             marks[int(rec.runner_up.row["run_id"])]["recommendation"] = "runner_up"
     for row in rows:
         mark = marks.get(int(row["run_id"]), {})
