@@ -55,7 +55,7 @@ class Summary:
         )
 
 
-# --- Decisions that may look at the data after every block ---------------------------------------------------
+# --- Decisions that may look at the data after every block -------------------------------------------
 #
 # Lai's (1976) confidence sequence for the mean of i.i.d. normal observations of unknown variance: the
 # scale-invariant mixture likelihood ratio (a N(0, 1/c²) prior on the effect in units of sigma, the right

@@ -26,7 +26,13 @@ from edgeprof.plan.expand import expand
 
 if TYPE_CHECKING:
     from edgeprof.plan.bounds import MAX_PLAN_BYTES
-    from edgeprof.plan.budget import Decide, QualityBudget, budget_from_plan_text, decide_from_plan_text, parse_budget
+    from edgeprof.plan.budget import (
+        Decide,
+        QualityBudget,
+        budget_from_plan_text,
+        decide_from_plan_text,
+        parse_budget,
+    )
     from edgeprof.plan.chat import read_chat_meta, render_chat
     from edgeprof.plan.matrix import AXES, NGL_ALL, default_threads
     from edgeprof.plan.model import (

@@ -65,8 +65,7 @@ def parse_plan(
     repeat = parse_repeat(chk, doc)
     run_t = chk.table(doc, "run", "run")
     timeout_s, reserve_mb = parse_run(chk, run_t)
-    quality_budget = parse_quality_budget(chk, doc)
-    decide = parse_decide_table(chk, doc)
+    quality_budget, decide = parse_quality_budget(chk, doc), parse_decide_table(chk, doc)
     power_modes = parse_power_modes(chk, matrix, run_t, system or SystemProbe())
     cold_cache = parse_cold_cache(chk, run_t)
     cooldown = parse_cooldown(chk, doc)
@@ -106,8 +105,7 @@ def parse_plan(
         request_rates=request_rates,
         serving=serving,
         reserve_mb=reserve_mb,
-        quality_budget=quality_budget,
-        decide=decide,
+        quality_budget=quality_budget, decide=decide,
     )
 
 

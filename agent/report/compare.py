@@ -232,7 +232,8 @@ def sweep_state(session: Session, sweep: Sweep) -> dict[str, Any] | None:
     stored = session.scalars(
         select(Run.block_states_json).where(Run.sweep_id == sweep.id, Run.block_states_json.is_not(None))
     ).all()
-    counts = Counter(json.dumps(st, sort_keys=True) for text in stored for st in json.loads(text).values())
+    states = [st for text in stored if text for st in json.loads(text).values()]
+    counts = Counter(json.dumps(st, sort_keys=True) for st in states)
     if counts:
         return dict(json.loads(counts.most_common(1)[0][0]))
     return comparable_state(json.loads(sweep.device_state_json)) if sweep.device_state_json else None

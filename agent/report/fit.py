@@ -32,7 +32,7 @@ from edgeprof.report.recommend import (
     render_recommendations,
 )
 from edgeprof.report.reference import reference_warnings
-from edgeprof.report.speed_ratio import block_throttle, reps_by_block
+from edgeprof.report.speed_ratio import rep_evidence, reps_by_block
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Run, Sweep
 
@@ -66,12 +66,8 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         row["_tg_tps_blocks"] = reps_by_block(
             loads, [(m.t_start_mono, m.tg_tps) for m in steady if m.tg_tps is not None and m.tg_tps > 0]
         )
-        # how its group was settled, the device state each block started in, and why a block ran throttled:
-        # the recommendation compares only reps of one state (agent/report/speed_ratio.py set_aside)
-        row["_decision"] = json.loads(run.decision_json) if run is not None and run.decision_json else None
-        row["_block_states"] = json.loads(run.block_states_json) if run and run.block_states_json else None
-        timed = [(m.t_start_mono, m.t_end_mono) for m in steady if m.t_start_mono is not None and m.t_end_mono is not None]
-        row["_block_flags"] = block_throttle(session, run.id, loads, timed) if run is not None else {}
+        # how its group was settled, the device state each block started in, why a block ran throttled
+        row.update(rep_evidence(session, run, steady, loads) if run is not None else {})
         row["_cpu_count"] = sweep.device.cpu_count if sweep is not None and sweep.device is not None else None
         row["_workload_kind"] = (
             json.loads(run.workload_json).get("kind", "generation") if run is not None else None

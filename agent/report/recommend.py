@@ -31,7 +31,12 @@ from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
 from edgeprof.report.cells import RUNNING
 from edgeprof.report.reference import file_notes, is_speed_row, quality_of, same_file_notes, threads_notes
 from edgeprof.report.speed_ratio import (
-    SpeedRatio, block_flags, block_states, blocked_ratio, set_aside, tie_breakers,
+    SpeedRatio,
+    block_flags,
+    block_states,
+    blocked_ratio,
+    set_aside,
+    tie_breakers,
 )  # fmt: skip
 from edgeprof.runners.registry import DEFAULT_RUNNER
 from edgeprof.stats import PairedDecision, pair_confidence_pct, paired_decision
@@ -184,7 +189,8 @@ class Recommendation:
         assert self.runner_up is not None and self.leader is not None
         ratio = self.ratios[int(self.runner_up.row["run_id"])]
         return (
-            f"{self._tied_words()} between {self.leader.label} and {self.runner_up.label} ({ratio.describe()}); "
+            f"{self._tied_words()} between {self.leader.label} and {self.runner_up.label} "
+            f"({ratio.describe()}); "
             f"nothing measured breaks it: {'; '.join(self.breakers)}"
         )
 
@@ -422,7 +428,8 @@ def keep_aside(rec: Recommendation, eligible: Sequence[Candidate]) -> None:
     say how many, per variant."""
     states = {id(c): block_states(c.row) for c in eligible}
     flags = {id(c): block_flags(c.row) for c in eligible}
-    kept, lines = set_aside({id(c): c.blocks for c in eligible}, states, flags, {id(c): c.label for c in eligible})
+    labels = {id(c): c.label for c in eligible}
+    kept, lines = set_aside({id(c): c.blocks for c in eligible}, states, flags, labels)
     if not lines:
         return
     keep = rec.decide.off_state == "keep"
@@ -433,7 +440,9 @@ def keep_aside(rec: Recommendation, eligible: Sequence[Candidate]) -> None:
     rec.notes += [f"{line}; {tail}" for line in lines]
 
 
-def parameter_advice(best: Candidate, eligible: Sequence[Candidate], ratios: Mapping[int, Ratio]) -> list[str]:
+def parameter_advice(
+    best: Candidate, eligible: Sequence[Candidate], ratios: Mapping[int, Ratio]
+) -> list[str]:
     """For each competing parameter the condition varies: the best's value against each other value of it on
     the same file, every other parameter as the best's ("threads 1: 12× faster than threads 2 here")."""
     out: list[str] = []
@@ -445,7 +454,7 @@ def parameter_advice(best: Candidate, eligible: Sequence[Candidate], ratios: Map
                 continue
             ratio = ratios[int(c.row["run_id"])]
             mine, theirs = f"{name} {_word(best.row.get(name))}", f"{name} {_word(c.row.get(name))}"
-            if ratio.decided and ratio.ratio > 1.0:
+            if ratio.decided and ratio.ratio is not None and ratio.ratio > 1.0:
                 out.append(f"{mine}: {_times(ratio.ratio)} faster than {theirs} here ({ratio.describe()})")
             else:
                 out.append(f"{mine} and {theirs}: within noise here ({ratio.describe()})")
@@ -462,7 +471,8 @@ def ratio_of(rec: Recommendation, a: Candidate, b: Candidate, n_rivals: int) -> 
     the fixed-n rank interval otherwise."""
     level = rec.budget.confidence_pct
     if rec.sequential:
-        return paired_decision(a.compared, b.compared, pair_confidence_pct(level, n_rivals), rec.decide.tie_pct)
+        level = pair_confidence_pct(level, n_rivals)
+        return paired_decision(a.compared, b.compared, level, rec.decide.tie_pct)
     return blocked_ratio(a.compared, b.compared, level)
 
 

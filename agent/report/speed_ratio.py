@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 from edgeprof.collectors.registry import roles_for
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.stats import median
+from edgeprof.storage.models import Measurement, Run
 from edgeprof.storage.samples import read_samples
 
 K = TypeVar("K")
@@ -273,7 +274,10 @@ CAP_SHARE_MIN = 0.75
 
 
 def throttle_reasons(
-    readings: Sequence[tuple[float, str, float]], roles: Mapping[str, MetricRole], t_start: float, t_end: float
+    readings: Sequence[tuple[float, str, float]],
+    roles: Mapping[str, MetricRole],
+    t_start: float,
+    t_end: float,
 ) -> list[str]:
     """Why a rep (``t_start``–``t_end``, monotonic) ran throttled, from the telemetry's readings (time,
     metric, value) by their roles: throttle flags set at its start or during it, a throttle counter that
@@ -324,3 +328,19 @@ def block_throttle(
         if why:
             out.setdefault(block, []).extend(w for w in why if w not in out.get(block, []))
     return out
+
+
+def rep_evidence(
+    session: Session, run: Run, steady: Sequence[Measurement], loads: Sequence[tuple[float, int]]
+) -> dict[str, Any]:
+    """A report row's private fields for the recommendation: how its group was settled (``_decision``), the
+    device state each block started in (``_block_states``) and why a block ran throttled (``_block_flags``):
+    it compares only reps of one state (``set_aside``)."""
+    timed = [
+        (t0, t1) for m in steady if (t0 := m.t_start_mono) is not None and (t1 := m.t_end_mono) is not None
+    ]
+    return {
+        "_decision": json.loads(run.decision_json) if run.decision_json else None,
+        "_block_states": json.loads(run.block_states_json) if run.block_states_json else None,
+        "_block_flags": block_throttle(session, run.id, loads, timed),
+    }

@@ -240,7 +240,8 @@ class SequentialGroup:
     def _over_budget(self, max_rounds: int, t_start: float) -> str | None:
         if self.next_round >= max_rounds:
             return f"{max_rounds} reps a rival"
-        if self.decide.group_minutes is not None and time.monotonic() - t_start > 60 * self.decide.group_minutes:
+        minutes = self.decide.group_minutes
+        if minutes is not None and time.monotonic() - t_start > 60 * minutes:
             return f"{self.decide.group_minutes:g} min for the group"
         spent = getattr(self.loop, "decision_spent_s", 0.0)
         if self.decide.sweep_minutes is not None and spent > 60 * self.decide.sweep_minutes:
@@ -248,14 +249,19 @@ class SequentialGroup:
         return None
 
     def _say_open(
-        self, leader: OpenConfig, still: Sequence[OpenConfig], standing: dict[int, PairedDecision], max_rounds: int
+        self,
+        leader: OpenConfig,
+        still: Sequence[OpenConfig],
+        standing: dict[int, PairedDecision],
+        max_rounds: int,
     ) -> None:
         progress = getattr(self.loop, "progress", None)
         if progress is None:
             return
         pairs = "; ".join(f"{leader.label} vs {c.label}: {standing[id(c)].describe()}" for c in still)
         left = max_rounds - self.next_round
-        text = f"open: {pairs}; up to {left} more round{'s' if left != 1 else ''} ({len(still) + 1} rivals running)"
+        rounds = f"{left} more round{'s' if left != 1 else ''}"
+        text = f"open: {pairs}; up to {rounds} ({len(still) + 1} rivals running)"
         note = getattr(progress, "decisions", None)
         if note is not None:
             note(text)
@@ -305,7 +311,7 @@ def _confidence_pct(loop: RivalLoop) -> float:
 def _spend_sweep_time(loop: RivalLoop, seconds: float) -> None:
     """The sweep's extra rounds so far, against ``[decide] sweep_minutes``."""
     if hasattr(loop, "decision_spent_s"):
-        loop.decision_spent_s += seconds  # type: ignore[attr-defined]
+        loop.decision_spent_s += seconds
 
 
 def _hold(session: Session, run: Run) -> None:

@@ -62,7 +62,7 @@ def naive_sweep(rng: random.Random, gap: float, proc_sd: float) -> bool:
     """"A fixed-n interval checked after every block": a 95 % t interval on the block pairs' log ratios,
     looked at after each block from START on; True when it ever excludes 0."""
     ds: list[float] = []
-    for block in range(BUDGET):
+    for _ in range(BUDGET):
         x, y = simulated_round(rng, gap, proc_sd)
         ds.append(math.log(x) - math.log(y))
         n = len(ds)
@@ -112,7 +112,7 @@ def test_equal_rivals_are_declared_a_tie_within_r() -> None:
     ties = [res for res in results if res[0] == "tie"]  # type: ignore[index]
     assert len(ties) >= 0.9 * SWEEPS, len(ties)
     for _state, _n, low, high in ties:  # type: ignore[misc]
-        assert 1 / 1.03 <= low and high <= 1.03
+        assert low >= 1 / 1.03 and high <= 1.03
 
 
 @pytest.mark.timeout(60)

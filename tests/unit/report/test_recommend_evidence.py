@@ -387,7 +387,7 @@ def test_without_kld_a_tie_is_not_broken_on_bits_per_weight() -> None:
     (rec,) = recommend(rows)
     assert rec.decision == "tie" and rec.best is None
     head, runner, also = render_recommendations([rec])
-    assert head.startswith("Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): none picked — ")
+    assert head.startswith("Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): none picked")
     assert 'nothing measured breaks it: quality not measured (add a kind = "quality" workload)' in head
     assert "bits per weight" not in head and "chose" not in head
     assert runner.startswith("  tied: ") and also.startswith("  also within noise: ")

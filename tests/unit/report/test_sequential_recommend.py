@@ -9,12 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.plan import Decide
 from edgeprof.report.compare import state_difference
 from edgeprof.report.recommend import mark_rows, recommend
 from edgeprof.report.reference import attach_reference, threads_notes
 from edgeprof.report.speed_ratio import set_aside, throttle_reasons
-from edgeprof.collectors.roles import MetricRole
 
 
 def _row(run_id: int, label: str, blocks: dict[int, list[float]], **extra: Any) -> dict[str, Any]:
@@ -55,10 +55,12 @@ def test_a_throttled_rep_is_marked_left_out_and_the_report_says_so() -> None:
 def test_a_block_in_another_device_state_is_set_aside() -> None:
     blocks = {"a": {0: [10.0], 1: [10.0], 2: [10.0]}, "b": {0: [9.0], 1: [9.0], 2: [9.0]}}
     usual = {"policy0.governor": "performance"}
-    states = {"a": {0: usual, 1: usual, 2: {"policy0.governor": "powersave"}}, "b": {0: usual, 1: usual, 2: usual}}
+    other = {"policy0.governor": "powersave"}
+    states = {"a": {0: usual, 1: usual, 2: other}, "b": {0: usual, 1: usual, 2: usual}}
     kept, lines = set_aside(blocks, states, {}, {"a": "A", "b": "B"})
     assert sorted(kept["a"]) == [0, 1] and sorted(kept["b"]) == [0, 1, 2]
-    assert lines == ["A: 1 rep set aside: block 3 (1 rep: device state: policy0.governor powersave, not performance)"]
+    why = "device state: policy0.governor powersave, not performance"
+    assert lines == [f"A: 1 rep set aside: block 3 (1 rep: {why})"]
 
 
 def test_throttle_flags_counters_and_caps_at_a_reps_start() -> None:
@@ -72,14 +74,17 @@ def test_throttle_flags_counters_and_caps_at_a_reps_start() -> None:
              (9.0, "cpufreq.policy0.hw_max_mhz", 1500.0), (9.0, "thermal_throttle.cpu0", 4.0),
              (11.0, "thermal_throttle.cpu0", 4.0)]  # fmt: skip
     assert throttle_reasons(quiet, roles, 10.0, 12.0) == []
-    capped = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1100.0), *quiet[2:4], (11.0, "thermal_throttle.cpu0", 6.0),
-              (11.5, "nvml.gpu0.throttle_reasons", 4.0)]  # fmt: skip
+    capped = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1100.0), *quiet[2:4],
+              (11.0, "thermal_throttle.cpu0", 6.0), (11.5, "nvml.gpu0.throttle_reasons", 4.0)]  # fmt: skip
     assert sorted(throttle_reasons(capped, roles, 10.0, 12.0)) == [
         "clock cap 1100 of 1500 MHz", "thermal_throttle.cpu0 +2 throttle events",
         "throttle flags nvml.gpu0.throttle_reasons 0x4",
     ]
-    at_the_line = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1125.0), *quiet[2:]]  # exactly 75 %: not capped
+    # exactly 75 % of the maximum: not capped; just under it: capped
+    at_the_line = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1125.0), *quiet[2:]]
     assert throttle_reasons(at_the_line, roles, 10.0, 12.0) == []
+    under = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1124.0), *quiet[2:]]
+    assert throttle_reasons(under, roles, 10.0, 12.0) == ["clock cap 1124 of 1500 MHz"]
 
 
 def test_identical_files_without_quality_name_no_reference_and_pick_nothing() -> None:
