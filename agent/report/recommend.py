@@ -368,7 +368,7 @@ def noise_flags(c: Candidate, budget: QualityBudget, paired: bool = False) -> li
     a contended or unstable machine no longer stops a decision (the rivals shared it, block by block)."""
     flags = [] if paired else machine_flags(c)
     n = len(c.reps)
-    if n < budget.min_reps:
+    if n < budget.min_reps and c.decision is None:  # a sequential decision's interval sets its own least n
         flags.append(f"{n} steady reps < {budget.min_reps}")
     return flags
 
