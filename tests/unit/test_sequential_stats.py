@@ -138,3 +138,18 @@ def test_the_resolution_comes_from_the_noise_within_its_bounds() -> None:
     assert noisy.tie_pct == 10.0 and noisy.state == "open"
     given = paired_decision(wild, {i: [20.0] for i in range(6)}, tie_pct=5.0)
     assert given.tie_pct == 5.0 and given.tie_from == "plan"
+
+
+def test_a_tie_is_the_interval_within_r_inclusive_and_r_from_noise_is_kept_within_1_to_10_percent() -> None:
+    from edgeprof.stats import TIE_FROM_NOISE, TIE_MAX_PCT, TIE_MIN_PCT
+
+    assert (TIE_FROM_NOISE, TIE_MIN_PCT, TIE_MAX_PCT) == (2.0, 1.0, 10.0)
+    wobble = [1.0 + 0.002 * ((-1) ** i) for i in range(10)]
+    a = {i: [20.0 * w] for i, w in enumerate(wobble)}
+    b = {i: [20.0] for i in range(10)}
+    found = paired_decision(a, b, 95.0, 5.0)
+    assert found.state == "tie" and found.low is not None and found.high is not None
+    # R just at the interval's farther end: still a tie; just under: open
+    edge = 100.0 * max(found.high - 1.0, 1.0 / found.low - 1.0)
+    assert paired_decision(a, b, 95.0, edge + 1e-9).state == "tie"
+    assert paired_decision(a, b, 95.0, edge - 1e-3).state == "open"

@@ -133,3 +133,22 @@ def test_compare_names_the_states_that_differ_before_any_ratio() -> None:
         "the runs"
     )
     assert state_difference([a, a]) is None
+
+
+def test_a_measured_figure_breaks_a_tie_only_beyond_10_percent() -> None:
+    from edgeprof.report.speed_ratio import TIE_BREAK_SHARE, tie_breakers
+
+    assert TIE_BREAK_SHARE == 0.10
+    inside = [{"peak_rss_mb": 1000.0}, {"peak_rss_mb": 901.0}]  # 9.9 % less: alike
+    assert tie_breakers(inside, False)[0] is None
+    outside = [{"peak_rss_mb": 1000.0}, {"peak_rss_mb": 899.0}]  # 10.1 % less: breaks it
+    assert tie_breakers(outside, False)[0] is outside[1]
+
+
+def test_the_default_budget_is_4_times_steady_and_a_plan_can_turn_it_off() -> None:
+    from edgeprof.plan.budget import DEFAULT_BUDGET_FACTOR, decide_from_plan_text
+
+    assert DEFAULT_BUDGET_FACTOR == 4 and Decide().max_reps(5) == 20
+    assert Decide(max_steady=7).max_reps(5) == 7 and Decide(max_steady=3).max_reps(5) == 5
+    assert decide_from_plan_text("[decide]\nsequential = false\n").sequential is False
+    assert decide_from_plan_text("[decide]\noff_state = 'bogus'\n") == Decide()  # invalid: the default
