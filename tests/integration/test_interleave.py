@@ -122,7 +122,9 @@ def test_a_stop_between_rounds_leaves_no_run_finished_with_a_block_missing(
     with new_session(engine) as s:
         done = [r for r in s.scalars(select(Run)) if r.status == "ok"]
         assert len(done) == 2
-        assert all(sum(m.kind == "steady" for m in r.measurements) == 3 for r in done)
+        # every block measured again: 3 steady reps at least (more where the sequential decision went on)
+        counts = {sum(m.kind == "steady" for m in r.measurements) for r in done}
+        assert len(counts) == 1 and min(counts) >= 3
 
 
 def test_two_labels_of_one_file_are_said_to_be_one_file(tmp_path: Path, tiny_models: dict[str, Path]) -> None:
