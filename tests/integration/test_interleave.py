@@ -34,7 +34,8 @@ def test_rivals_run_interleaved_in_blocks_and_the_report_advises_on_threads(
         repeat={"cold": 1, "warmup": 0, "steady": 5},
         run={"timeout_s": 60, "cold_cache": "keep"},
         threads=(1, 2),
-        tables={"decide": {"sequential": False}},  # exactly 5 steady reps, in blocks of 2, 2 and 1
+        tables={"decide": {"sequential": False}},  # exactly 5 steady reps, in blocks of 2, 2 and 1 (as all
+        # the suite's plans, tests/support/plans.py)
     )
     plan = parse_plan(text, source=str(tmp_path / "p.toml"), base=tmp_path)
     engine = open_engine(f"sqlite:///{tmp_path / 'e.db'}")
@@ -163,7 +164,7 @@ def test_a_sequential_group_runs_one_rep_a_block_and_stores_how_it_ended(
         workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 8}],
         repeat={"cold": 1, "warmup": 0, "steady": 3},
         run={"timeout_s": 60, "cold_cache": "keep"},
-        tables={"decide": {"max_steady": 5}},
+        tables={"decide": {"sequential": True, "max_steady": 5}},
     )
     plan = parse_plan(text, source=str(tmp_path / "p.toml"), base=tmp_path)
     engine = open_engine(f"sqlite:///{tmp_path / 'e.db'}")
