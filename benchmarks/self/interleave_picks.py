@@ -79,7 +79,8 @@ def one_sweep(workdir: Path, name: str, models: dict[str, Path], args: argparse.
     )
     by = {r["model_label"]: r for r in rows}
     best = next((label for label, r in by.items() if r["recommendation"] == "best"), None)
-    other = next((r for label, r in by.items() if label != best), None)
+    # the row measured against the best (or, with no pick, against the tie's leader)
+    other = next((r for r in rows if r["tg_ratio_vs_best"] not in (None, 1.0)), None)
     return {
         "decision": rows[0]["recommendation_decision"],
         "best": best,
@@ -113,6 +114,7 @@ def summarise(name: str, results: list[dict[str, Any]]) -> dict[str, Any]:
             label: sum(1 for r in results if r["decision"] == "faster" and r["best"] == label) for label in medians
         },
         "ties": decisions.count("tie"),
+        "open_at_budget": decisions.count("open"),
         "no_decision": decisions.count("no_decision"),
         "faster_by_median_of_medians": faster,
         "median_tg": {label: round(statistics.median(v), 1) for label, v in medians.items()},
