@@ -545,6 +545,12 @@ _V14_MEMORY_BANDWIDTH = (
 # size).
 _V15_TENSOR_BYTES = ("ALTER TABLE model_file ADD COLUMN tensor_bytes BIGINT",)
 
+# The device's state as each block of a run's steady reps started, and how its group's decision ended
+_V21_REP_STATE_DECISION = (
+    "ALTER TABLE run ADD COLUMN block_states_json TEXT",
+    "ALTER TABLE run ADD COLUMN decision_json TEXT",
+)
+
 _V8_QUALITY = (
     """
     CREATE TABLE quality_result (
@@ -789,6 +795,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # the fleet's job queue, central PostgreSQL only (storage/fleet_tables.py)
     Migration(
         20, "fleet job queue: boards, jobs, matches, health (PostgreSQL only)", (), create_fleet_tables
+    ),
+    Migration(
+        21, "device state per block of steady reps; the group's sequential decision", _V21_REP_STATE_DECISION
     ),
 )
 

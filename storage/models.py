@@ -184,24 +184,24 @@ class Run(Base):
     energy_sources: Mapped[str | None] = mapped_column(Text)
     device_state_json: Mapped[str | None] = mapped_column(Text)
     device_state_changed: Mapped[bool | None] = mapped_column(Boolean)
+    # The device's state as each block of steady reps started; how its group was settled (sweep/interleave.py)
+    block_states_json: Mapped[str | None] = mapped_column(Text)
+    decision_json: Mapped[str | None] = mapped_column(Text)
     peak_shared_mb: Mapped[float | None] = mapped_column(Float)
     peak_gpu_mem_mb: Mapped[float | None] = mapped_column(Float)
     peak_ram_used_mb: Mapped[float | None] = mapped_column(Float)
-    # The runner (NULL before v12 = llama-cpp) and the serving load of this config: serving configs are the
-    # same model at several load levels
+    # The runner (NULL before v12 = llama-cpp) and the serving load (serving configs: one model, many loads)
     runner: Mapped[str | None] = mapped_column(String(32))
     concurrency: Mapped[int | None] = mapped_column(Integer)
     request_rate: Mapped[float | None] = mapped_column(Double)
     # Predicted resident memory before the run (agent/gguf/memory.py), to refuse a config that would not fit,
-    # MemAvailable at that
-    # moment, the prediction's parts; bytes one decode step reads (weights, and KV per cached position)
+    # MemAvailable at that moment, the prediction's parts; bytes one decode step reads (weights, KV per cell)
     mem_predicted_mb: Mapped[float | None] = mapped_column(Double)
     mem_available_mb: Mapped[float | None] = mapped_column(Double)
     mem_prediction_json: Mapped[str | None] = mapped_column(Text)
     weights_read_bytes_per_token: Mapped[int | None] = mapped_column(BigInteger)
     kv_read_bytes_per_position: Mapped[float | None] = mapped_column(Double)
-    # llama.cpp parity knobs in effect (llama-bench's values unless the plan moved them, so numbers compare),
-    # the context depth of every request, whether EOS was ignored, and the KV cache size llama.cpp reported
+    # llama.cpp parity knobs in effect (llama-bench's unless the plan moved them), depth, EOS ignored, KV size
     depth: Mapped[int | None] = mapped_column(Integer)
     swa_full: Mapped[bool | None] = mapped_column(Boolean)
     kv_unified: Mapped[bool | None] = mapped_column(Boolean)

@@ -26,7 +26,13 @@ from edgeprof.plan.expand import expand
 
 if TYPE_CHECKING:
     from edgeprof.plan.bounds import MAX_PLAN_BYTES
-    from edgeprof.plan.budget import QualityBudget, budget_from_plan_text, parse_budget
+    from edgeprof.plan.budget import (
+        Decide,
+        QualityBudget,
+        budget_from_plan_text,
+        decide_from_plan_text,
+        parse_budget,
+    )
     from edgeprof.plan.chat import read_chat_meta, render_chat
     from edgeprof.plan.matrix import AXES, NGL_ALL, default_threads
     from edgeprof.plan.model import (
@@ -49,7 +55,7 @@ if TYPE_CHECKING:
 # module of this package -> the public names it defines, imported on first use
 _HOMES: dict[str, tuple[str, ...]] = {
     "bounds": ("MAX_PLAN_BYTES",),
-    "budget": ("QualityBudget", "budget_from_plan_text", "parse_budget"),
+    "budget": ("Decide", "QualityBudget", "budget_from_plan_text", "decide_from_plan_text", "parse_budget"),
     "chat": ("read_chat_meta", "render_chat"),
     "matrix": ("AXES", "NGL_ALL", "default_threads"),
     "model": (
@@ -80,6 +86,7 @@ __all__ = [
     "PARITY_DEFAULTS",
     "Collect",
     "Cooldown",
+    "Decide",
     "ModelEntry",
     "Plan",
     "PlanError",
@@ -91,6 +98,7 @@ __all__ = [
     "SystemProbe",
     "Workload",
     "budget_from_plan_text",
+    "decide_from_plan_text",
     "default_text",
     "default_threads",
     "estimate_prompt_tokens",

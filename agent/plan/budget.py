@@ -173,3 +173,96 @@ def spec_condition(spec: Any, group: str) -> tuple[Any, ...]:
         p.power_mode,
         held_values(spec_params(spec)),
     )
+
+
+# How many steady reps a group of rivals may take, as a multiple of ``[repeat] steady`` (where it starts).
+DEFAULT_BUDGET_FACTOR = 4
+OFF_STATE_CHOICES = ("mark", "keep", "drop")
+DECIDE_KEYS = {"sequential", "max_steady", "group_minutes", "sweep_minutes", "tie_pct", "off_state"}
+
+
+@dataclass(frozen=True)
+class Decide:
+    """Plan table ``[decide]``: how a group of rivals is settled (agent/sweep/interleave.py).
+
+    ``sequential`` (default on): after ``[repeat] steady`` reps each, the rivals still open go on, one block
+    pair (one rep each, in fresh children) per round, until each comparison with the leader is decided,
+    a tie within ±``tie_pct`` % (None: twice the block pairs' own spread, 1–10 %), or the group's budget is
+    spent: ``max_steady`` reps (None: ``DEFAULT_BUDGET_FACTOR`` × steady), ``group_minutes`` per group,
+    ``sweep_minutes`` of such extra rounds over the whole sweep. Off: exactly ``steady`` reps, as before.
+    ``off_state``: a rep taken throttled or in another device state is ``mark``-ed and left out of the
+    comparison (default), ``keep``-t in it (still marked), or ``drop``-ped from the row's figures too."""
+
+    sequential: bool = True
+    max_steady: int | None = None
+    group_minutes: float | None = None
+    sweep_minutes: float | None = None
+    tie_pct: float | None = None
+    off_state: str = "mark"
+
+    def max_reps(self, steady: int) -> int:
+        return max(steady, self.max_steady if self.max_steady is not None else DEFAULT_BUDGET_FACTOR * steady)
+
+    def describe(self, steady: int) -> str:
+        if not self.sequential:
+            return f"fixed: {steady} steady reps"
+        parts = [f"from {steady} to {self.max_reps(steady)} reps a rival"]
+        if self.group_minutes is not None:
+            parts.append(f"{self.group_minutes:g} min a group")
+        if self.sweep_minutes is not None:
+            parts.append(f"{self.sweep_minutes:g} min a sweep")
+        return "sequential, " + ", ".join(parts)
+
+
+def _positive(raw: dict[str, Any], key: str, problems: list[str], whole: bool = False) -> Any:
+    value = raw[key]
+    kind_ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if isinstance(value, bool) or not kind_ok or not math.isfinite(value) or value <= 0:
+        what = "a whole number" if whole else "a number"
+        problems.append(f"decide.{key}: expected {what} > 0, got {value!r}")
+        return None
+    return value
+
+
+def parse_decide(raw: Any, problems: list[str]) -> Decide:
+    """Validate a plan's ``[decide]`` table; each problem is appended as 'place: what is wrong'."""
+    if raw is None:
+        return Decide()
+    if not isinstance(raw, dict):
+        problems.append("decide: expected a table")
+        return Decide()
+    for key in sorted(set(raw) - DECIDE_KEYS):
+        problems.append(f"decide.{key}: unknown key (expected one of {', '.join(sorted(DECIDE_KEYS))})")
+    values: dict[str, Any] = {}
+    if "sequential" in raw:
+        if isinstance(raw["sequential"], bool):
+            values["sequential"] = raw["sequential"]
+        else:
+            problems.append(f"decide.sequential: expected true or false, got {raw['sequential']!r}")
+    for key, whole in (("max_steady", True), ("group_minutes", False), ("sweep_minutes", False)):
+        if key in raw and (value := _positive(raw, key, problems, whole)) is not None:
+            values[key] = value
+    if "max_steady" in values and values["max_steady"] > MAX_MIN_REPS:
+        problems.append(f"decide.max_steady: must be at most {MAX_MIN_REPS}, got {values.pop('max_steady')}")
+    if "tie_pct" in raw and (tie := _positive(raw, "tie_pct", problems)) is not None:
+        if tie >= 50:
+            problems.append(f"decide.tie_pct: must be below 50, got {tie}")
+        else:
+            values["tie_pct"] = float(tie)
+    if "off_state" in raw:
+        if raw["off_state"] in OFF_STATE_CHOICES:
+            values["off_state"] = raw["off_state"]
+        else:
+            problems.append(f'decide.off_state: expected "mark", "keep" or "drop", got {raw["off_state"]!r}')
+    return Decide(**values)
+
+
+def decide_from_plan_text(text: str | None) -> Decide:
+    """The ``[decide]`` table a stored sweep's plan set; the default otherwise."""
+    try:
+        doc = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError:
+        return Decide()
+    problems: list[str] = []
+    decide = parse_decide(doc.get("decide"), problems)
+    return decide if not problems else Decide()

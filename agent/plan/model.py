@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from edgeprof.gguf import GGUFInfo
-from edgeprof.plan.budget import QualityBudget
+from edgeprof.plan.budget import Decide, QualityBudget
 from edgeprof.plan.quality import QualitySpec
 from edgeprof.plan.serving import Serving
 from edgeprof.runners.registry import DEFAULT_RUNNER, is_serving
@@ -307,6 +307,7 @@ class Plan:
     # accepts against the quality reference
     reserve_mb: float = 0.0
     quality_budget: QualityBudget = field(default_factory=QualityBudget)
+    decide: Decide = field(default_factory=Decide)  # how a group of rivals is settled
 
     @property
     def hash(self) -> str:

@@ -23,6 +23,7 @@ from edgeprof.plan.tables import (
     parse_cold_cache,
     parse_collect,
     parse_cooldown,
+    parse_decide_table,
     parse_name,
     parse_quality_budget,
     parse_repeat,
@@ -42,6 +43,8 @@ TOP_KEYS = {"name", "description", "matrix", "workload", "repeat", "run", "coold
 TOP_KEYS |= {"serving"}  # the llama-server runner's load (agent/plan/serving.py)
 # what the recommendation accepts against the quality reference (agent/report/recommend.py)
 TOP_KEYS |= {"quality_budget"}
+# how a group of rivals is settled: sequential decisions, their budget (agent/plan/budget.py Decide)
+TOP_KEYS |= {"decide"}
 
 
 def parse_plan(
@@ -62,7 +65,7 @@ def parse_plan(
     repeat = parse_repeat(chk, doc)
     run_t = chk.table(doc, "run", "run")
     timeout_s, reserve_mb = parse_run(chk, run_t)
-    quality_budget = parse_quality_budget(chk, doc)
+    quality_budget, decide = parse_quality_budget(chk, doc), parse_decide_table(chk, doc)
     power_modes = parse_power_modes(chk, matrix, run_t, system or SystemProbe())
     cold_cache = parse_cold_cache(chk, run_t)
     cooldown = parse_cooldown(chk, doc)
@@ -102,7 +105,7 @@ def parse_plan(
         request_rates=request_rates,
         serving=serving,
         reserve_mb=reserve_mb,
-        quality_budget=quality_budget,
+        quality_budget=quality_budget, decide=decide,
     )
 
 

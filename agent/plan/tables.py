@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from edgeprof.plan.budget import QualityBudget, parse_budget
+from edgeprof.plan.budget import Decide, QualityBudget, parse_budget, parse_decide
 from edgeprof.plan.checker import Checker
 from edgeprof.plan.model import Collect, Cooldown, Repeat
 
@@ -63,6 +63,16 @@ def parse_quality_budget(chk: Checker, doc: dict[str, Any]) -> QualityBudget:
         place, _, message = problem.partition(": ")
         chk.add(place, message)
     return budget
+
+
+def parse_decide_table(chk: Checker, doc: dict[str, Any]) -> Decide:
+    """How a group of rivals is settled (agent/plan/budget.py ``Decide``), read again by the report."""
+    problems: list[str] = []
+    decide = parse_decide(doc.get("decide"), problems)
+    for problem in problems:
+        place, _, message = problem.partition(": ")
+        chk.add(place, message)
+    return decide
 
 
 def parse_cooldown(chk: Checker, doc: dict[str, Any]) -> Cooldown:

@@ -59,8 +59,9 @@ Style = Literal["text", "num", "badge", "status"]
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
 # recommendation's evidence; v11 a soak's figures; v12 the model file's tensor-type mix; v13 a serving
-# level's failures by reason, its prompt cache and its good requests of all sent.
-REPORT_SCHEMA_VERSION = 13
+# level's failures by reason, its prompt cache and its good requests of all sent; v14 how a sequential
+# decision ended and the reps set aside for the device's state.
+REPORT_SCHEMA_VERSION = 14
 
 
 @dataclass(frozen=True)
@@ -376,6 +377,15 @@ COLUMNS: tuple[Column, ...] = (
     field("serving_cached_prompt_tokens_of", "integer|null", "tokens", SERVING),
     field("serving_prompt_cache", "string|null", rows=SERVING),
     field("serving_good", "integer|null", "requests", SERVING),  # the requests meeting every SLO, of all sent
+    # v14: the sequential decision (agent/sweep/interleave.py, agent/report/recommend.py): the block pairs its
+    # interval rests on, where this row stands against the leader ("decided", "tie", "open"), why the group
+    # stopped ("settled", "budget: …"), the tie's resolution in %, and the reps set aside because the device
+    # ran throttled or in another state as they started
+    field("decision_block_pairs", "integer|null", rows=SPEED),
+    field("decision_state", "string|null", rows=SPEED),
+    field("decision_stopped", "string|null", rows=SPEED),
+    field("decision_tie_pct", "number|null", "%", SPEED),
+    field("reps_set_aside", "integer|null", "reps", SPEED),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),

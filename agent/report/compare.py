@@ -16,12 +16,14 @@ columns left out and named, and every line wrapped.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.device import comparable_state
 from edgeprof.report.llamabench.identity import ngl_key
 from edgeprof.report.render.text import wrap_line
 from edgeprof.report.rows import ReportError, build_rows
@@ -220,7 +222,33 @@ def describe_sweep(session: Session, sweep_id: int) -> dict[str, Any]:
         "device_board_model": device.board_model,
         "device_l4t_release": device.l4t_release,
         "builds": sorted({f"llama-cpp-python {version} ({backend})" for version, backend in builds}),
+        "device_state": sweep_state(session, sweep),
     }
+
+
+def sweep_state(session: Session, sweep: Sweep) -> dict[str, Any] | None:
+    """The device state most of the sweep's blocks of steady reps started in (governor, clock caps, power
+    mode, jetson_clocks: ``run.block_states_json``); else its power mode and jetson_clocks at its start."""
+    stored = session.scalars(
+        select(Run.block_states_json).where(Run.sweep_id == sweep.id, Run.block_states_json.is_not(None))
+    ).all()
+    states = [st for text in stored if text for st in json.loads(text).values()]
+    counts = Counter(json.dumps(st, sort_keys=True) for st in states)
+    if counts:
+        return dict(json.loads(counts.most_common(1)[0][0]))
+    return comparable_state(json.loads(sweep.device_state_json)) if sweep.device_state_json else None
+
+
+def state_difference(sides: Sequence[Mapping[str, Any]]) -> str | None:
+    """"device state differs: …" where A's and B's states are both known and differ, said before any
+    ratio: a ratio across two states measures the state as much as the change."""
+    if len(sides) != 2 or not sides[0].get("device_state") or not sides[1].get("device_state"):
+        return None
+    a, b = sides[0]["device_state"], sides[1]["device_state"]
+    diffs = [f"{k} {a.get(k)} (A) vs {b.get(k)} (B)" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    if not diffs:
+        return None
+    return f"device state differs: {'; '.join(diffs)}; the ratios below compare two states, not only the runs"
 
 
 def side_line(side: str, about: Mapping[str, Any]) -> str:
@@ -380,6 +408,8 @@ def render_compare(
     matched = [r for r in rows if r["match"] == "both"]
     unmatched = _unmatched(rows)
     named = [side_line(side, about) for side, about in zip("AB", sides, strict=False)]
+    differs = state_difference(sides)
+    named += [differs] if differs else []
     if fmt == "md":
         lines = [*(f"**{n[:1]}**{n[1:]}  " for n in named), *([""] if named else [])]
         lines += md_table(_HEADERS, [_cells(r) for r in matched])

@@ -24,15 +24,15 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from edgeprof.gguf.quantizer import describe_shares
-from edgeprof.plan import QualityBudget, budget_from_plan_text
+from edgeprof.plan import Decide, QualityBudget, budget_from_plan_text, decide_from_plan_text
 from edgeprof.report.recommend import (
     Recommendation,
     mark_rows,
     recommend,
-    reference_warnings,
     render_recommendations,
 )
-from edgeprof.report.speed_ratio import reps_by_block
+from edgeprof.report.reference import reference_warnings
+from edgeprof.report.speed_ratio import rep_evidence, reps_by_block
 from edgeprof.stats import Summary
 from edgeprof.storage.models import Run, Sweep
 
@@ -66,6 +66,9 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
         row["_tg_tps_blocks"] = reps_by_block(
             loads, [(m.t_start_mono, m.tg_tps) for m in steady if m.tg_tps is not None and m.tg_tps > 0]
         )
+        # how its group was settled, the device state each block started in, why a block ran throttled
+        row.update(rep_evidence(session, run, steady, loads) if run is not None else {})
+        row["_cpu_count"] = sweep.device.cpu_count if sweep is not None and sweep.device is not None else None
         row["_workload_kind"] = (
             json.loads(run.workload_json).get("kind", "generation") if run is not None else None
         )
@@ -83,11 +86,12 @@ def attach_fit(session: Session, rows: list[dict[str, Any]]) -> list[Recommendat
                 **mix_fields(detail.get("tensor_mix")),
             }
         )
-    budget = QualityBudget()
+    budget, decide = QualityBudget(), Decide()
     if len(sweeps) == 1:
         only = next(iter(sweeps.values()))
         budget = budget_from_plan_text(only.plan_text if only is not None else None)
-    recs = recommend(rows, budget)
+        decide = decide_from_plan_text(only.plan_text if only is not None else None)
+    recs = recommend(rows, budget, decide)
     mark_rows(rows, recs)
     warnings = reference_warnings(rows)
     for row in rows:

@@ -1,9 +1,7 @@
-"""The answer: which variant to run here, per condition — (model group, runner, workload, ctx, depth, and
-every other parameter held fixed, agent/plan/budget.py). The files of a group (its quants) compete within one
-condition, and so do the llama.cpp parameters a user tunes for speed alone (threads, batch, ngl, ...): a
-variant is a file with its parameters, and where a parameter decided, a line says by how much ("threads 1:
-12× faster than threads 2 here"). Another ctx or depth is another question, never a rival. The rivals'
-steady reps ran interleaved (agent/sweep/interleave.py), and their speed ratio is taken over paired blocks.
+"""The answer: which variant to run here, per condition (model group, runner, workload, ctx, depth, every
+other parameter held fixed, agent/plan/budget.py). A group's files and the parameters a user tunes for speed
+alone (threads, batch, ngl, ...) compete within it; a parameter that decided gets a line ("threads 1: 12×
+faster than threads 2 here"). The rivals ran interleaved (agent/sweep/interleave.py).
 
 The rules, each for a reason:
 - a variant competes only when it ran (a config predicted not to fit is stored ``skipped_memory`` and never
@@ -13,14 +11,12 @@ The rules, each for a reason:
 - a variant without a quality measurement is not within the budget (unknown is not "good enough"); the
   reference is, by definition (KLD 0 against itself). Where no variant of a group has a quality measurement
   at all the line says so and falls back to speed alone, rather than recommending nothing;
-- a variant is "faster" only beyond the noise: both sides have ``min_reps`` steady reps and the rank
-  interval of the ratio of their medians (agent/report/speed_ratio.py) excludes 1. Otherwise the variants
-  tie and the tie goes to quality (lower KLD; without KLD, more bits per weight);
-- rows marked ``contended`` or ``unstable``, or with fewer than ``min_reps`` steady reps, never decide: their
-  medians may say more about the machine than about the file, so the line says "no decision" and names them.
-  Except where the rivals ran interleaved (at least ``MIN_PAIRED_BLOCKS`` blocks each, alternating): then
-  the other work fell on every rival alike, block by block, the paired-block interval carries its noise, and
-  the decision stands, with a note that it was made under that load. Too few reps never decide.
+- a variant is "faster" only beyond the noise: the interval of the ratio over paired blocks excludes 1 (a
+  sequential group's anytime-valid one, agent/sweep/interleave.py). Otherwise they tie, and only a measured
+  figure breaks a tie (KLD, memory, energy: ``break_tie``); where none does, nothing is picked;
+- rows marked ``contended`` or ``unstable``, or with fewer than ``min_reps`` steady reps, never decide ("no
+  decision", named), except where the rivals ran interleaved (``MIN_PAIRED_BLOCKS`` blocks each): the other
+  work then fell on each alike, the paired-block interval carries its noise, and the decision stands, noted.
 """
 
 from __future__ import annotations
@@ -30,11 +26,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeprof.plan import QualityBudget
+from edgeprof.plan import Decide, QualityBudget
 from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
 from edgeprof.report.cells import RUNNING, fmt_tokens_out
-from edgeprof.report.speed_ratio import SpeedRatio, blocked_ratio
+from edgeprof.report.reference import file_notes, is_speed_row, quality_of, same_file_notes, threads_notes
+from edgeprof.report.speed_ratio import (
+    SpeedRatio,
+    block_flags,
+    block_states,
+    blocked_ratio,
+    set_aside,
+    tie_breakers,
+)  # fmt: skip
 from edgeprof.runners.registry import DEFAULT_RUNNER
+from edgeprof.stats import PairedDecision, pair_confidence_pct, paired_decision
+
+Ratio = SpeedRatio | PairedDecision  # a fixed-n rank interval, or a sequential decision's
 
 # Named in every recommendation line (ngl and threads where all its rivals share them; where they do not,
 # each variant's label names its own); the other held parameters only where the sweep varies them.
@@ -86,6 +93,7 @@ class Candidate:
     same_top_pct: float | None
     is_reference: bool
     rivals_shown: tuple[str, ...] = ()  # the competing parameters that vary in its condition
+    kept: dict[int, list[float]] | None = None  # its blocks less the reps set aside (``decide``)
 
     @property
     def label(self) -> str:
@@ -106,14 +114,24 @@ class Candidate:
         return {k: vs for k, vs in found.items() if vs} or {0: self.reps}
 
     @property
+    def compared(self) -> dict[int, list[float]]:
+        """The blocks its comparisons use: without the reps set aside for the device's state."""
+        return self.kept if self.kept is not None else self.blocks
+
+    @property
+    def decision(self) -> dict[str, Any] | None:
+        """How its group of rivals was settled in the sweep (agent/sweep/interleave.py), where it was."""
+        found = self.row.get("_decision")
+        return found if isinstance(found, dict) else None
+
+    @property
     def median(self) -> float:
         return float(self.row["tg_tps_median"])
 
-    def quality_key(self) -> tuple[float, float, float]:
-        """Better quality first: lower KLD (the reference's is 0), then more bits per weight, then faster."""
+    def quality_key(self) -> tuple[float, float]:
+        """Better measured quality first: lower KLD (the reference of a quality run: 0), then faster."""
         kld = 0.0 if self.is_reference and self.kld_mean is None else self.kld_mean
-        bpw = self.row.get("bits_per_weight")
-        return (math.inf if kld is None else kld, -(bpw or 0.0), -self.median)
+        return (math.inf if kld is None else kld, -self.median)
 
 
 @dataclass
@@ -123,13 +141,19 @@ class Recommendation:
     best: Candidate | None
     runner_up: Candidate | None
     quality_known: bool
-    # "faster" (beyond noise), "tie" (within noise, chosen for quality), "only" (one variant left),
-    # "no_decision" (rows too noisy to decide), "none" (no variant left)
+    # "faster" (beyond noise), "tie" (within noise, or within ±R % where decided sequentially), "open" (a
+    # sequential decision its budget left unsettled), "only" (one variant left), "no_decision" (rows too
+    # noisy to decide), "none" (no variant left)
     decision: str = "none"
+    decide: Decide = field(default_factory=Decide)
+    sequential: bool = False  # the rivals were decided sequentially (each row has its group's record)
+    breakers: list[str] = field(default_factory=list)  # the measured figures that could break the tie
+    tie_leader: Candidate | None = None  # the tie's fastest by median, where nothing measured broke it
+    set_aside: dict[int, int] = field(default_factory=dict)  # run id -> reps left out for the device's state
     excluded: list[str] = field(default_factory=list)  # "label: reason", for the lines
     reasons: dict[int, str] = field(default_factory=dict)  # run id -> why it did not compete or decide
     undecided: list[str] = field(default_factory=list)  # "label (why its speed cannot decide)"
-    ratios: dict[int, SpeedRatio] = field(default_factory=dict)  # run id -> best ÷ that row
+    ratios: dict[int, Ratio] = field(default_factory=dict)  # run id -> best (or leader) ÷ that row
     tied: list[Candidate] = field(default_factory=list)  # beyond the runner-up, within noise of the best
     caveat: str | None = None  # the only variant left: why its own figures are not clean
     noisy: bool = False  # an undecided row is contended or unstable
@@ -147,8 +171,11 @@ class Recommendation:
         if self.decision == "none":
             why = "; ".join(self.excluded) if self.excluded else "no variant ran"
             return [f"Recommendation ({where}): none — {why}"]
-        if self.decision == "no_decision" or self.best is None:
+        if self.decision == "no_decision":
             out = [f"Recommendation ({where}): no decision: {'; '.join(self.undecided)}; {self._rerun()}"]
+        elif self.best is None:
+            out = [f"Recommendation ({where}): none picked — {self._unbroken()}"]
+            out += self._runner_up_lines() + [f"  advice: {a}" for a in self.advice]
         else:
             out = [f"Recommendation ({where}): {self.best.label} — {self._rule()}"]
             out.append(f"  evidence: {evidence(self.best)}")
@@ -156,6 +183,36 @@ class Recommendation:
             out += [f"  advice: {a}" for a in self.advice]
         out += [f"  note: {n}" for n in self.notes]
         return out + [f"  excluded: {x}" for x in self.excluded]
+
+    def _unbroken(self) -> str:
+        """A tie (or an open comparison) that no measured figure breaks: what it is, what would break it."""
+        assert self.runner_up is not None and self.leader is not None
+        ratio = self.ratios[int(self.runner_up.row["run_id"])]
+        return (
+            f"{self._tied_words()} between {self.leader.label} and {self.runner_up.label} "
+            f"({ratio.describe()}); "
+            f"nothing measured breaks it: {'; '.join(self.breakers)}"
+        )
+
+    def _tied_words(self) -> str:
+        if self.decision == "open":
+            return f"not settled ({self.stopped_why()})"
+        if self.sequential and self.runner_up is not None:
+            found = self.ratios.get(int(self.runner_up.row["run_id"]))
+            tie = getattr(found, "tie_pct", None)
+            if tie is not None:
+                return f"tie within ±{tie:g} %"
+        return "tie within noise"
+
+    def stopped_why(self) -> str:
+        """Why the sequential group stopped, from the sweep's record."""
+        record = (self.leader.decision if self.leader is not None else None) or {}
+        return str(record.get("stopped") or "unknown")
+
+    @property
+    def leader(self) -> Candidate | None:
+        """The tie's fastest member by median (the best, where a figure broke the tie)."""
+        return self.best or self.tie_leader
 
     def _rule(self) -> str:
         assert self.best is not None
@@ -173,14 +230,14 @@ class Recommendation:
         assert self.runner_up is not None
         ratio = self.ratios[int(self.runner_up.row["run_id"])]
         return (
-            f"tie within noise with {self.runner_up.label} ({ratio.describe()}); chose {self.best.label} "
-            f"{tie_break(self.best, self.runner_up)}; among the variants {scope('fit')}{unknown}"
+            f"{self._tied_words()} with {self.runner_up.label} ({ratio.describe()}); chose {self.best.label} "
+            f"{'; '.join(self.breakers)}; among the variants {scope('fit')}{unknown}"
         )
 
     def _runner_up_lines(self) -> list[str]:
         if self.runner_up is None:
             return ["  runner-up: none within the budget"] if self.decision == "only" else []
-        out = [f"  runner-up: {evidence(self.runner_up)}"]
+        out = [f"  {'runner-up' if self.best is not None else 'tied'}: {evidence(self.runner_up)}"]
         ratio = self.ratios.get(int(self.runner_up.row["run_id"]))
         if self.decision == "faster" and ratio is not None and self.best is not None:
             out[0] += f" · {self.best.label} faster beyond noise ({ratio.describe()})"
@@ -188,6 +245,13 @@ class Recommendation:
             f"  also within noise: {c.label} ({self.ratios[int(c.row['run_id'])].describe()})"
             for c in self.tied
         ]
+        if self.sequential and self.leader is not None:
+            record = self.leader.decision or {}
+            out.append(
+                f"  decided: {record.get('budget', 'sequential')}; stopped: {self.stopped_why()} after "
+                f"{record.get('rounds', '?')} rounds (anytime-valid {self.budget.confidence_pct:g} % "
+                "confidence sequence over paired blocks)"
+            )
         return out
 
     def _rerun(self) -> str:
@@ -197,17 +261,26 @@ class Recommendation:
         return "rerun on a quiet machine" if self.noisy else f"rerun {reps}"
 
 
-def tie_break(chosen: Candidate, other: Candidate) -> str:
-    """Why the tie went to ``chosen``, in words."""
-    a, b = chosen.quality_key(), other.quality_key()
-    if a[0] < b[0]:
-        theirs = "KLD not measured" if math.isinf(b[0]) else f"KLD {b[0]:.4f}"
-        return f"for quality (KLD {a[0]:.4f} against {theirs})"
-    if a[0] == b[0] and a[1] < b[1]:
-        return f"for quality (more bits per weight: {-a[1]:.2f} against {-b[1]:.2f})"
-    if a[2] < b[2]:
-        return "on the higher median: same quality"
-    return "as listed first: same quality, same median"
+def break_tie(rec: Recommendation, tied: list[Candidate]) -> None:
+    """Pick among tied variants on a measured figure only: quality (KLD against a quality run's reference),
+    then memory, then energy (``speed_ratio.tie_breakers``); none that differs: no pick, and the line says
+    what was and was not measured."""
+    tied.sort(key=Candidate.quality_key)
+    a, b = tied[0], tied[1]
+    if rec.quality_known and a.quality_key()[0] < b.quality_key()[0]:
+        theirs = f"KLD {b.quality_key()[0]:.4f}"
+        rec.breakers = [f"for quality (KLD {a.quality_key()[0]:.4f} against {theirs})"]
+        rec.best, rec.runner_up, rec.tied = a, b, tied[2:]
+        return
+    chosen, words = tie_breakers([c.row for c in tied], rec.quality_known)
+    rec.tie_leader = max(tied, key=lambda c: c.median)
+    if chosen is not None:
+        rec.best = next(c for c in tied if c.row is chosen)
+        rest = [c for c in tied if c is not rec.best]
+        rec.runner_up, rec.tied, rec.breakers = rest[0], rest[1:], words
+        return
+    rest = [c for c in tied if c is not rec.tie_leader]
+    rec.best, rec.runner_up, rec.tied, rec.breakers = None, rest[0], rest[1:], words
 
 
 def evidence(c: Candidate) -> str:
@@ -218,7 +291,7 @@ def evidence(c: Candidate) -> str:
             f"tg {r['tg_tps_median']:.1f} t/s [{r['tg_tps_min']:.1f}–{r['tg_tps_max']:.1f}] n={r['tg_tps_n']}"
         )
     if c.is_reference and c.kld_mean is None:
-        parts.append("reference (KLD 0)")
+        parts.append("reference of the quality run (KLD 0)")
     elif c.kld_mean is not None:
         q = f"KLD {c.kld_mean:.4f}"
         if c.same_top_pct is not None:
@@ -239,34 +312,6 @@ def evidence(c: Candidate) -> str:
         within = f" ({spread[0]:.0f}–{spread[1]:.0f} % over the probe's passes)" if spread else ""
         parts.append(f"{r['bw_pct']:.0f} % of measured bandwidth{within}")
     return " · ".join(parts)
-
-
-def _quality_of(
-    row: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
-) -> tuple[float | None, float | None]:
-    """The variant's quality: its own row's, else a quality row of the same model label (same ngl first)."""
-    if row.get("kld_mean") is not None:
-        return row["kld_mean"], row.get("same_top_pct")
-    same = [
-        r
-        for r in rows
-        if r.get("kld_mean") is not None
-        and r["model_label"] == row["model_label"]
-        and r["model_group"] == row["model_group"]
-    ]
-    same.sort(key=lambda r: (r["ngl"] != row["ngl"], r["ctx"] != row["ctx"], r["run_id"]))
-    if not same:
-        return None, None
-    return same[0]["kld_mean"], same[0].get("same_top_pct")
-
-
-def is_speed_row(row: Mapping[str, Any]) -> bool:
-    """A generation workload's row; a quality workload's own rows carry no speed to rank, and a soak's speed
-    is a sustained one, not comparable with the steady reps'."""
-    kind = row.get("_workload_kind")
-    if kind is not None:
-        return kind not in ("quality", "soak")
-    return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 
 def no_decode_why(row: Mapping[str, Any]) -> str:
@@ -334,7 +379,7 @@ def noise_flags(c: Candidate, budget: QualityBudget, paired: bool = False) -> li
     a contended or unstable machine no longer stops a decision (the rivals shared it, block by block)."""
     flags = [] if paired else machine_flags(c)
     n = len(c.reps)
-    if n < budget.min_reps:
+    if n < budget.min_reps and c.decision is None:  # a sequential decision's interval sets its own least n
         flags.append(f"{n} steady reps < {budget.min_reps}")
     return flags
 
@@ -368,25 +413,46 @@ def decide(rec: Recommendation, eligible: list[Candidate]) -> None:
     if rec.undecided:
         rec.decision = "no_decision"
         return
+    keep_aside(rec, eligible)
+    rec.sequential = all(c.decision is not None for c in eligible)
     by_speed = sorted(eligible, key=lambda c: -c.median)
     fastest = by_speed[0]
-    vs_fastest = {id(c): ratio_of(fastest, c, budget.confidence_pct) for c in by_speed[1:]}
+    vs_fastest = {id(c): ratio_of(rec, fastest, c, len(eligible)) for c in by_speed[1:]}
     tied = [fastest] + [c for c in by_speed[1:] if not _faster(vs_fastest[id(c)])]
     if len(tied) == 1:
         rec.decision, rec.best, rec.runner_up = "faster", fastest, by_speed[1]
     else:
-        tied.sort(key=Candidate.quality_key)
-        rec.decision, rec.best, rec.runner_up, rec.tied = "tie", tied[0], tied[1], tied[2:]
-    best = rec.best
-    assert best is not None
+        still_open = any(getattr(vs_fastest[id(c)], "state", "") == "open" for c in tied[1:])
+        rec.decision = "open" if rec.sequential and still_open else "tie"
+        break_tie(rec, tied)
+    anchor = rec.leader
+    assert anchor is not None
     for c in eligible:
-        if c is not best:
-            rec.ratios[int(c.row["run_id"])] = ratio_of(best, c, budget.confidence_pct)
-    rec.advice = parameter_advice(best, eligible, rec.ratios)
+        if c is not anchor:
+            rec.ratios[int(c.row["run_id"])] = ratio_of(rec, anchor, c, len(eligible))
+    rec.advice = parameter_advice(anchor, eligible, rec.ratios)
+
+
+def keep_aside(rec: Recommendation, eligible: Sequence[Candidate]) -> None:
+    """Set aside the reps taken throttled or in another device state than the group's usual one (the plan's
+    ``[decide] off_state``: ``mark`` and ``drop`` leave them out of the comparison, ``keep`` keeps them) and
+    say how many, per variant."""
+    states = {id(c): block_states(c.row) for c in eligible}
+    flags = {id(c): block_flags(c.row) for c in eligible}
+    labels = {id(c): c.label for c in eligible}
+    kept, lines = set_aside({id(c): c.blocks for c in eligible}, states, flags, labels)
+    if not lines:
+        return
+    keep = rec.decide.off_state == "keep"
+    for c in eligible:
+        c.kept = None if keep else kept[id(c)]
+        rec.set_aside[int(c.row["run_id"])] = sum(len(v) for b, v in c.blocks.items() if b not in kept[id(c)])
+    tail = "kept in the comparison ([decide] off_state = keep)" if keep else "left out of the comparison"
+    rec.notes += [f"{line}; {tail}" for line in lines]
 
 
 def parameter_advice(
-    best: Candidate, eligible: Sequence[Candidate], ratios: Mapping[int, SpeedRatio]
+    best: Candidate, eligible: Sequence[Candidate], ratios: Mapping[int, Ratio]
 ) -> list[str]:
     """For each competing parameter the condition varies: the best's value against each other value of it on
     the same file, every other parameter as the best's ("threads 1: 12× faster than threads 2 here")."""
@@ -399,7 +465,7 @@ def parameter_advice(
                 continue
             ratio = ratios[int(c.row["run_id"])]
             mine, theirs = f"{name} {_word(best.row.get(name))}", f"{name} {_word(c.row.get(name))}"
-            if ratio.decided and ratio.ratio > 1.0:
+            if ratio.decided and ratio.ratio is not None and ratio.ratio > 1.0:
                 out.append(f"{mine}: {_times(ratio.ratio)} faster than {theirs} here ({ratio.describe()})")
             else:
                 out.append(f"{mine} and {theirs}: within noise here ({ratio.describe()})")
@@ -410,40 +476,18 @@ def _times(ratio: float) -> str:
     return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
 
 
-def file_notes(members: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What a file's own tensors say against its name: requantized, or mostly of other types."""
-    out: list[str] = []
-    for row in members:
-        label = str(row["model_label"])
-        if row.get("requantized_from") and not any(n.startswith(f"{label} was") for n in out):
-            out.append(f"{label} was requantized from {row['requantized_from']}: precision lost twice")
-        if row.get("tensor_mix_warning") and not any(n.startswith(f"{label} (") for n in out):
-            quant = row.get("quant") or "?"
-            out.append(f"{label} ({quant}): {row['tensor_mix_warning']} ({row['tensor_mix']})")
-    return out
+def ratio_of(rec: Recommendation, a: Candidate, b: Candidate, n_rivals: int) -> Ratio:
+    """``a``'s speed over ``b``'s over the blocks they ran in side by side: the sequential decision's
+    anytime-valid interval where the group was decided so (each pair at its share of the error, Bonferroni),
+    the fixed-n rank interval otherwise."""
+    level = rec.budget.confidence_pct
+    if rec.sequential:
+        level = pair_confidence_pct(level, n_rivals)
+        return paired_decision(a.compared, b.compared, level, rec.decide.tie_pct)
+    return blocked_ratio(a.compared, b.compared, level)
 
 
-def same_file_notes(members: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Labels of one condition whose files have the same sha256: one file, whatever their speeds say."""
-    labels: dict[str, list[str]] = {}
-    for row in members:
-        sha, label = row.get("model_sha256"), str(row["model_label"])
-        if sha and label not in labels.setdefault(str(sha), []):
-            labels[str(sha)].append(label)
-    return [
-        f"{' and '.join(names)} are one file (sha256 {sha[:12]}…): "
-        "any difference between them is the machine's"
-        for sha, names in labels.items()
-        if len(names) > 1
-    ]
-
-
-def ratio_of(a: Candidate, b: Candidate, confidence_pct: float) -> SpeedRatio:
-    """``a``'s speed over ``b``'s, its interval over the blocks they ran in side by side."""
-    return blocked_ratio(a.blocks, b.blocks, confidence_pct)
-
-
-def _faster(r: SpeedRatio) -> bool:
+def _faster(r: Ratio) -> bool:
     return r.low is not None and r.low > 1.0
 
 
@@ -455,7 +499,9 @@ def _conditions(rows: Sequence[Mapping[str, Any]]) -> dict[Condition, list[Mappi
     return groups
 
 
-def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None) -> list[Recommendation]:
+def recommend(
+    rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = None, rule: Decide | None = None
+) -> list[Recommendation]:
     """One recommendation per condition of the speed rows, in the rows' order."""
     budget = budget or QualityBudget()
     out: list[Recommendation] = []
@@ -463,13 +509,15 @@ def recommend(rows: Sequence[Mapping[str, Any]], budget: QualityBudget | None = 
         cands: list[Candidate] = []
         shown = tuple(k for k in RIVAL_PARAMS if len({_word(r.get(k)) for r in members}) > 1)
         for row in members:
-            kld, top = _quality_of(row, rows)
+            kld, top = quality_of(row, rows)
             ref_label = row.get("quality_reference_label") or row.get("reference_label")
             is_ref = ref_label is not None and row["model_label"] == ref_label
             cands.append(Candidate(row, kld, top, is_ref, shown))
         quality_known = any(c.kld_mean is not None for c in cands)
-        rec = Recommendation(condition, budget, None, None, quality_known)
-        rec.notes = same_file_notes(members) + file_notes(members)
+        for c in cands:  # without a quality run no file is a reference: KLD 0 would be a figure not measured
+            c.is_reference = c.is_reference and quality_known
+        rec = Recommendation(condition, budget, None, None, quality_known, decide=rule or Decide())
+        rec.notes = same_file_notes(members) + file_notes(members) + threads_notes(members)
         rec.shared = tuple((k, members[0].get(k)) for k in RIVAL_PARAMS if k not in shown)
         eligible: list[Candidate] = []
         for c in cands:
@@ -500,23 +548,34 @@ def mark_rows(rows: Sequence[dict[str, Any]], recs: Sequence[Recommendation]) ->
     for rec in recs:
         for row_id in (int(r["run_id"]) for r in _members(rec, rows)):
             ratio = rec.ratios.get(row_id)
+            record = next((r.get("_decision") for r in rows if int(r["run_id"]) == row_id), None) or {}
             marks[row_id] = {
                 "recommendation_decision": rec.decision,
+                "decision_block_pairs": getattr(ratio, "n_pairs", None),
+                "decision_state": getattr(ratio, "state", None),
+                "decision_stopped": record.get("stopped") if rec.sequential else None,
+                "decision_tie_pct": getattr(ratio, "tie_pct", None),
+                "reps_set_aside": rec.set_aside.get(row_id),
                 "recommendation_excluded": rec.reasons.get(row_id),
-                "tg_ratio_vs_best": round(1 / ratio.ratio, 4) if ratio else None,
+                "tg_ratio_vs_best": round(1 / ratio.ratio, 4) if ratio and ratio.ratio else None,
                 "tg_ratio_vs_best_ci_low": round(1 / ratio.high, 4) if ratio and ratio.high else None,
                 "tg_ratio_vs_best_ci_high": round(1 / ratio.low, 4) if ratio and ratio.low else None,
             }
         if rec.best is not None:
             marks[int(rec.best.row["run_id"])].update(recommendation="best", tg_ratio_vs_best=1.0)
-        if rec.runner_up is not None:
+        if rec.runner_up is not None and rec.best is not None:  # no pick: no runner-up either
             marks[int(rec.runner_up.row["run_id"])]["recommendation"] = "runner_up"
     for row in rows:
         mark = marks.get(int(row["run_id"]), {})
         row["recommendation"] = mark.get("recommendation")
         for key in ("recommendation_decision", "recommendation_excluded", "tg_ratio_vs_best",
-                    "tg_ratio_vs_best_ci_low", "tg_ratio_vs_best_ci_high"):  # fmt: skip
+                    "tg_ratio_vs_best_ci_low", "tg_ratio_vs_best_ci_high", *DECISION_FIELDS):  # fmt: skip
             row[key] = mark.get(key)
+
+
+DECISION_FIELDS = (
+    "decision_block_pairs", "decision_state", "decision_stopped", "decision_tie_pct", "reps_set_aside",
+)  # fmt: skip
 
 
 def _members(rec: Recommendation, rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -536,59 +595,3 @@ def render_recommendations(
     for group, found in warnings.items():
         lines += [f"Reference check{f' ({group})' if show_group else ''}: {w}" for w in found]
     return lines
-
-
-# Below this the reference is itself a quantized file (Q8_0 is 8.5 bits per weight; F16 and BF16 are 16).
-REFERENCE_MIN_BPW = 9.0
-MEANING = "the reference may itself be dequantized; KLD then measures distance from that file"
-
-
-def reference_warnings(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Per model group, the signs that its KLD figures measure the distance from a lossy file rather than
-    from the original weights: a reference under ``REFERENCE_MIN_BPW`` bits per weight, or a variant with
-    fewer bits per weight that comes out closer to the reference (by more than the larger of the two
-    standard errors) than one with more — what a reference dequantized from a low-bit file gives."""
-    by_group: dict[str, dict[str, Mapping[str, Any]]] = {}
-    bpw_of: dict[tuple[str, str], float] = {}
-    reference: dict[str, str] = {}
-    for row in rows:
-        key = (str(row["model_group"]), str(row["model_label"]))
-        if row.get("bits_per_weight") is not None:
-            bpw_of.setdefault(key, float(row["bits_per_weight"]))
-        if row.get("kld_mean") is None or row.get("status") != "ok":
-            continue
-        by_group.setdefault(key[0], {}).setdefault(key[1], row)
-        if row.get("quality_reference_label"):
-            reference.setdefault(key[0], str(row["quality_reference_label"]))
-    out: dict[str, list[str]] = {}
-    for group, variants in by_group.items():
-        ref = reference.get(group)
-        found: list[str] = []
-        ref_bpw = bpw_of.get((group, ref)) if ref is not None else None
-        if ref_bpw is not None and ref_bpw < REFERENCE_MIN_BPW:
-            found.append(
-                f"the reference {ref} has {ref_bpw:.2f} bits per weight (under {REFERENCE_MIN_BPW:g}): it is "
-                "itself quantized; KLD then measures distance from that file, not from the original weights"
-            )
-        ranked = sorted(
-            ((bpw_of[(group, label)], row) for label, row in variants.items()
-             if label != ref and (group, label) in bpw_of),
-            key=lambda item: item[0],
-        )  # fmt: skip
-        for i, (low_bpw, low) in enumerate(ranked):
-            for high_bpw, high in ranked[i + 1 :]:
-                if low_bpw < high_bpw and _closer(low, high):
-                    found.append(
-                        f"{low['model_label']} ({low_bpw:.2f} bits per weight) has a lower KLD than "
-                        f"{high['model_label']} ({high_bpw:.2f}): {low['kld_mean']:.4f} against "
-                        f"{high['kld_mean']:.4f}; {MEANING}"
-                    )
-        if found:
-            out[group] = found
-    return out
-
-
-def _closer(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether ``a``'s mean KLD is below ``b``'s by more than the larger standard error of the two."""
-    noise = max(float(a.get("kld_se") or 0.0), float(b.get("kld_se") or 0.0))
-    return float(a["kld_mean"]) < float(b["kld_mean"]) - noise

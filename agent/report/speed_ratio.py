@@ -28,13 +28,24 @@ variants; with a single block this is the interval above.
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
+from typing import Any, TypeVar
 
+from sqlalchemy.orm import Session
+
+from edgeprof.collectors.registry import roles_for
+from edgeprof.collectors.roles import MetricRole
 from edgeprof.stats import median
+from edgeprof.storage.models import Measurement, Run
+from edgeprof.storage.samples import read_samples
+
+K = TypeVar("K")
 
 EXACT_MAX_PAIRS = 2_500  # 50 × 50 reps: the exact distribution costs m · m·n integer additions
 
@@ -166,3 +177,170 @@ def reps_by_block(
             block = b
         out.setdefault(block, []).append(value)
     return out
+
+
+# --- Which reps a comparison may use, and which measured figure may break a tie --------------------------
+
+
+def state_words(state: Mapping[str, Any], usual: Mapping[str, Any]) -> str:
+    """What differs between a block's device state and the group's usual one: "governor powersave, not
+    performance"."""
+    keys = sorted(set(state) | set(usual))
+    diffs = [f"{k} {state.get(k)!s}, not {usual.get(k)!s}" for k in keys if state.get(k) != usual.get(k)]
+    return "; ".join(diffs)
+
+
+def set_aside(
+    blocks_of: Mapping[K, Mapping[int, Sequence[float]]],
+    states_of: Mapping[K, Mapping[int, Mapping[str, Any]]],
+    flags_of: Mapping[K, Mapping[int, Sequence[str]]],
+    labels: Mapping[K, str],
+) -> tuple[dict[K, dict[int, list[float]]], list[str]]:
+    """Each rival's blocks less those whose reps ran throttled (``flags_of``: block -> why) or in another
+    device state than the group's usual one (the state most of its blocks started in), and one line per
+    rival saying how many reps were set aside and why."""
+    counts = Counter(_key(st) for per in states_of.values() for st in per.values())
+    usual_key = counts.most_common(1)[0][0] if counts else None
+    usual = next(
+        (st for per in states_of.values() for st in per.values() if _key(st) == usual_key), None
+    )
+    kept: dict[K, dict[int, list[float]]] = {}
+    lines: list[str] = []
+    for key, blocks in blocks_of.items():
+        kept[key], why_of = {}, []
+        for block, reps in blocks.items():
+            why = list(flags_of.get(key, {}).get(block, ()))
+            state = states_of.get(key, {}).get(block)
+            if usual is not None and state is not None and _key(state) != usual_key:
+                why.append(f"device state: {state_words(state, usual)}")
+            if why:
+                why_of.append(f"block {block + 1} ({len(reps)} rep{'s' if len(reps) != 1 else ''}: "
+                              f"{', '.join(why)})")  # fmt: skip
+            else:
+                kept[key][block] = list(reps)
+        if why_of:
+            n = sum(len(blocks[b]) for b in blocks if b not in kept[key])
+            lines.append(f"{labels[key]}: {n} rep{'s' if n != 1 else ''} set aside: {'; '.join(why_of)}")
+    return kept, lines
+
+
+def block_states(row: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """A report row's device state per block (``_block_states``, from ``run.block_states_json``)."""
+    found = row.get("_block_states") or {}
+    return {int(k): dict(v) for k, v in found.items() if isinstance(v, dict)}
+
+
+def block_flags(row: Mapping[str, Any]) -> dict[int, list[str]]:
+    """A report row's reasons per block why its reps ran throttled (``_block_flags``)."""
+    return {int(k): [str(w) for w in v] for k, v in (row.get("_block_flags") or {}).items() if v}
+
+
+def _key(state: Mapping[str, Any]) -> str:
+    return json.dumps(dict(state), sort_keys=True, default=str)
+
+
+# A measured figure breaks a tie only where the two differ by more than this share of the larger.
+TIE_BREAK_SHARE = 0.10
+TIE_BREAK_FIGURES = (
+    ("peak_rss_mb", "memory", "MiB peak RSS", "{:.0f}"),
+    ("decode_j_per_token_median", "energy", "J/token decoding", "{:.3f}"),
+)
+
+
+def tie_breakers(
+    rows: Sequence[Mapping[str, Any]], quality_known: bool
+) -> tuple[Mapping[str, Any] | None, list[str]]:
+    """Among rows tied on speed (quality alike or not measured): the one a measured figure sets apart
+    (less memory, then less energy, each by more than ``TIE_BREAK_SHARE``), and the words for each figure:
+    why it broke the tie, or that it did not (alike, or not measured for all of them)."""
+    words = ["quality alike" if quality_known else 'quality not measured (add a kind = "quality" workload)']
+    for key, what, unit, fmt in TIE_BREAK_FIGURES:
+        values = [r.get(key) for r in rows]
+        if any(v is None for v in values):
+            words.append(f"{what} not measured for every one")
+            continue
+        shown = " and ".join(fmt.format(v) for v in values)
+        ranked = sorted(rows, key=lambda r: float(r[key]))
+        low, high = float(ranked[0][key]), float(ranked[1][key])
+        if high > 0 and (high - low) / high > TIE_BREAK_SHARE:
+            return ranked[0], [f"for {what} ({shown} {unit})", *words]
+        words.append(f"{what} alike ({shown} {unit})")
+    return None, words
+
+
+# nvbench sets aside the samples taken below this share of the clock's maximum; a rep that starts with its
+# clock capped below it ran on another machine than its rivals.
+CAP_SHARE_MIN = 0.75
+
+
+def throttle_reasons(
+    readings: Sequence[tuple[float, str, float]],
+    roles: Mapping[str, MetricRole],
+    t_start: float,
+    t_end: float,
+) -> list[str]:
+    """Why a rep (``t_start``–``t_end``, monotonic) ran throttled, from the telemetry's readings (time,
+    metric, value) by their roles: throttle flags set at its start or during it, a throttle counter that
+    moved during it, a clock cap under ``CAP_SHARE_MIN`` of its maximum at its start."""
+    last: dict[str, float] = {}
+    before: dict[str, float] = {}
+    out: list[str] = []
+    for t, metric, value in readings:
+        if t > t_end:
+            break
+        role = roles.get(metric)
+        if role is None:
+            continue
+        if t <= t_start:
+            before[metric] = value
+        last[metric] = value
+        if role.role == "throttle_flags" and value and t >= t_start - 1.0:
+            word = f"throttle flags {metric} 0x{int(value):x}"
+            out += [] if word in out else [word]
+    for metric, value in last.items():
+        role = roles[metric]
+        if role.role == "throttle_counter" and metric in before and value > before[metric]:
+            out.append(f"{metric} +{value - before[metric]:g} throttle events")
+        if role.role == "clock_cap" and role.clock_max and metric in before:
+            top = before.get(role.clock_max)
+            if top and before[metric] < CAP_SHARE_MIN * top:
+                out.append(f"clock cap {before[metric]:.0f} of {top:.0f} MHz")
+    return out
+
+
+def block_throttle(
+    session: Session, run_id: int, loads: Sequence[tuple[float, int]], reps: Sequence[tuple[float, float]]
+) -> dict[int, list[str]]:
+    """Block id -> why its reps (start, end) ran throttled, from the run's stored telemetry."""
+    found = read_samples(session, run_ids=[run_id], with_nulls=False)
+    readings = [(r.t_mono, r.metric, float(r.value)) for r in found if r.value is not None]
+    roles = roles_for({r.metric for r in found}, {r.metric: r.source for r in found})
+    wanted = {m: role for m, role in roles.items()
+              if role.role in ("throttle_flags", "throttle_counter", "clock_cap", "clock_limit")}  # fmt: skip
+    out: dict[int, list[str]] = {}
+    if not wanted:
+        return out
+    ordered = sorted(loads)
+    readings = [r for r in readings if r[1] in wanted]
+    for t_start, t_end in reps:
+        block = max((b for t, b in ordered if t <= t_start), default=0)
+        why = throttle_reasons(readings, wanted, t_start, t_end)
+        if why:
+            out.setdefault(block, []).extend(w for w in why if w not in out.get(block, []))
+    return out
+
+
+def rep_evidence(
+    session: Session, run: Run, steady: Sequence[Measurement], loads: Sequence[tuple[float, int]]
+) -> dict[str, Any]:
+    """A report row's private fields for the recommendation: how its group was settled (``_decision``), the
+    device state each block started in (``_block_states``) and why a block ran throttled (``_block_flags``):
+    it compares only reps of one state (``set_aside``)."""
+    timed = [
+        (t0, t1) for m in steady if (t0 := m.t_start_mono) is not None and (t1 := m.t_end_mono) is not None
+    ]
+    return {
+        "_decision": json.loads(run.decision_json) if run.decision_json else None,
+        "_block_states": json.loads(run.block_states_json) if run.block_states_json else None,
+        "_block_flags": block_throttle(session, run.id, loads, timed),
+    }

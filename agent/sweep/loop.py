@@ -390,6 +390,7 @@ class ConfigLoop:
     heartbeat: Callable[[], None]
     read_state: Callable[[], dict[str, Any] | None]
     last_state: dict[str, Any] | None = None  # as the previous config (or the sweep) started
+    decision_spent_s: float = 0.0  # the sweep's extra rounds of sequential decisions so far
     index: int = field(init=False)  # the current config's place among all of the plan's
     seq_base: int = field(init=False)
 
@@ -399,7 +400,8 @@ class ConfigLoop:
 
     def measure_all(self, todo: list[RunSpec]) -> None:
         """Each config, or each set of rival configs measured interleaved (agent/sweep/interleave.py)."""
-        for unit in rival_units(todo, lambda s: model_group(s, self.plan.model_info.get(s.model.path))):
+        group_of = lambda s: model_group(s, self.plan.model_info.get(s.model.path))  # noqa: E731
+        for unit in rival_units(todo, group_of, self.plan.decide.sequential):
             stop_reason = self.opts.should_start() if self.opts.should_start is not None else None
             if stop_reason:
                 self.outcome.paused = stop_reason
@@ -484,6 +486,13 @@ class ConfigLoop:
                 self.progress.line(f"note: device state changed: {comparable_state(state)}")
             self.last_state = state
 
+    def rep_state(self) -> dict[str, Any]:
+        """What changes speed outside the model, as a block of steady reps starts: the CPU governors and
+        clock caps (cpufreq), and on a Jetson the power mode and jetson_clocks (``comparable_state``)."""
+        state: dict[str, Any] = dict(comparable_state(self.read_state()) or {})
+        state.update(cpufreq_state(self.opts.device_root))
+        return state
+
     def refuse(self, run: Run, label: str, status: str, reason: str, word: str) -> None:
         """A config that is not started: stored with its reason, counted, and said so."""
         run.status, run.reason = status, reason
@@ -528,6 +537,26 @@ class ConfigLoop:
             between_reps=cool if pace is not None else None,
             say=progress.line,
         )
+
+
+def cpufreq_state(root: Path | str) -> dict[str, Any]:
+    """Each cpufreq policy's governor and cap (scaling_max_freq) against its hardware maximum; {} where the
+    kernel has no cpufreq (a VM)."""
+    out: dict[str, Any] = {}
+    base = Path(root) / "sys/devices/system/cpu/cpufreq"
+    try:
+        policies = sorted(p for p in base.iterdir() if p.name.startswith("policy"))
+    except OSError:
+        return out
+    for policy in policies:
+        for key, name in (("governor", "scaling_governor"), ("cap_khz", "scaling_max_freq"),
+                          ("max_khz", "cpuinfo_max_freq")):  # fmt: skip
+            try:
+                text = (policy / name).read_text().strip()
+            except OSError:
+                continue
+            out[f"{policy.name}.{key}"] = int(text) if text.isdigit() else text
+    return out
 
 
 def describe_outcome(session: Session, run: Run) -> str:

@@ -86,6 +86,7 @@ class Progress:
         self._soak: dict[str, Any] | None = None  # the running soak's soak_start event
         self._soak_plain_at_s = 0.0  # the soak time at which the next plain line is due
         self._eos_first = False  # the current config's cold run ended at its first token
+        self._open = ""  # the comparisons of the current group of rivals still open (sequential decisions)
         if self.tty:
             self._start_live()
 
@@ -118,6 +119,8 @@ class Progress:
             parts.append(self._phase)
         if self._last:
             parts.append(f"last: {self._last}")
+        if self._open:
+            parts.append(self._open.split(";", 1)[0])
         description = " · ".join(p for p in parts if p)
         # One screen line: rich would wrap a long description onto lines it then has to redraw.
         width = max(self._console.width - 30, 10)
@@ -200,6 +203,15 @@ class Progress:
         if temp_c is not None:
             text += f" · {temp_c:.1f} °C"
         return text
+
+    def decisions(self, text: str | None) -> None:
+        """What the current group of rivals still has open, and how many more rounds its budget allows;
+        None once it is settled. Printed once a round, and kept on the live line."""
+        self._open = safe_text(text) if text else ""
+        if text:
+            self.line(f"[{self._index}/{self.total}]   {text}")
+        elif self.tty:
+            self._refresh()
 
     def line(self, text: str, style: str | None = None) -> None:
         text = safe_text(text)

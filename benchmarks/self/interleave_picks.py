@@ -1,20 +1,28 @@
 #!/usr/bin/env python3
 """How often the recommendation calls one variant faster: on two files that differ in nothing that can
-matter (identical tensors, one metadata string apart, so their sha256 differ) it should (almost) never;
-on F16 against Q4_K_M of the small demo model it should nearly always pick the faster one.
+matter (identical tensors, one metadata byte apart, so their sha256 differ) it should (almost) never: at
+most the sequential rule's nominal 5 % of sweeps; on F16 against Q4_K_M of the small demo model it should
+decide every time; and deciding sequentially should take fewer reps than a fixed plan where the machine
+is quiet.
 
 Each round is a fresh sweep through ``edgeprof run`` (telemetry on, as a user runs it; the rivals of the
-condition interleaved in blocks, agent/sweep/interleave.py), read back with ``edgeprof report --format json``.
+condition interleaved, agent/sweep/interleave.py), read back with ``edgeprof report --format json``.
 A "confident pick" is a condition whose decision is ``faster``; ``no_decision`` (contended or unstable rows)
-is counted apart.
+is counted apart. ``--hogs 2`` runs two CPU hogs (busy loops) beside the sweeps; ``--fixed`` turns the
+sequential decision off (``[decide] sequential = false``: exactly ``--steady`` reps). Each sweep's line
+carries the load average it ran at.
 
-    nice .venv/bin/python benchmarks/self/interleave_picks.py --sweeps 10 --out /tmp/picks.json
+    nice .venv/bin/python benchmarks/self/interleave_picks.py --hogs 2 --sweeps 20 --pairs identical_tensors
+    nice .venv/bin/python benchmarks/self/interleave_picks.py --hogs 2 --sweeps 10 --pairs f16_vs_q4_k_m
+    nice .venv/bin/python benchmarks/self/interleave_picks.py --sweeps 3 --pairs f16_vs_q4_k_m [--fixed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -26,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-def plan_text(name: str, models: dict[str, Path], steady: int, n_predict: int) -> str:
+def plan_text(name: str, models: dict[str, Path], steady: int, n_predict: int, fixed: bool = False) -> str:
     entries = ", ".join(f'{{ path = "{p}", label = "{label}", group = "pair" }}' for label, p in models.items())
     return f"""name = "{name}"
 
@@ -48,12 +56,16 @@ steady = {steady}
 [run]
 timeout_s = 300
 cold_cache = "keep"
+
+[decide]
+sequential = {"false" if fixed else "true"}
 """
 
 
 def one_sweep(workdir: Path, name: str, models: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
     plan = workdir / f"{name}.toml"
-    plan.write_text(plan_text(name, models, args.steady, args.n_predict))
+    plan.write_text(plan_text(name, models, args.steady, args.n_predict, args.fixed))
+    load_before = os.getloadavg()[0]
     db = workdir / f"{name}.db"
     cli = [sys.executable, "-m", "edgeprof"]
     t0 = time.monotonic()
@@ -67,7 +79,8 @@ def one_sweep(workdir: Path, name: str, models: dict[str, Path], args: argparse.
     )
     by = {r["model_label"]: r for r in rows}
     best = next((label for label, r in by.items() if r["recommendation"] == "best"), None)
-    other = next((r for label, r in by.items() if label != best), None)
+    # the row measured against the best (or, with no pick, against the tie's leader)
+    other = next((r for r in rows if r["tg_ratio_vs_best"] not in (None, 1.0)), None)
     return {
         "decision": rows[0]["recommendation_decision"],
         "best": best,
@@ -77,6 +90,10 @@ def one_sweep(workdir: Path, name: str, models: dict[str, Path], args: argparse.
         else None,
         "interference": {label: r["interference_verdict"] for label, r in by.items()},
         "excluded": {label: r["recommendation_excluded"] for label, r in by.items() if r["recommendation_excluded"]},
+        "reps": {label: r["tg_tps_n"] for label, r in by.items()},
+        "block_pairs": max((r.get("decision_block_pairs") or 0 for r in rows), default=None) or None,
+        "stopped": next((r.get("decision_stopped") for r in rows if r.get("decision_stopped")), None),
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "seconds": round(time.monotonic() - t0, 1),
     }
 
@@ -97,9 +114,12 @@ def summarise(name: str, results: list[dict[str, Any]]) -> dict[str, Any]:
             label: sum(1 for r in results if r["decision"] == "faster" and r["best"] == label) for label in medians
         },
         "ties": decisions.count("tie"),
+        "open_at_budget": decisions.count("open"),
         "no_decision": decisions.count("no_decision"),
         "faster_by_median_of_medians": faster,
         "median_tg": {label: round(statistics.median(v), 1) for label, v in medians.items()},
+        "median_reps_per_rival": statistics.median(n for r in results for n in r["reps"].values() if n),
+        "load_1min_range": [min(r["load_1min"][0] for r in results), max(r["load_1min"][1] for r in results)],
     }
 
 
@@ -110,8 +130,20 @@ def main() -> int:
     ap.add_argument("--n-predict", type=int, default=32, help="tokens generated per request (default 32)")
     ap.add_argument("--models", type=Path, default=None, help="folder for the demo models (default: a temp dir)")
     ap.add_argument("--out", type=Path, default=None, help="write every sweep's figures here (JSON)")
+    ap.add_argument("--hogs", type=int, default=0, help="CPU hogs (busy loops) to run beside (default 0)")
+    ap.add_argument("--fixed", action="store_true", help="exactly --steady reps ([decide] sequential = false)")
+    ap.add_argument("--pairs", default="identical_tensors,f16_vs_q4_k_m", help="comma-separated pairs to run")
     args = ap.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        return run_pairs(args)
+    finally:
+        for hog in hogs:  # only the processes started here, by their id
+            os.kill(hog.pid, signal.SIGTERM)
+            hog.wait()
 
+
+def run_pairs(args: argparse.Namespace) -> int:
     from edgeprof.gguf import build_demo_models, sha256_file
     from edgeprof.gguf.quantizer import copy_with_metadata
 
@@ -119,13 +151,16 @@ def main() -> int:
         work = Path(tmp)
         models_dir = args.models or work / "models"
         demo = build_demo_models(models_dir, "small")
-        twin = models_dir / "edgeprof-demo-small-q4_k_m-twin.gguf"
-        copy_with_metadata(demo["Q4_K_M"], twin, {"general.name": "edgeprof-demo-small-twin"})
-        assert sha256_file(twin) != sha256_file(demo["Q4_K_M"]), "the twin must be another file"
-        pairs = {
-            "identical_tensors": {"alpha": demo["Q4_K_M"], "beta": twin},
+        # two copies of one file whose name differs in its last byte: identical tensors, two sha256
+        alpha, beta = (models_dir / f"edgeprof-demo-small-q4_k_m-{c}.gguf" for c in "ab")
+        copy_with_metadata(demo["Q4_K_M"], alpha, {"general.name": "edgeprof-demo-small-a"})
+        copy_with_metadata(demo["Q4_K_M"], beta, {"general.name": "edgeprof-demo-small-b"})
+        assert sha256_file(alpha) != sha256_file(beta), "the twin must be another file"
+        every = {
+            "identical_tensors": {"alpha": alpha, "beta": beta},
             "f16_vs_q4_k_m": {"f16": demo["F16"], "q4_k_m": demo["Q4_K_M"]},
         }
+        pairs = {name: every[name] for name in args.pairs.split(",")}
         report: dict[str, Any] = {"sweeps": {}, "summary": []}
         for name, models in pairs.items():
             results = []
@@ -133,7 +168,8 @@ def main() -> int:
                 r = one_sweep(work, f"{name}-{i}", models, args)
                 results.append(r)
                 print(f"{name} {i + 1}/{args.sweeps}: {r['decision']:11s} best={r['best']} ratio={r['ratio']} "
-                      f"tg={r['tg_median']} {r['seconds']} s", flush=True)  # fmt: skip
+                      f"pairs={r['block_pairs']} stopped={r['stopped']} reps={r['reps']} tg={r['tg_median']} "
+                      f"load={r['load_1min']} {r['seconds']} s", flush=True)  # fmt: skip
             report["sweeps"][name] = results
             report["summary"].append(summarise(name, results))
         print(json.dumps(report["summary"], indent=2))

@@ -22,7 +22,11 @@ DEFAULT_WORKLOAD: dict[str, Any] = {"name": "w", "prompt_tokens": 24, "n_predict
 DEFAULT_REPEAT: dict[str, Any] = {"cold": 1, "warmup": 1, "steady": 2}
 DEFAULT_RUN: dict[str, Any] = {"timeout_s": 60}
 # Waits the test does not ask for cost wall time and prove nothing: none unless the test names them.
-DEFAULT_TABLES: dict[str, dict[str, Any]] = {"collect": {"idle_s": 0.0}, "cooldown": {"delay_s": 0.0}}
+# The suite's plans run exactly ``steady`` reps (``[decide] sequential = false``): each extra round of the
+# sequential default spawns a child per rival, and only the tests about that decision ask for it.
+DEFAULT_TABLES: dict[str, dict[str, Any]] = {
+    "collect": {"idle_s": 0.0}, "cooldown": {"delay_s": 0.0}, "decide": {"sequential": False},
+}  # fmt: skip
 
 
 def _value(v: Any) -> str:

@@ -133,18 +133,17 @@ def test_the_same_file_under_two_labels_is_a_tie_never_fastest(tmp_path: Path) -
     rows = rows_of(tmp_path, [f16(), a, b])
     head, *rest = recommendation_text(rows)
     assert "fastest" not in "\n".join([head, *rest])
+    # nothing measured sets one copy apart (their quality alike, memory and energy not measured): no pick
     assert head.startswith(
-        "Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): demo-q8_0-a — "
+        "Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): none picked — tie within noise "
+        "between demo-q8_0-a and demo-q8_0-b (ratio 1.00, 95 % CI "
     )
-    assert "tie within noise with demo-q8_0-b (ratio 1.00, 95 % CI " in head
-    assert "chose demo-q8_0-a on the higher median: same quality" in head
+    assert "nothing measured breaks it: quality alike; memory not measured for every one" in head
     ci = head.split("95 % CI ", 1)[1].split(")", 1)[0]
     low, high = (float(x) for x in ci.split("–"))
     assert low < 1.0 < high
     assert {gen(rows, x)["recommendation_decision"] for x in (REFERENCE, a.label, b.label)} == {"tie"}
-    assert (
-        gen(rows, a.label)["recommendation"] == "best" and gen(rows, b.label)["recommendation"] == "runner_up"
-    )
+    assert gen(rows, a.label)["recommendation"] is None and gen(rows, b.label)["recommendation"] is None
     ratio = gen(rows, b.label)
     assert ratio["tg_ratio_vs_best_ci_low"] < 1.0 < ratio["tg_ratio_vs_best_ci_high"]
 
@@ -234,7 +233,10 @@ def test_thread_counts_within_noise_are_said_so() -> None:
     (rec,) = recommend(rows)
     assert rec.decision == "tie"
     lines = render_recommendations([rec])
-    assert lines[0].startswith("Recommendation (ctx 512, depth 0, ngl 0, gen, llama-cpp): q4 threads 2 — tie")
+    assert lines[0].startswith(
+        "Recommendation (ctx 512, depth 0, ngl 0, gen, llama-cpp): none picked — tie within noise between "
+        "q4 threads 2 and q4 threads 1"
+    )
     noise = "  advice: threads 2 and threads 1: within noise here (ratio 1.00"
     assert any(x.startswith(noise) for x in lines)
 
@@ -372,7 +374,8 @@ def _speed_row(run_id: int, label: str, bpw: float, reps: list[float], **kw: Any
     return row
 
 
-def test_without_kld_a_tie_goes_to_more_bits_per_weight() -> None:
+def test_without_kld_a_tie_is_not_broken_on_bits_per_weight() -> None:
+    """Bits per weight are not a measured quality: without a quality run a tie picks nothing."""
     from edgeprof.report import render_recommendations
     from edgeprof.report.recommend import recommend
 
@@ -382,15 +385,12 @@ def test_without_kld_a_tie_goes_to_more_bits_per_weight() -> None:
         _speed_row(3, "q6", 6.6, scaled(20.02)),
     ]
     (rec,) = recommend(rows)
-    assert rec.decision == "tie" and rec.best is not None and rec.best.label == "q8"
-    head, _, runner, also = render_recommendations([rec])
-    assert (
-        "; chose q8 for quality (more bits per weight: 8.50 against 6.60); among the variants that fit"
-        in head
-    )
-    assert "quality NOT measured" in head
-    assert runner.startswith("  runner-up: q6 (Q6)")
-    assert also.startswith("  also within noise: q4 (ratio ")
+    assert rec.decision == "tie" and rec.best is None
+    head, runner, also = render_recommendations([rec])
+    assert head.startswith("Recommendation (ctx 512, depth 0, ngl 0, threads 4, gen, llama-cpp): none picked")
+    assert 'nothing measured breaks it: quality not measured (add a kind = "quality" workload)' in head
+    assert "bits per weight" not in head and "chose" not in head
+    assert runner.startswith("  tied: ") and also.startswith("  also within noise: ")
 
 
 def test_the_only_variant_left_is_named_with_what_is_wrong_with_its_figures() -> None:
