@@ -16,6 +16,7 @@ from edgeprof.executors.quality import QualityExecutor
 from edgeprof.executors.serving import ServingExecutor
 from edgeprof.executors.serving_soak import OpenAISoakExecutor, ServingSoakExecutor
 from edgeprof.executors.soak import SoakExecutor
+from edgeprof.executors.tasks import TaskExecutor
 from edgeprof.plan import RunSpec
 from edgeprof.runners.registry import DEFAULT_RUNNER
 from edgeprof.storage.models import Run
@@ -30,6 +31,7 @@ EXECUTORS: tuple[Executor, ...] = (
     OpenAIExecutor(),  # a server edgeprof did not start, at [serving] target, under the same load generator
     ServingSoakExecutor(),  # a serving level held for a soak's duration, cut into its windows
     OpenAISoakExecutor(),  # the same on a server edgeprof did not start
+    TaskExecutor(),  # task accuracy (HellaSwag, Winogrande, multiple choice) in task worker children
 )
 
 _BY_KEY: dict[tuple[str, str], Executor] = {(e.runner, e.workload_kind): e for e in EXECUTORS}

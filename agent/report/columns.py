@@ -43,6 +43,7 @@ from edgeprof.report.cells import (
     fmt_value,
     fmt_watts,
 )
+from edgeprof.report.accuracy import TASK_FIELDS, fmt_accuracy
 from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
 from edgeprof.safetext import safe_text
 
@@ -59,8 +60,9 @@ Style = Literal["text", "num", "badge", "status"]
 # bandwidth and the recommendation; v7 the runner and the serving levels' figures; v8 the device and build
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
 # recommendation's evidence; v11 a soak's figures; v12 the model file's tensor-type mix; v13 a serving
-# level's failures by reason, its prompt cache and its good requests of all sent.
-REPORT_SCHEMA_VERSION = 13
+# level's failures by reason, its prompt cache and its good requests of all sent; v14 task accuracy and its
+# paired difference against the reference.
+REPORT_SCHEMA_VERSION = 14
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,8 @@ def row_kind(row: Row) -> RowKind:
         return "serving"
     if row.get("quality_run_id") is not None and row.get("quality_run_id") == row.get("run_id"):
         return "quality"
+    if row.get("task_run_id") is not None and row.get("task_run_id") == row.get("run_id"):
+        return "quality"  # a task run's own row: scores, no speed, as a quality run's
     return "inprocess"
 
 
@@ -377,6 +381,9 @@ COLUMNS: tuple[Column, ...] = (
     field("serving_cached_prompt_tokens_of", "integer|null", "tokens", SERVING),
     field("serving_prompt_cache", "string|null", rows=SERVING),
     field("serving_good", "integer|null", "requests", SERVING),  # the requests meeting every SLO, of all sent
+    # v14: task accuracy (agent/report/accuracy/): the model's task run, accuracy with its Wilson interval and
+    # a random pick's, the paired difference against the reference on the same tasks, correct answers per kJ
+    *(field(name, type_, unit, LOCAL) for name, type_, unit in TASK_FIELDS),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
@@ -424,6 +431,8 @@ COLUMNS: tuple[Column, ...] = (
     column("mix", "tensor types", fmt_mix),  # the first left out where the screen is narrow
     # perplexity beside KLD: both from the model's quality run, '@ctx N' where it scored at another ctx
     column("ppl", "PPL / ΔPPL", fmt_ppl, width_rank=15),
+    # task accuracy beside them: % [95 % CI] and the paired difference in points vs the reference
+    column("acc", "task acc % [CI] Δ", fmt_accuracy, width_rank=23),
     column("tg_ref", "tg×ref", value_of("tg_ratio_vs_ref", 2), style="num", width_rank=20),
     column("pp_ref", "pp×ref", value_of("pp_ratio_vs_ref", 2), formats=TEXT, width_rank=2),
     column("temp", "start/max °C", lambda r: fmt_both(r, "start_temp_c", "temp_max_c"), unit="°C",

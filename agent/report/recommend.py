@@ -265,7 +265,7 @@ def is_speed_row(row: Mapping[str, Any]) -> bool:
     is a sustained one, not comparable with the steady reps'."""
     kind = row.get("_workload_kind")
     if kind is not None:
-        return kind not in ("quality", "soak")
+        return kind not in ("quality", "soak", "task")
     return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 
@@ -281,7 +281,12 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
         return f"failed ({r['status']}{detail})"
     if r.get("tg_tps_median") is None:
         return "no steady decode measured"
-    if not quality_known or c.is_reference:
+    if c.is_reference:
+        return None
+    accuracy = accuracy_exclusion(r, budget)
+    if accuracy is not None:
+        return accuracy
+    if not quality_known:
         return None
     if c.kld_mean is None:
         return "quality not measured"
@@ -289,6 +294,20 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
     if c.same_top_pct is not None and c.same_top_pct < budget.same_top_pct:
         over.append(f"same-top {c.same_top_pct:.1f} % under {budget.same_top_pct:g} %")
     return f"outside the quality budget: {', '.join(over)}" if over else None
+
+
+def accuracy_exclusion(row: Mapping[str, Any], budget: QualityBudget) -> str | None:
+    """Why a variant is outside the budget's ``max_accuracy_loss`` (None: no such bound, or within it):
+    the upper end of its paired loss's 95 % interval is over the bound, or no paired loss was measured."""
+    bound = budget.max_accuracy_loss
+    if bound is None or row.get("task_reference_label") == row.get("model_label"):
+        return None
+    low = row.get("task_diff_low_pts")
+    if low is None:
+        return "task accuracy loss not measured (the budget bounds it: add a kind = \"task\" workload)"
+    if -float(low) > bound:
+        return f"outside the quality budget: task accuracy loss up to {-float(low):.1f} points over {bound:g}"
+    return None
 
 
 # Why a row's speed cannot decide: its verdicts say the machine, not the file, may have set its median.
