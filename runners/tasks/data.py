@@ -24,8 +24,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import numpy as np
-
 KINDS = ("hellaswag", "winogrande", "multiple-choice")
 LLAMA_PERPLEXITY_SEED = 1  # std::mt19937 rng(1) in each of the three scorers
 MAX_ANSWERS = 100  # llama-perplexity refuses a multiple-choice task with more
@@ -258,11 +256,17 @@ def uniform_below(rng: MT19937, n: int) -> int:
     return product >> 32
 
 
+def _f32(x: float) -> float:
+    """``x`` rounded to the nearest float32 (ties to even), as a C++ float conversion rounds."""
+    return float(struct.unpack("<f", struct.pack("<f", x))[0])
+
+
 def _float_pick(rng: MT19937, n: int) -> int:
     """``int(scale * rng() * n)`` in float32 with ``scale = 1 / (1.f + (float) rng.max())`` (= 2^-32): the
     draw rounds to 24 bits before scaling, as in llama-perplexity's Winogrande and multiple-choice choice."""
-    f32 = np.float32
-    x = f32(f32(2.0**-32) * f32(rng())) * f32(n)
+    # (float) draw rounds to 24 bits; times 2^-32 is exact; times n is exact in float64 (24 + 24 bits), then
+    # rounded to float32 as the C++ float product is
+    x = _f32(_f32(float(rng())) * 2.0**-32 * float(n))
     return min(int(x), n - 1)  # a draw that rounds up to 2^32 would index one past the end in C++
 
 

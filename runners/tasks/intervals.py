@@ -46,8 +46,8 @@ def paired_difference(gained: int, lost: int, n: int, z: float = Z95) -> tuple[f
 def loss_sentence(label: str, gained: int, lost: int, n: int) -> str:
     """What the data say of a variant's accuracy against its reference, in points: a loss (or a gain) only
     when the whole 95 % interval is on that side of zero."""
-    diff, low, high = paired_difference(gained, lost, n)
-    loss, lo, hi = -100 * diff, -100 * high, -100 * low
+    _diff, low, high = paired_difference(gained, lost, n)
+    loss, lo, hi = 100 * (lost - gained) / n, -100 * high, -100 * low  # the loss, never a "-0.0"
     span = f"(95 % CI {lo:.1f}-{hi:.1f})" if lo >= 0 or hi <= 0 else f"(95 % CI {lo:+.1f} to {hi:+.1f})"
     counts = f"{lost} lost, {gained} gained of {n} tasks"
     if lo > 0:
