@@ -28,7 +28,8 @@ from edgeprof.plan import RunSpec
 from edgeprof.runners import ChildResult, RunInterrupted, run_child
 from edgeprof.runners.tasks import checkpoint
 from edgeprof.runners.tasks.intervals import wilson
-from edgeprof.storage.models import Measurement, ModelFile, Phase, Run, TaskItem, TaskResult
+from edgeprof.storage.models import Measurement, ModelFile, Phase, Run
+from edgeprof.storage.task_models import TaskItem, TaskResult
 
 
 def worker_command() -> list[str]:
@@ -58,7 +59,7 @@ def _sha256_of(session: Session, path: str) -> str:
 
 def prefill_rate(session: Session, run: Run) -> float | None:
     """The median steady prefill rate (t/s) this model file has shown in this database, None without one:
-    what a task run's time is predicted from (its work is prefill: every ending evaluated, nothing generated)."""
+    what a task run's time is predicted from (its work is prefill: every ending evaluated, none generated)."""
     if run.model_file_id is None:
         return None
     rates = sorted(
@@ -162,7 +163,9 @@ class TaskRun:
                 if self.pp_tps
                 else " (no prefill rate of this model measured yet: no time predicted)"
             )
-            self.ctx.tell(f"{self.task.task}: {event['n_tasks']} tasks{resumed}; {n_tokens} tokens to evaluate{eta}")
+            self.ctx.tell(
+                f"{self.task.task}: {event['n_tasks']} tasks{resumed}; {n_tokens} tokens to evaluate{eta}"
+            )
         if self.ctx.on_event is not None:
             self.ctx.on_event(event)
 
@@ -209,7 +212,8 @@ class TaskExecutor:
         if tr is None:
             return "ok"
         return (
-            f"ok  {tr.task} {tr.accuracy_pct:.2f}% (95 % CI {tr.accuracy_low_pct:.1f}-{tr.accuracy_high_pct:.1f}, "
+            f"ok  {tr.task} {tr.accuracy_pct:.2f}% "
+            f"(95 % CI {tr.accuracy_low_pct:.1f}-{tr.accuracy_high_pct:.1f}, "
             f"chance {tr.chance_pct:.0f}%)  n={tr.n_tasks}"
         )
 
@@ -219,7 +223,9 @@ class TaskExecutor:
         tr = task_of_run(session, run.id)
         if tr is None:
             return
-        phases = session.scalars(select(Phase).where(Phase.run_id == run.id, Phase.name == "task_score")).all()
+        phases = session.scalars(
+            select(Phase).where(Phase.run_id == run.id, Phase.name == "task_score")
+        ).all()
         if not phases:
             return
         # one span from the first batch to the last: the scoring's own time, tokenizing between included

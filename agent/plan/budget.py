@@ -60,7 +60,8 @@ def _number(raw: dict[str, Any], key: str, problems: list[str]) -> float | None:
 def _check(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     """The valid values of the table, each invalid one appended to ``problems``."""
     values: dict[str, Any] = {}
-    for key, lo, hi in (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0), ("max_accuracy_loss", 0.0, 100.0)):
+    bounds = (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0), ("max_accuracy_loss", 0.0, 100.0))
+    for key, lo, hi in bounds:
         if key not in raw or (value := _number(raw, key, problems)) is None:
             continue
         if value < lo or (hi is not None and value > hi):

@@ -16,8 +16,8 @@ from typing import Any
 from edgeprof.gguf import GGUFInfo
 from edgeprof.plan.budget import QualityBudget
 from edgeprof.plan.quality import QualitySpec
-from edgeprof.plan.tasks import TaskSpec
 from edgeprof.plan.serving import Serving
+from edgeprof.plan.tasks import TaskSpec
 
 
 class PlanError(Exception):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from edgeprof.report.accuracy import TASK_FIELDS, fmt_accuracy
 from edgeprof.report.cells import (
     OUTPUT_CHARS,
     fmt_agreement,
@@ -43,7 +44,6 @@ from edgeprof.report.cells import (
     fmt_value,
     fmt_watts,
 )
-from edgeprof.report.accuracy import TASK_FIELDS, fmt_accuracy
 from edgeprof.runners.registry import DEFAULT_RUNNER, RUNNERS
 from edgeprof.safetext import safe_text
 

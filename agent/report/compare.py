@@ -392,7 +392,8 @@ def render_compare(
         lines += ["", f"_{LEGEND}_"]
         accuracy = compare_lines(list(matched))
         if accuracy:
-            lines += ["", "**Task accuracy, B against A on the same tasks:**", ""] + [f"- {x}" for x in accuracy]
+            lines += ["", "**Task accuracy, B against A on the same tasks:**", ""]
+            lines += [f"- {x}" for x in accuracy]
         if unmatched:
             lines += ["", "**Unmatched configs:**", ""] + [f"- {u}" for u in unmatched]
         return "\n".join(lines)

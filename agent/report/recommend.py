@@ -32,6 +32,7 @@ from typing import Any
 
 from edgeprof.plan import QualityBudget
 from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
+from edgeprof.report.accuracy import accuracy_exclusion
 from edgeprof.report.cells import RUNNING
 from edgeprof.report.speed_ratio import SpeedRatio, blocked_ratio
 from edgeprof.runners.registry import DEFAULT_RUNNER
@@ -294,20 +295,6 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
     if c.same_top_pct is not None and c.same_top_pct < budget.same_top_pct:
         over.append(f"same-top {c.same_top_pct:.1f} % under {budget.same_top_pct:g} %")
     return f"outside the quality budget: {', '.join(over)}" if over else None
-
-
-def accuracy_exclusion(row: Mapping[str, Any], budget: QualityBudget) -> str | None:
-    """Why a variant is outside the budget's ``max_accuracy_loss`` (None: no such bound, or within it):
-    the upper end of its paired loss's 95 % interval is over the bound, or no paired loss was measured."""
-    bound = budget.max_accuracy_loss
-    if bound is None or row.get("task_reference_label") == row.get("model_label"):
-        return None
-    low = row.get("task_diff_low_pts")
-    if low is None:
-        return "task accuracy loss not measured (the budget bounds it: add a kind = \"task\" workload)"
-    if -float(low) > bound:
-        return f"outside the quality budget: task accuracy loss up to {-float(low):.1f} points over {bound:g}"
-    return None
 
 
 # Why a row's speed cannot decide: its verdicts say the machine, not the file, may have set its median.

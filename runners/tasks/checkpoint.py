@@ -25,7 +25,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def read(path: Path, key: dict[str, Any]) -> list[dict[str, Any]]:
-    """The finished tasks of ``path`` made under ``key``, in the order scored ([] when none or another key)."""
+    """The finished tasks of ``path`` made under ``key``, in scoring order ([] when none or another key)."""
     lines = _lines(path)
     if not lines:
         return []

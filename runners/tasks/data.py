@@ -72,7 +72,9 @@ def parse_hellaswag(data: bytes, name: str) -> list[Task]:
     for t in range(len(lines) // 6):
         label = lines[6 * t + 1].strip()
         if label not in ("0", "1", "2", "3"):
-            raise TaskFileError(f"{name}: line {6 * t + 2}: expected the right ending's index 0-3, got {label!r}")
+            raise TaskFileError(
+                f"{name}: line {6 * t + 2}: expected the right ending's index 0-3, got {label!r}"
+            )
         endings = tuple(lines[6 * t + 2 : 6 * t + 6])
         tasks.append(Task(index=t, prefix=lines[6 * t], endings=endings, gold=(int(label),)))
     return tasks
@@ -108,12 +110,12 @@ def parse_winogrande(data: bytes, name: str) -> list[Task]:
         if no == 1 and len(commas) == 4 and line[commas[3] + 1 :].strip().lower() == "answer":
             continue  # a header line (index,sentence,option1,option2,answer)
         if len(commas) != 4:
-            raise TaskFileError(f"{name}: line {no}: expected 5 comma-separated fields, found {len(commas) + 1}")
+            raise TaskFileError(
+                f"{name}: line {no}: expected 5 comma-separated fields, found {len(commas) + 1}"
+            )
         c0, c1, c2, c3 = commas
-        if line[c0 + 1 : c0 + 2] == '"':
-            sentence = line[c0 + 2 : c1 - 1]
-        else:
-            sentence = line[c0 + 1 : c1]
+        quoted = line[c0 + 1 : c0 + 2] == '"'  # quotes dropped, a doubled quote inside kept as it is
+        sentence = line[c0 + 2 : c1 - 1] if quoted else line[c0 + 1 : c1]
         where = sentence.find("_")
         if where < 0:
             raise TaskFileError(f"{name}: line {no}: no '_' (the blank a choice fills) in the sentence")
@@ -160,7 +162,9 @@ class _Reader:
     def answers(self, what: str) -> tuple[tuple[str, ...], tuple[int, ...]]:
         n = self.u32(f"{what} count")
         if n > MAX_ANSWERS:
-            raise TaskFileError(f"{self.name}: byte {self.pos - 4}: {n} answers in {what} (at most {MAX_ANSWERS})")
+            raise TaskFileError(
+                f"{self.name}: byte {self.pos - 4}: {n} answers in {what} (at most {MAX_ANSWERS})"
+            )
         answers = tuple(self.string(f"{what} answer {i}") for i in range(n))
         if self.pos + 4 * n > len(self.data):
             raise TaskFileError(f"{self.name}: byte {self.pos}: truncated in {what} labels")
@@ -178,7 +182,9 @@ def parse_multiple_choice(data: bytes, name: str) -> list[Task]:
     tasks = []
     for i, off in enumerate(offsets):
         if off >= len(data):
-            raise TaskFileError(f"{name}: byte {4 + 4 * i}: task {i} starts at {off}, past the end ({len(data)})")
+            raise TaskFileError(
+                f"{name}: byte {4 + 4 * i}: task {i} starts at {off}, past the end ({len(data)})"
+            )
         r.pos = off
         where = f"task {i}"
         question = r.string(f"{where} question")

@@ -111,7 +111,9 @@ def build_batch(tasks: list[Prepared]) -> tuple[list[BatchEntry], list[int]]:
         for i in range(cp):
             entries.append(BatchEntry(p.seqs[0][i], i, ids, i == cp - 1))
         n_out += 1
-        every = p.kind == "winogrande"  # Winogrande asks logits of every ending token, the others not the last
+        every = (
+            p.kind == "winogrande"
+        )  # Winogrande asks logits of every ending token, the others not the last
         for s, seq in enumerate(p.seqs):
             for i in range(cp, len(seq)):
                 out = every or i < len(seq) - 1

@@ -40,7 +40,9 @@ def load_selected(spec: dict[str, Any]) -> list[Any]:
     return [tasks[i] for i in order]
 
 
-def decode_group(ll: Any, ctx: Any, group: list[Prepared], n_batch: int, n_vocab: int) -> tuple[Any, list[int]]:
+def decode_group(
+    ll: Any, ctx: Any, group: list[Prepared], n_batch: int, n_vocab: int
+) -> tuple[Any, list[int]]:
     """Decode one packed batch (KV cache cleared first); (output rows float32, each task's first row)."""
     entries, starts = build_batch(group)
     n_out = sum(e.output for e in entries)
@@ -66,7 +68,9 @@ def decode_group(ll: Any, ctx: Any, group: list[Prepared], n_batch: int, n_vocab
             n = sum(e.output for e in part)
             if n:
                 ptr = ll.llama_get_logits(ctx)
-                src = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n, n_vocab))
+                src = np.ctypeslib.as_array(
+                    ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(n, n_vocab)
+                )
                 logits[row : row + n] = src
                 row += n
     finally:
@@ -90,7 +94,9 @@ def run_tasks(ll: Any, ctx: Any, vocab: Any, job: dict[str, Any], n_vocab: int) 
     selected = load_selected(spec)
     path, key = Path(job["checkpoint"]), job["checkpoint_key"]
     done = checkpoint.read(path, key)
-    prepared = [prepare(spec["task"], t, lambda text: tokenize(ll, vocab, text)) for t in selected[len(done) :]]
+    prepared = [
+        prepare(spec["task"], t, lambda text: tokenize(ll, vocab, text)) for t in selected[len(done) :]
+    ]
     n_tokens = sum(p.required_tokens for p in prepared)
     emit("task_plan", n_tasks=len(selected), n_done=len(done), n_tokens=n_tokens)
     writer = checkpoint.Writer(path, key, done)
@@ -101,13 +107,18 @@ def run_tasks(ll: Any, ctx: Any, vocab: Any, job: dict[str, Any], n_vocab: int) 
             group = prepared[i0:i1]
             t0 = time.monotonic()
             logits, starts = decode_group(ll, ctx, group, n_batch, n_vocab)
-            scored = score_group(group, lambda k: logits[k], starts)
+            scored = score_group(group, logits.__getitem__, starts)
             items = [_item(i_next + k, s) for k, s in enumerate(scored)]
             writer.add(items)
             i_next += len(items)
             t1 = time.monotonic()
             emit("phase", name="task_score", kind="task", rep=i0, t_start=t0, t_end=t1)
-            emit("task_progress", n_done=i_next, n_tasks=len(selected), n_correct=sum(s.correct for s in scored))
+            emit(
+                "task_progress",
+                n_done=i_next,
+                n_tasks=len(selected),
+                n_correct=sum(s.correct for s in scored),
+            )
             maybe_fault(f"task{i_next}", job["model_path"])
     finally:
         writer.close()

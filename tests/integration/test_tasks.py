@@ -20,7 +20,8 @@ from support.plans import plan_toml
 from edgeprof.plan import PlanError, parse_plan
 from edgeprof.report import build_rows, render_json, render_markdown
 from edgeprof.storage.db import new_session, open_engine
-from edgeprof.storage.models import Run, TaskItem, TaskResult
+from edgeprof.storage.models import Run
+from edgeprof.storage.task_models import TaskItem, TaskResult
 from edgeprof.sweep import run_plan
 
 HS = FIXTURES / "tasks" / "hellaswag_val_first24.txt"
@@ -29,7 +30,15 @@ pytestmark = pytest.mark.timeout(300)
 
 def task_plan(tmp_path: Path, models: dict[str, Path], **workload: Any) -> Any:
     entries = [{"path": str(models["F16"]), "label": "f16"}, {"path": str(models["Q4_K_M"]), "label": "q4"}]
-    wl = {"name": "hs", "kind": "task", "task": "hellaswag", "file": str(HS), "tasks": 6, "ctx": 512, **workload}
+    wl = {
+        "name": "hs",
+        "kind": "task",
+        "task": "hellaswag",
+        "file": str(HS),
+        "tasks": 6,
+        "ctx": 512,
+        **workload,
+    }
     text = plan_toml(entries, name="tasks", workloads=[wl], repeat={"warmup": 0, "steady": 1})
     return parse_plan(text, source=str(tmp_path / "plan.toml"), base=tmp_path)
 

@@ -4,6 +4,7 @@ and correct answers per kJ (the fields, the table cell, the summary lines and th
 from edgeprof.report.accuracy.attach import (
     COMPARE_TASK_FIELDS,
     TASK_FIELDS,
+    accuracy_exclusion,
     accuracy_lines,
     attach_tasks,
     compare_accuracy,
@@ -16,6 +17,7 @@ from edgeprof.report.accuracy.attach import (
 __all__ = [
     "COMPARE_TASK_FIELDS",
     "TASK_FIELDS",
+    "accuracy_exclusion",
     "accuracy_lines",
     "attach_tasks",
     "compare_accuracy",

@@ -9,14 +9,15 @@ sentence says "loses" or "gains" only when the whole interval lies on that side 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.plan.budget import QualityBudget
 from edgeprof.runners.tasks.intervals import loss_sentence, paired_difference
-from edgeprof.storage.models import TaskItem, TaskResult
+from edgeprof.storage.task_models import TaskItem, TaskResult
 
 EMPTY = "—"
 
@@ -62,7 +63,9 @@ def paired_counts(variant: list[TaskItem], reference: list[TaskItem]) -> tuple[i
 
 
 def _items(session: Session, run_id: int) -> list[TaskItem]:
-    return list(session.scalars(select(TaskItem).where(TaskItem.run_id == run_id).order_by(TaskItem.position)))
+    return list(
+        session.scalars(select(TaskItem).where(TaskItem.run_id == run_id).order_by(TaskItem.position))
+    )
 
 
 def _values(session: Session, tr: TaskResult, row: Mapping[str, Any], ref_run: int | None) -> dict[str, Any]:
@@ -83,7 +86,9 @@ def _values(session: Session, tr: TaskResult, row: Mapping[str, Any], ref_run: i
     if tr.is_reference:
         out.update(task_paired_n=tr.n_tasks, task_gained=0, task_lost=0, task_diff_pts=0.0)
         return out
-    pair = paired_counts(_items(session, tr.run_id), _items(session, ref_run)) if ref_run is not None else None
+    pair = (
+        paired_counts(_items(session, tr.run_id), _items(session, ref_run)) if ref_run is not None else None
+    )
     if pair is not None:
         n, gained, lost = pair
         diff, low, high = paired_difference(gained, lost, n)
@@ -104,7 +109,9 @@ def attach_tasks(session: Session, rows: list[dict[str, Any]]) -> None:
     run_ids = [int(r["run_id"]) for r in rows]
     results: dict[int, TaskResult] = {}
     if run_ids:
-        for tr in session.scalars(select(TaskResult).where(TaskResult.run_id.in_(run_ids)).order_by(TaskResult.id)):
+        for tr in session.scalars(
+            select(TaskResult).where(TaskResult.run_id.in_(run_ids)).order_by(TaskResult.id)
+        ):
             results[tr.run_id] = tr  # the last one written for a run speaks
     # the reference's run of each task workload: (workload, reference label) -> run id
     refs = {(r["workload"], r["model_label"]): int(r["run_id"]) for r in rows if int(r["run_id"]) in results}
@@ -140,7 +147,7 @@ def fmt_accuracy(row: Mapping[str, Any]) -> str:
     return f"{head} {diff:+.1f}{shown}"
 
 
-def accuracy_lines(rows: list[Mapping[str, Any]]) -> list[str]:
+def accuracy_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per task run: accuracy, interval, chance, the paired verdict and correct answers per kJ."""
     out: list[str] = []
     for row in rows:
@@ -165,8 +172,14 @@ def accuracy_lines(rows: list[Mapping[str, Any]]) -> list[str]:
 
 # -- compare: the same task workload in two sweeps -----------------------------------------------------------
 
-COMPARE_TASK_FIELDS = ("task_accuracy_a", "task_accuracy_b", "task_diff_pts", "task_diff_low_pts",
-                       "task_diff_high_pts", "task_paired_n")
+COMPARE_TASK_FIELDS = (
+    "task_accuracy_a",
+    "task_accuracy_b",
+    "task_diff_pts",
+    "task_diff_low_pts",
+    "task_diff_high_pts",
+    "task_paired_n",
+)
 
 
 def task_items_of(session: Session, row: Mapping[str, Any]) -> list[tuple[int, int, bool]] | None:
@@ -180,7 +193,12 @@ def compare_accuracy(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -
     """B against A for a task run's row in both sweeps: both accuracies and, where both scored the same tasks
     (same file and subset, items attached as ``_task_items``), the paired difference B - A in points."""
     out: dict[str, Any] = dict.fromkeys(COMPARE_TASK_FIELDS)
-    if a is None or b is None or a.get("task_run_id") != a.get("run_id") or b.get("task_run_id") != b.get("run_id"):
+    if (
+        a is None
+        or b is None
+        or a.get("task_run_id") != a.get("run_id")
+        or b.get("task_run_id") != b.get("run_id")
+    ):
         return out
     out["task_accuracy_a"], out["task_accuracy_b"] = a.get("task_accuracy_pct"), b.get("task_accuracy_pct")
     items_a, items_b = a.get("_task_items"), b.get("_task_items")
@@ -197,24 +215,47 @@ def compare_accuracy(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -
         lost += int(other[1] and not ok)
     if n:
         diff, low, high = paired_difference(gained, lost, n)
-        out.update(task_paired_n=n, task_diff_pts=100 * diff, task_diff_low_pts=100 * low,
-                   task_diff_high_pts=100 * high)
+        out.update(
+            task_paired_n=n,
+            task_diff_pts=100 * diff,
+            task_diff_low_pts=100 * low,
+            task_diff_high_pts=100 * high,
+        )
     return out
 
 
-def compare_lines(rows: list[Mapping[str, Any]]) -> list[str]:
+def compare_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per task workload in both sweeps: A's and B's accuracy, and B - A with its paired interval."""
     out = []
     for r in rows:
         if r.get("task_accuracy_a") is None or r.get("task_accuracy_b") is None:
             continue
-        line = f"{r['model_label']} {r['workload']}: A {r['task_accuracy_a']:.2f} % -> B {r['task_accuracy_b']:.2f} %"
+        line = (
+            f"{r['model_label']} {r['workload']}: A {r['task_accuracy_a']:.2f} % -> "
+            f"B {r['task_accuracy_b']:.2f} %"
+        )
         if r.get("task_diff_pts") is not None:
             low, high = r["task_diff_low_pts"], r["task_diff_high_pts"]
             said = "B lower" if high < 0 else "B higher" if low > 0 else "no difference shown"
-            line += (f"; B - A {r['task_diff_pts']:+.1f} points (95 % CI {low:+.1f} to {high:+.1f}, "
-                     f"{r['task_paired_n']} paired tasks): {said}")
+            line += (
+                f"; B - A {r['task_diff_pts']:+.1f} points (95 % CI {low:+.1f} to {high:+.1f}, "
+                f"{r['task_paired_n']} paired tasks): {said}"
+            )
         else:
             line += "; not paired (other tasks or items missing): no difference claimed"
         out.append(line)
     return out
+
+
+def accuracy_exclusion(row: Mapping[str, Any], budget: QualityBudget) -> str | None:
+    """Why a variant is outside the budget's ``max_accuracy_loss`` (None: no such bound, or within it):
+    the upper end of its paired loss's 95 % interval is over the bound, or no paired loss was measured."""
+    bound = budget.max_accuracy_loss
+    if bound is None or row.get("task_reference_label") == row.get("model_label"):
+        return None
+    low = row.get("task_diff_low_pts")
+    if low is None:
+        return 'task accuracy loss not measured (the budget bounds it: add a kind = "task" workload)'
+    if -float(low) > bound:
+        return f"outside the quality budget: task accuracy loss up to {-float(low):.1f} points over {bound:g}"
+    return None

@@ -11,8 +11,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from edgeprof.report.columns import ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown, telling_params
 from edgeprof.report.accuracy import accuracy_lines
+from edgeprof.report.columns import ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown, telling_params
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.notes import ECHO_TITLE, OUTPUT_TITLE, echo_notes, failure_notes, output_lines
 from edgeprof.report.render.serving import serving_lines

@@ -8,9 +8,14 @@ from typing import Any
 import pytest
 
 from edgeprof.plan.budget import QualityBudget, parse_budget
-from edgeprof.report.accuracy import compare_accuracy, compare_lines, fmt_accuracy, paired_counts
-from edgeprof.report.recommend import accuracy_exclusion
-from edgeprof.storage.models import TaskItem
+from edgeprof.report.accuracy import (
+    accuracy_exclusion,
+    compare_accuracy,
+    compare_lines,
+    fmt_accuracy,
+    paired_counts,
+)
+from edgeprof.storage.task_models import TaskItem
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -27,9 +32,16 @@ def test_pairing_counts_discordant_tasks_only_on_the_same_tasks() -> None:
 
 
 def row(**kw: Any) -> dict[str, Any]:
-    base = {"model_label": "q4", "task_accuracy_pct": 41.25, "task_accuracy_low_pct": 36.5,
-            "task_accuracy_high_pct": 46.2, "task_reference_label": "f16", "task_diff_pts": -3.0,
-            "task_diff_low_pts": -5.6, "task_diff_high_pts": -0.3}
+    base = {
+        "model_label": "q4",
+        "task_accuracy_pct": 41.25,
+        "task_accuracy_low_pct": 36.5,
+        "task_accuracy_high_pct": 46.2,
+        "task_reference_label": "f16",
+        "task_diff_pts": -3.0,
+        "task_diff_low_pts": -5.6,
+        "task_diff_high_pts": -0.3,
+    }
     return {**base, **kw}
 
 
@@ -69,10 +81,20 @@ def test_the_budget_key_is_validated() -> None:
 
 
 def test_compare_pairs_the_same_tasks_across_sweeps() -> None:
-    a = {"run_id": 1, "task_run_id": 1, "task_accuracy_pct": 50.0, "task_file_sha256": "x",
-         "_task_items": [(0, 7, True), (1, 3, True), (2, 9, False), (3, 1, True)]}
-    b = {"run_id": 5, "task_run_id": 5, "task_accuracy_pct": 25.0, "task_file_sha256": "x",
-         "_task_items": [(0, 7, True), (1, 3, False), (2, 9, False), (3, 1, False)]}
+    a = {
+        "run_id": 1,
+        "task_run_id": 1,
+        "task_accuracy_pct": 50.0,
+        "task_file_sha256": "x",
+        "_task_items": [(0, 7, True), (1, 3, True), (2, 9, False), (3, 1, True)],
+    }
+    b = {
+        "run_id": 5,
+        "task_run_id": 5,
+        "task_accuracy_pct": 25.0,
+        "task_file_sha256": "x",
+        "_task_items": [(0, 7, True), (1, 3, False), (2, 9, False), (3, 1, False)],
+    }
     got = compare_accuracy(a, b)
     assert got["task_paired_n"] == 4 and got["task_diff_pts"] == pytest.approx(-50.0)
     line = compare_lines([{"model_label": "q4", "workload": "hs", **got}])[0]

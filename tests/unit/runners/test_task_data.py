@@ -24,7 +24,10 @@ pytestmark = pytest.mark.timeout(30)
 def test_the_shipped_sets_parse() -> None:
     hs = parse_tasks("hellaswag", (TASKS / "hellaswag_val_first24.txt").read_bytes(), "hs")
     assert len(hs) == 24 and hs[0].gold == (3,) and len(hs[0].endings) == 4
-    assert hs[0].sequence(3) == "Roof shingle removal: A man is sitting on a roof. he starts pulling up roofing on a roof."
+    assert (
+        hs[0].sequence(3)
+        == "Roof shingle removal: A man is sitting on a roof. he starts pulling up roofing on a roof."
+    )
     wg = parse_tasks("winogrande", (TASKS / "winogrande_edgeprof_tiny.csv").read_bytes(), "wg")
     assert len(wg) == 20  # the header line is not a task
     # a quoted sentence keeps its commas; the blank splits it; the choice goes in with no space added
@@ -38,7 +41,11 @@ def test_the_shipped_sets_parse() -> None:
     ("kind", "data", "expect"),
     [
         ("hellaswag", b"ctx\n0\na\nb\nc\n", "line 1: 5 lines, not a multiple of 6"),
-        ("hellaswag", b"ctx\n0\na\nb\nc\nd\nctx2\nx\na\nb\nc\nd\n", "line 8: expected the right ending's index"),
+        (
+            "hellaswag",
+            b"ctx\n0\na\nb\nc\nd\nctx2\nx\na\nb\nc\nd\n",
+            "line 8: expected the right ending's index",
+        ),
         ("hellaswag", b"ctx\n0\na\nb\nc\n\xff\n", "line 6: not UTF-8"),
         ("hellaswag", b"", "empty"),
         ("winogrande", b"0,The _ fell.,cat,dog,1\n1,No blank here.,a,b,2\n", "line 2: no '_'"),
@@ -50,7 +57,7 @@ def test_the_shipped_sets_parse() -> None:
     ],
 )
 def test_a_malformed_file_is_refused_with_its_place(kind: str, data: bytes, expect: str) -> None:
-    with pytest.raises(TaskFileError, match="^bad.file: ") as err:
+    with pytest.raises(TaskFileError, match=r"^bad\.file: ") as err:
         parse_tasks(kind, data, "bad.file")
     assert expect in str(err.value)
     assert "\n" not in str(err.value)  # one line
@@ -71,7 +78,16 @@ def test_mt19937_and_the_draws_match_libstdcxx() -> None:
     assert [rng() for _ in range(3)] == [1791095845, 4282876139, 3093770124]
     # std::uniform_int_distribution<size_t>(0, n - 1) with n = 10042, 10041, ... (the raw draws)
     rng = MT19937(1)
-    assert [uniform_below(rng, 10042 - i) for i in range(8)] == [4187, 10012, 7232, 9361, 1, 1285, 3034, 10025]
+    assert [uniform_below(rng, 10042 - i) for i in range(8)] == [
+        4187,
+        10012,
+        7232,
+        9361,
+        1,
+        1285,
+        3034,
+        10025,
+    ]
     # HellaSwag's subset: each draw indexes the tasks left, so later positions shift past the ones taken
     assert select("hellaswag", 10042, 8, 1) == [4187, 10013, 7233, 9363, 1, 1286, 3036, 10032]
     # Winogrande and multiple choice: int(2^-32 * (float) rng() * n) in float32, then swap-remove

@@ -48,7 +48,7 @@ def test_paired_difference_worked_example() -> None:
 
 def test_no_loss_is_claimed_when_the_interval_holds_zero() -> None:
     # 14 against 20: the same 6-task gap, too few discordant tasks to be sure of its sign
-    diff, low, high = paired_difference(gained=14, lost=20, n=400)
+    _diff, low, high = paired_difference(gained=14, lost=20, n=400)
     assert low < 0 < high
     said = loss_sentence("Q5_K_M", 14, 20, 400)
     assert said.startswith("Q5_K_M: no loss shown (+1.5 points, 95 % CI") and "loses" not in said

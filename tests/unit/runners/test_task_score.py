@@ -91,7 +91,9 @@ def test_winogrande_scores_only_the_tokens_after_the_choice() -> None:
     rows[1], rows[2] = row({11: 0.3}), row({12: 0.9})
     rows[5], rows[6] = row({11: 0.6}), row({12: 0.9})
     (s,) = score_group([p], lambda k: rows[k], starts)
-    assert s.scores == pytest.approx([(math.log(0.3) + math.log(0.9)) / 2, (math.log(0.6) + math.log(0.9)) / 2])
+    assert s.scores == pytest.approx(
+        [(math.log(0.3) + math.log(0.9)) / 2, (math.log(0.6) + math.log(0.9)) / 2]
+    )
     assert s.pred == 1 and s.correct
 
 
@@ -124,6 +126,8 @@ def test_tasks_are_packed_as_llama_perplexity_packs_them() -> None:
     assert list(batch_groups([wg, wg, wg], wg.required_tokens)) == [(0, 1), (1, 2), (2, 3)]  # the context
     with pytest.raises(ValueError, match="needs 9 tokens, more than the context's 8"):
         list(batch_groups([hs], 8))
-    five = prepare("multiple-choice", Task(0, "a man", ("runs", "sits", "eats", "hid", "cat"), (0,)), tokenize)
+    five = prepare(
+        "multiple-choice", Task(0, "a man", ("runs", "sits", "eats", "hid", "cat"), (0,)), tokenize
+    )
     with pytest.raises(ValueError, match="5 endings, more than 4"):
         list(batch_groups([five], 2048))
