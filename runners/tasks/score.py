@@ -124,9 +124,22 @@ def build_batch(tasks: list[Prepared]) -> tuple[list[BatchEntry], list[int]]:
 
 
 def log_softmax_at(row: np.ndarray, token: int) -> float:
-    x = row.astype(np.float64)
-    mx = float(x.max())
-    return float(x[token] - mx - math.log(float(np.exp(x - mx).sum())))
+    """log p(token) as llama-perplexity's compute_logprobs computes it: in float32, the exponentials summed
+    one after the other in float32 (over a 262 k vocabulary that sum rounds away ~1e-4 of the mass, which
+    shows in the 4th decimal it prints; a float64 sum would not agree with it)."""
+    x = np.asarray(row, dtype=np.float32)
+    mx = x.max()
+    total = np.cumsum(np.exp(x - mx), dtype=np.float32)[-1]  # cumsum: sequential, as the C++ loop
+    return float(np.float32(x[token] - mx) - np.float32(np.log(total)))
+
+
+def first_log_prob(row: np.ndarray, token: int) -> float:
+    """log p(token) as llama-perplexity's softmax() gives it for the first ending token: float32
+    exponentials summed in double, the probability stored as float32, its log in float32."""
+    x = np.asarray(row, dtype=np.float32)
+    e = np.exp(x - x.max())
+    p = np.float32(float(e[token]) / float(e.astype(np.float64).sum()))
+    return float(np.log(p))
 
 
 @dataclass
@@ -152,13 +165,15 @@ def _ending_scores(p: Prepared, rows: Callable[[int], np.ndarray], start: int) -
     """HellaSwag / multiple choice: mean log-prob of each ending's tokens."""
     cp, li, out = p.common_prefix, 1, []
     first = rows(start)
+    # HellaSwag sums in double, multiple choice in float (llama-perplexity's types)
+    acc: type = float if p.kind == "hellaswag" else np.float32
     for seq in p.seqs:
-        total, count = log_softmax_at(first, seq[cp]), 1
+        total, count = acc(first_log_prob(first, seq[cp])), 1
         for j in range(cp, len(seq) - 1):
-            total += log_softmax_at(rows(start + li), seq[j + 1])
+            total += acc(log_softmax_at(rows(start + li), seq[j + 1]))
             li += 1
             count += 1
-        out.append(total / count)
+        out.append(float(total / acc(count)))
     return out
 
 
@@ -174,12 +189,12 @@ def _winogrande_scores(p: Prepared, rows: Callable[[int], np.ndarray], start: in
         # the row of position base-1: for the second choice offset by the first sequence's rows, exactly as
         # llama-perplexity indexes it (right when the choice is skipped, see the module docstring)
         li = base - cp if s == 0 else (len0 - cp) + (base - cp)
-        total = 0.0
+        total = np.float32(0.0)  # a float in llama-perplexity
         for j in range(base - 1, len(seq) - 1 - last):
-            total += log_softmax_at(rows(start + li), seq[j + 1])
+            total += np.float32(log_softmax_at(rows(start + li), seq[j + 1]))
             li += 1
         count = len(seq) - base - last
-        out.append(total / count if count > 0 else math.nan)
+        out.append(float(total / np.float32(count)) if count > 0 else math.nan)
     return out
 
 

@@ -84,7 +84,7 @@ def _item(i: int, s: Any) -> dict[str, Any]:
         "index": s.index,
         "pred": s.pred,
         "correct": s.correct,
-        "scores": [round(x, 7) for x in s.scores],
+        "scores": list(s.scores),  # unrounded: compared with llama-perplexity to its printed decimals
         "margin": s.margin if s.margin != float("inf") else None,
     }
 
