@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session
 
+import edgeprof.storage.task_models  # noqa: F401 - registers the task tables on the models' metadata
 from edgeprof.storage.guard import StorageGuardError, check_before_read, create_database_file
 from edgeprof.storage.migrations import check_current, refuse_foreign, upgrade
 from edgeprof.storage.settings import SQLITE_BUSY_TIMEOUT_MS

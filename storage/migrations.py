@@ -764,6 +764,59 @@ _V19_LOG_VERDICT = (
     """,
 )
 
+
+# Task accuracy per run (HellaSwag, Winogrande, multiple choice) and each scored task, for the pairing
+# with the reference.
+_V22_TASKS = (
+    """
+    CREATE TABLE task_result (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        task VARCHAR(32) NOT NULL,
+        file_path TEXT NOT NULL,
+        file_sha256 VARCHAR(64) NOT NULL,
+        seed INTEGER NOT NULL,
+        tasks_asked INTEGER,
+        n_available INTEGER NOT NULL,
+        ctx INTEGER NOT NULL,
+        reference_label VARCHAR(255) NOT NULL,
+        reference_sha256 VARCHAR(64) NOT NULL,
+        is_reference BOOLEAN NOT NULL,
+        n_tasks INTEGER NOT NULL,
+        n_correct INTEGER NOT NULL,
+        accuracy_pct DOUBLE PRECISION NOT NULL,
+        accuracy_low_pct DOUBLE PRECISION NOT NULL,
+        accuracy_high_pct DOUBLE PRECISION NOT NULL,
+        chance_pct DOUBLE PRECISION NOT NULL,
+        n_resumed INTEGER NOT NULL,
+        n_tokens INTEGER,
+        min_margin DOUBLE PRECISION,
+        energy_j DOUBLE PRECISION,
+        n_correct_measured INTEGER,
+        correct_per_kj DOUBLE PRECISION,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_task_result_run_id ON task_result (run_id)",
+    """
+    CREATE TABLE task_item (
+        id INTEGER NOT NULL,
+        run_id INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        task_index INTEGER NOT NULL,
+        pred INTEGER NOT NULL,
+        correct BOOLEAN NOT NULL,
+        margin DOUBLE PRECISION,
+        scores_json TEXT,
+        PRIMARY KEY (id),
+        FOREIGN KEY(run_id) REFERENCES run (id)
+    )
+    """,
+    "CREATE INDEX ix_task_item_run_id ON task_item (run_id)",
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "core: device, build, model_file, sweep, run, measurement", _V1_CORE),
     Migration(2, "telemetry: phase intervals, samples, verdicts", _V2_TELEMETRY),
@@ -799,6 +852,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         21, "device state per block of steady reps; the group's sequential decision", _V21_REP_STATE_DECISION
     ),
+    Migration(22, "task accuracy: per-run result and per-task items", _V22_TASKS),
 )
 
 HEAD_VERSION = max(m.version for m in MIGRATIONS)

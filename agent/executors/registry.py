@@ -40,6 +40,8 @@ EXECUTOR_HOMES: dict[tuple[str, str], tuple[str, str]] = {
     ("llama-server", "soak"): ("serving_soak", "ServingSoakExecutor"),
     # the same on a server edgeprof did not start
     ("openai", "soak"): ("serving_soak", "OpenAISoakExecutor"),
+    # task accuracy (HellaSwag, Winogrande, multiple choice) in task worker children
+    ("llama-cpp", "task"): ("tasks", "TaskExecutor"),
 }
 
 _LOADED: dict[tuple[str, str], Executor] = {}

@@ -28,12 +28,19 @@ class QualityBudget:
     # interval rests on more than that one ordering and the median survives two outlier reps.
     min_reps: int = 5
     confidence_pct: float = 95.0
+    # Optional: the most task-accuracy points a variant may lose against the reference, judged on the upper
+    # end of the 95 % interval of its paired loss (a kind = "task" workload): "within" is then a claim the
+    # data support, never a point estimate that noise put under the bound.
+    max_accuracy_loss: float | None = None
 
     def describe(self) -> str:
-        return f"mean KLD ≤ {self.kld_mean:g}, same-top ≥ {self.same_top_pct:g} %"
+        text = f"mean KLD ≤ {self.kld_mean:g}, same-top ≥ {self.same_top_pct:g} %"
+        if self.max_accuracy_loss is not None:
+            text += f", task accuracy loss ≤ {self.max_accuracy_loss:g} points (95 % bound)"
+        return text
 
 
-BUDGET_KEYS = {"kld_mean", "same_top_pct", "min_reps", "confidence_pct"}
+BUDGET_KEYS = {"kld_mean", "same_top_pct", "min_reps", "confidence_pct", "max_accuracy_loss"}
 # The most steady reps a plan may ask for (agent/plan/bounds.py MAX_STEADY): a larger min_reps could never
 # be met.
 MAX_MIN_REPS = 1_000
@@ -53,7 +60,8 @@ def _number(raw: dict[str, Any], key: str, problems: list[str]) -> float | None:
 def _check(raw: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     """The valid values of the table, each invalid one appended to ``problems``."""
     values: dict[str, Any] = {}
-    for key, lo, hi in (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0)):
+    bounds = (("kld_mean", 0.0, None), ("same_top_pct", 0.0, 100.0), ("max_accuracy_loss", 0.0, 100.0))
+    for key, lo, hi in bounds:
         if key not in raw or (value := _number(raw, key, problems)) is None:
             continue
         if value < lo or (hi is not None and value > hi):

@@ -24,6 +24,7 @@ from edgeprof.plan.model import (
     workload_for,
 )
 from edgeprof.plan.quality import quality_params
+from edgeprof.plan.tasks import task_params
 from edgeprof.runners.registry import is_serving
 
 
@@ -40,6 +41,7 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
             specs += _soak_specs(plan, model, sha256_of[model.path], power_mode)
             # after the model's speed configs, while the model file is still in the page cache
             specs += _quality_specs(plan, model, sha256_of[model.path], power_mode)
+            specs += _task_specs(plan, model, sha256_of[model.path], power_mode)
     return specs
 
 
@@ -121,6 +123,22 @@ def _quality_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str |
             model=model,
             model_sha256=sha256,
             params=Params(**quality_params(plan.axes, wl.quality), power_mode=power_mode),
+            workload=wl,
+            repeat=Repeat(cold=1, warmup=0, steady=1),
+            timeout_s=plan.timeout_s,
+            cold_cache=plan.cold_cache,
+        )
+
+
+def _task_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    """A task workload runs once per model, like a quality workload."""
+    for wl in plan.workloads:
+        if wl.task is None:
+            continue
+        yield RunSpec(
+            model=model,
+            model_sha256=sha256,
+            params=Params(**task_params(plan.axes, wl.task), power_mode=power_mode),
             workload=wl,
             repeat=Repeat(cold=1, warmup=0, steady=1),
             timeout_s=plan.timeout_s,

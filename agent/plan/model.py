@@ -17,6 +17,7 @@ from edgeprof.gguf import GGUFInfo
 from edgeprof.plan.budget import Decide, QualityBudget
 from edgeprof.plan.quality import QualitySpec
 from edgeprof.plan.serving import Serving
+from edgeprof.plan.tasks import TaskSpec
 from edgeprof.runners.registry import DEFAULT_RUNNER, is_serving
 
 
@@ -94,17 +95,25 @@ class Workload:
     quality: QualitySpec | None = None
     # Set for kind = "soak": the same generation request, repeated back to back for a duration
     soak: SoakSpec | None = None
+    # Set for kind = "task" (agent/plan/tasks/): task accuracy over a task set, it generates nothing
+    task: TaskSpec | None = None
 
     @property
     def kind(self) -> str:
         if self.soak is not None:
             return "soak"
+        if self.task is not None:
+            return "task"
         return "generation" if self.quality is None else "quality"
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         del out["quality"]  # generation workloads keep the spec ids they always had
         del out["soak"]
+        del out["task"]
+        if self.task is not None:
+            out["kind"] = "task"
+            out["task"] = self.task.to_json()  # the file's hash and the subset, never the tasks
         if self.quality is not None:
             out["kind"] = "quality"
             out["quality"] = self.quality.to_json()  # the text's hash, never the text
@@ -323,7 +332,9 @@ class Plan:
         for values in self.axes.values():
             per_combo *= len(values)
         # a quality workload runs once per model (and power mode): its numbers do not depend on the speed axes
-        n_quality = max(1, len(self.power_modes)) * sum(1 for wl in self.workloads if wl.quality is not None)
+        n_quality = max(1, len(self.power_modes)) * sum(
+            1 for wl in self.workloads if wl.quality is not None or wl.task is not None
+        )
         # a soak runs once per matrix cell in-process, and per concurrency on each serving runner
         per_soak = max(1, len(self.power_modes)) * sum(
             len(self.concurrency) if is_serving(r) else 1 for r in self.runners

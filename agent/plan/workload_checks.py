@@ -20,6 +20,8 @@ def check_workload_references(chk: Checker, workloads: list[Workload], models: l
             if name not in labels:
                 chk.add(f"workload '{wl.name}'.models", f"no model labelled or grouped {name!r}")
         ref = wl.quality.reference if wl.quality is not None else None
+        if wl.task is not None:
+            ref = wl.task.reference
         if ref is not None and models and ref not in {m.label for m in models}:
             chk.add(f"workload '{wl.name}'.reference", f"no model labelled {ref!r}")
 

@@ -11,6 +11,7 @@ from typing import Any
 from edgeprof.plan.checker import Checker, type_name
 from edgeprof.plan.model import SOAK_DEFAULT_DURATION_S, SOAK_DEFAULT_WINDOW_S, SoakSpec, Workload
 from edgeprof.plan.quality import is_quality, parse_quality
+from edgeprof.plan.tasks import is_task, parse_task
 
 WORKLOAD_KEYS = {
     "name",
@@ -74,6 +75,11 @@ def parse_workloads(chk: Checker, raw: Any, base: Path | None = None) -> list[Wo
             if quality is not None and name is not None:
                 out.append(Workload(name=name, prompt=None, prompt_tokens=None, n_predict=0, quality=quality))
             continue
+        if is_task(table):  # a task-accuracy workload (agent/plan/tasks/)
+            task = parse_task(chk, table, place, base or Path.cwd())
+            if task is not None and name is not None:
+                out.append(Workload(name=name, prompt=None, prompt_tokens=None, n_predict=0, task=task))
+            continue
         workload = _generation_workload(chk, table, place, name)
         if workload is not None:
             out.append(workload)
@@ -86,7 +92,7 @@ def _generation_workload(
     kind = table.get("kind", "generation")
     chk.unknown_keys(table, WORKLOAD_KEYS | SOAK_KEYS if kind == "soak" else WORKLOAD_KEYS, place)
     if kind not in ("generation", "soak"):
-        chk.add(f"{place}.kind", f'expected "generation", "soak" or "quality", got {table["kind"]!r}')
+        chk.add(f"{place}.kind", f'expected "generation", "soak", "quality" or "task", got {table["kind"]!r}')
     soak = parse_soak(chk, table, place) if kind == "soak" else None
     prompt = _prompt(chk, table, place)
     parse_special = chk.boolean(table.get("parse_special", False), f"{place}.parse_special")

@@ -251,3 +251,14 @@ def fmt_output_html(row: Row) -> str:
     if head is None:
         return EMPTY
     return (ECHO_MARK if row.get("_output_echo") else "") + head
+
+
+def no_decode_why(row: Mapping[str, Any]) -> str:
+    """Why a finished row has no decode speed, where its reps say: the model emitted end-of-sequence as its
+    first token (a prompt it answers with nothing), so there was nothing to decode; "" otherwise."""
+    if not row.get("eos_count") or (row.get("tokens_out_median") or 0) > 1:
+        return ""
+    return (
+        f": the model emitted end-of-sequence as its first token ({fmt_tokens_out(row)}); "
+        "set ignore_eos = true in the workload to measure decode anyway"
+    )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from edgeprof.report.accuracy import TASK_FIELDS, fmt_accuracy
 from edgeprof.report.cells import (
     OUTPUT_CHARS,
     fmt_agreement,
@@ -60,7 +61,8 @@ Style = Literal["text", "num", "badge", "status"]
 # of each row, for a fleet's central database; v9 the flash attention llama.cpp chose for "auto"; v10 the
 # recommendation's evidence; v11 a soak's figures; v12 the model file's tensor-type mix; v13 a serving
 # level's failures by reason, its prompt cache and its good requests of all sent; v14 how a sequential
-# decision ended and the reps set aside for the device's state.
+# decision ended and the reps set aside for the device's state, task accuracy and its paired difference
+# against the reference.
 REPORT_SCHEMA_VERSION = 14
 
 
@@ -171,6 +173,8 @@ def row_kind(row: Row) -> RowKind:
         return "serving"
     if row.get("quality_run_id") is not None and row.get("quality_run_id") == row.get("run_id"):
         return "quality"
+    if row.get("task_run_id") is not None and row.get("task_run_id") == row.get("run_id"):
+        return "quality"  # a task run's own row: scores, no speed, as a quality run's
     return "inprocess"
 
 
@@ -386,6 +390,9 @@ COLUMNS: tuple[Column, ...] = (
     field("decision_stopped", "string|null", rows=SPEED),
     field("decision_tie_pct", "number|null", "%", SPEED),
     field("reps_set_aside", "integer|null", "reps", SPEED),
+    # v14: task accuracy (agent/report/accuracy/): the model's task run, accuracy with its Wilson interval and
+    # a random pick's, the paired difference against the reference on the same tasks, correct answers per kJ
+    *(field(name, type_, unit, LOCAL) for name, type_, unit in TASK_FIELDS),
     # -- columns: the tables, in their order; each table shows the columns of its rows (TABLES) ------------
     column("model", "model", lambda r: str(r["model_label"]), rows=ALL | VERSUS, width_rank=None),
     column("quant", "quant", value_of("quant"), rows=ALL, width_rank=None),
@@ -433,6 +440,8 @@ COLUMNS: tuple[Column, ...] = (
     column("mix", "tensor types", fmt_mix),  # the first left out where the screen is narrow
     # perplexity beside KLD: both from the model's quality run, '@ctx N' where it scored at another ctx
     column("ppl", "PPL / ΔPPL", fmt_ppl, width_rank=15),
+    # task accuracy beside them: % [95 % CI] and the paired difference in points vs the reference
+    column("acc", "task acc % [CI] Δ", fmt_accuracy, width_rank=23),
     column("tg_ref", "tg×ref", value_of("tg_ratio_vs_ref", 2), style="num", width_rank=20),
     column("pp_ref", "pp×ref", value_of("pp_ratio_vs_ref", 2), formats=TEXT, width_rank=2),
     column("temp", "start/max °C", lambda r: fmt_both(r, "start_temp_c", "temp_max_c"), unit="°C",

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.device import comparable_state
+from edgeprof.report.accuracy import COMPARE_TASK_FIELDS, compare_accuracy, compare_lines, task_items_of
 from edgeprof.report.llamabench.identity import ngl_key
 from edgeprof.report.render.text import wrap_line
 from edgeprof.report.rows import ReportError, build_rows
@@ -61,6 +62,7 @@ COMPARE_FIELDS: tuple[str, ...] = (
     *(f"{m}_{suffix}" for m in METRICS for suffix in ("a", "b", "ratio", "within_noise")),
     "a_caveat",
     "b_caveat",
+    *COMPARE_TASK_FIELDS,  # a task workload's accuracy in A and B, and B - A paired on the same tasks
 )
 
 # Verdict values that make one side's figure a poor base for a ratio: the report's own judgement of the
@@ -183,6 +185,7 @@ def _pair(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> dict[str,
             if a is not None and b is not None and va is not None and vb is not None
             else None
         )
+    row.update(compare_accuracy(a, b))
     return row
 
 
@@ -195,6 +198,9 @@ def compare_sweeps(
     other = session_b if session_b is not None else session
     a_rows = _with_ttft_range(session, build_rows(session, a_id))
     b_rows = _with_ttft_range(other, build_rows(other, b_id))
+    for rows, sess in ((a_rows, session), (b_rows, other)):
+        for row in rows:
+            row["_task_items"] = task_items_of(sess, row)  # for the pairing of a task run across sweeps
     return compare_rows(a_rows, b_rows)
 
 
@@ -414,12 +420,19 @@ def render_compare(
         lines = [*(f"**{n[:1]}**{n[1:]}  " for n in named), *([""] if named else [])]
         lines += md_table(_HEADERS, [_cells(r) for r in matched])
         lines += ["", f"_{LEGEND}_"]
+        accuracy = compare_lines(list(matched))
+        if accuracy:
+            lines += ["", "**Task accuracy, B against A on the same tasks:**", ""]
+            lines += [f"- {x}" for x in accuracy]
         if unmatched:
             lines += ["", "**Unmatched configs:**", ""] + [f"- {u}" for u in unmatched]
         return "\n".join(lines)
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; use table, md or json")
     lines = [*named, *([""] if named else []), *_table_lines(matched, width)]
+    accuracy = compare_lines(list(matched))
+    if accuracy:
+        lines += ["", "Task accuracy, B against A on the same tasks:", *(f"  {x}" for x in accuracy)]
     if unmatched:
         lines += ["", f"{len(unmatched)} unmatched config(s):"] + [f"  {u}" for u in unmatched]
     if width is not None:

@@ -28,7 +28,8 @@ from typing import Any
 
 from edgeprof.plan import Decide, QualityBudget
 from edgeprof.plan.budget import HELD_PARAMS, RIVAL_PARAMS, held_values
-from edgeprof.report.cells import RUNNING, fmt_tokens_out
+from edgeprof.report.accuracy import accuracy_exclusion
+from edgeprof.report.cells import RUNNING, no_decode_why
 from edgeprof.report.reference import file_notes, is_speed_row, quality_of, same_file_notes, threads_notes
 from edgeprof.report.speed_ratio import (
     SpeedRatio,
@@ -314,17 +315,6 @@ def evidence(c: Candidate) -> str:
     return " · ".join(parts)
 
 
-def no_decode_why(row: Mapping[str, Any]) -> str:
-    """Why a finished row has no decode speed, where its reps say: the model emitted end-of-sequence as its
-    first token (a prompt it answers with nothing), so there was nothing to decode; "" otherwise."""
-    if not row.get("eos_count") or (row.get("tokens_out_median") or 0) > 1:
-        return ""
-    return (
-        f": the model emitted end-of-sequence as its first token ({fmt_tokens_out(row)}); "
-        "set ignore_eos = true in the workload to measure decode anyway"
-    )
-
-
 def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str | None:
     """Why ``c`` does not compete in its condition, or None."""
     r = c.row
@@ -337,7 +327,12 @@ def exclusion(c: Candidate, budget: QualityBudget, quality_known: bool) -> str |
         return f"failed ({r['status']}{detail})"
     if r.get("tg_tps_median") is None:
         return "no steady decode measured" + no_decode_why(r)
-    if not quality_known or c.is_reference:
+    if c.is_reference:
+        return None
+    accuracy = accuracy_exclusion(r, budget)
+    if accuracy is not None:
+        return accuracy
+    if not quality_known:
         return None
     if c.kld_mean is None:
         return "quality not measured"

@@ -46,7 +46,7 @@ def is_speed_row(row: Mapping[str, Any]) -> bool:
     is a sustained one, not comparable with the steady reps'."""
     kind = row.get("_workload_kind")
     if kind is not None:
-        return kind not in ("quality", "soak")
+        return kind not in ("quality", "soak", "task")
     return row.get("kld_mean") is None or row.get("tg_tps_median") is not None
 
 

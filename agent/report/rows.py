@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from edgeprof.report.accuracy import attach_tasks
 from edgeprof.report.columns import FIELD_NAMES
 from edgeprof.report.fit import attach_fit
 from edgeprof.report.fleet import attach_fleet
@@ -79,6 +80,7 @@ def _judge(session: Session, rows: list[dict[str, Any]]) -> None:
     """The stored verdicts, quality figures, memory and bandwidth, and the recommendation."""
     attach_verdicts(session, rows)
     attach_quality(session, rows)
+    attach_tasks(session, rows)
     attach_fit(session, rows)  # after the quality fields: the recommendation weighs them
 
 

@@ -75,6 +75,18 @@ def _request_terms(spec: RunSpec, n_vocab: int) -> dict[str, Any]:
     evaluates and generates, the logits it keeps, and a quality worker's own arrays."""
     p, wl = spec.params, spec.workload
     depth = int(getattr(p, "depth", 0) or 0)
+    task = getattr(wl, "task", None)
+    if task is not None:
+        # A task run's batch holds at most n_ctx tokens, each of them an output row that llama.cpp keeps
+        # and the worker copies (float32 x n_vocab): the bound is the plan's (bytes + BOS per sequence).
+        n_tokens = min(p.n_ctx, int(task.batch_tokens_bound))
+        return {
+            "prompt_tokens": depth + n_tokens,
+            "n_predict": 0,
+            "n_outputs": n_tokens,
+            "ubatch_outputs": min(n_tokens, p.n_ubatch),
+            "scoring_bytes": n_tokens * n_vocab * 4.0,
+        }
     quality = getattr(wl, "quality", None)
     if quality is not None:
         # A quality run evaluates whole chunks of ctx tokens, keeps the logits of their second half and
@@ -190,7 +202,7 @@ class FitChecker:
         cheaper than an OOM kill); quality runs hold scoring arrays of their own and are not used."""
         if run.status != "ok" or run.peak_rss_mb is None or not run.mem_prediction_json:
             return
-        if getattr(spec.workload, "quality", None) is not None:
+        if getattr(spec.workload, "quality", None) is not None or getattr(spec.workload, "task", None):
             return
         detail = json.loads(run.mem_prediction_json)
         try:

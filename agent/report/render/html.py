@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from edgeprof.plan import budget_from_plan_text
+from edgeprof.report.accuracy import accuracy_lines
 from edgeprof.report.cells import output_head
 from edgeprof.report.render.html_parts import (
     FIT_CHARS,
@@ -219,6 +220,15 @@ def _soak_section(rows: Sequence[Row]) -> str:
     return f"<h3>{esc(lines[0].rstrip(':'))}</h3><pre>{esc(chr(10).join(x.strip() for x in lines[1:]))}</pre>"
 
 
+def _accuracy_section(rows: Sequence[Row]) -> str:
+    """Each task run's accuracy and its paired difference against the reference, one item each."""
+    lines = accuracy_lines(list(rows))
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(x)}</li>" for x in lines)
+    return f"<h3>Task accuracy (each variant against its reference, on the same tasks)</h3><ul>{items}</ul>"
+
+
 def _echo_warning(rows: Sequence[Row]) -> str:
     """The configs whose output repeats the prompt, named below the table (their rows read 'ok')."""
     echoes = [r for r in rows if r.get("_output_echo")]
@@ -245,7 +255,10 @@ def _configs_part(rows: Sequence[Row], serving: Sequence[Row], wide: bool) -> st
     """The in-process configs; a sweep of serving levels only has none, and no empty table for them."""
     if not rows and serving:
         return ""
-    return f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_echo_warning(rows)}{_soak_section(rows)}"
+    return (
+        f"<h2>Configs</h2>{configs_section(rows, wide)}{NOTES}{_accuracy_section(rows)}{_echo_warning(rows)}"
+        f"{_soak_section(rows)}"
+    )
 
 
 def render_html(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeprof.report.accuracy import accuracy_lines
 from edgeprof.report.cells import md_code, output_head
 from edgeprof.report.columns import cells, shown
 from edgeprof.report.fit import recommendation_lines
@@ -25,6 +26,10 @@ def render_markdown(rows: list[dict[str, Any]]) -> str:
     recs = recommendation_lines(rows)  # the report opens with the answer
     if recs:
         lines = [*(f"- {md_escape(x.strip())}" for x in recs), "", *lines]
+    accuracy = accuracy_lines(rows)
+    if accuracy:
+        lines += ["", "**Task accuracy (each variant against its reference, on the same tasks):**", ""]
+        lines += [f"- {md_escape(x)}" for x in accuracy]
     fails = failure_notes(rows)
     if fails:
         lines += ["", "**Failed configs and device changes:**", ""] + [f"- {md_escape(f)}" for f in fails]

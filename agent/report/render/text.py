@@ -11,6 +11,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from edgeprof.report.accuracy import accuracy_lines
 from edgeprof.report.columns import ESSENTIAL_KEYS, FIT_DROP_ORDER, cells, shown, telling_params
 from edgeprof.report.fit import recommendation_lines
 from edgeprof.report.render.notes import ECHO_TITLE, OUTPUT_TITLE, echo_notes, failure_notes, output_lines
@@ -85,6 +86,10 @@ def render_table(
         lines = [*recs, "", *lines]
     if rows and rows[0].get("_bw_note"):
         lines += ["", str(rows[0]["_bw_note"])]
+    accuracy = [safe_text(x) for x in accuracy_lines(rows)]
+    if accuracy:
+        lines += ["", "Task accuracy (each variant against its reference, on the same tasks):"]
+        lines += [f"  {x}" for x in accuracy]
     fails = [safe_text(x) for x in failure_notes(rows)]
     if fails:
         lines += ["", f"{len(fails)} note(s): failed configs, device changes, instability:"]

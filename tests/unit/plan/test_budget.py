@@ -31,8 +31,8 @@ def test_every_problem_is_reported_at_once() -> None:
     raw = {"kld_mean": -1, "same_top_pct": "high", "min_reps": 2.5, "confidence_pct": 100, "bogus": 1}
     assert parse_budget(raw, problems) == QualityBudget()
     assert problems == [
-        "quality_budget.bogus: unknown key (expected one of confidence_pct, kld_mean, min_reps, "
-        "same_top_pct)",
+        "quality_budget.bogus: unknown key (expected one of confidence_pct, kld_mean, max_accuracy_loss, "
+        "min_reps, same_top_pct)",
         "quality_budget.kld_mean: must be >= 0, got -1",
         "quality_budget.same_top_pct: expected a number, got 'high'",
         "quality_budget.min_reps: expected a whole number, got 2.5",

@@ -49,7 +49,7 @@ def test_every_entry_is_a_field_or_a_column_with_a_unique_name() -> None:
     assert [n for n, k in Counter(c.name for c in COLUMNS if c.fmt).items() if k > 1] == []
     assert tuple((c.name, c.type) for c in fields()) == REPORT_FIELDS
     assert FIELD_NAMES[:3] == ("sweep_id", "run_id", "spec_id")
-    assert FIELD_NAMES[-1] == "reps_set_aside"
+    assert FIELD_NAMES[-1] == "task_run_id"  # the last appended (schema v14)
 
 
 def test_each_table_has_one_header_per_column_and_the_columns_exist(
