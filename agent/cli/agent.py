@@ -129,10 +129,7 @@ def agent(
 ) -> None:
     """Long-running daemon (systemd): take plans from a queue (or a fleet's central queue), one sweep at a
     time, resume after a crash."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from edgeprof.daemon import AgentConfig, FleetAgent, MetricsPortError, configure_logging, serve
-    from edgeprof.safefs import QueueLocked, UnsafePath
+    from edgeprof.daemon import AgentConfig, configure_logging
 
     config = AgentConfig(
         queue=_queue(queue, plan, fleet),
@@ -153,9 +150,18 @@ def agent(
     )
     configure_logging(verbose)
     guard_write(db)
-    engine = open_db(db)
+    raise typer.Exit(_serve(open_db(db), db, config, fleet))
+
+
+def _serve(engine: Any, db: str | None, config: Any, fleet: str | None) -> int:
+    """The agent's loop until it stops; its exit code. What stops it from starting is one error line."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from edgeprof.daemon import FleetAgent, MetricsPortError, serve
+    from edgeprof.safefs import QueueLocked, UnsafePath
+
     try:
-        code = serve(engine, db, config, FleetAgent if config.fleet is not None else None)
+        return serve(engine, db, config, FleetAgent if config.fleet is not None else None)
     except QueueLocked as exc:
         fail(f"{exc}; wait for it with --wait, or stop it")
     except MetricsPortError as exc:
@@ -167,7 +173,6 @@ def agent(
 
         line = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
         fail(f"--fleet {mask_url(fleet)}: {scrub(line[0], fleet)}")
-    raise typer.Exit(code)
 
 
 def _settle_s(seconds: float) -> float:

@@ -84,8 +84,7 @@ def window_closed(until: dt.time | None, started: dt.datetime, now: dt.datetime)
 
 
 def _storable(text: str | None) -> str | None:
-    """A text the database can hold: a plan name that is not UTF-8 (a lone surrogate from ``os.listdir``)
-    once made every state write fail, so that ``status`` kept an old state."""
+    """A text the database can hold: a non-UTF-8 plan name once made every state write fail (stale status)."""
     return encodable_name(text) if text is not None else None
 
 

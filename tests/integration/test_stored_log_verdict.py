@@ -19,7 +19,8 @@ from edgeprof.verdicts.log_verdict import RULE_VERSION
 
 
 def edgeprof(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ) | {"XDG_DATA_HOME": str(tmp_path / "x")}
+    # a wide terminal: status wraps its lines at the width it is given, and these tests read whole lines
+    env = dict(os.environ) | {"XDG_DATA_HOME": str(tmp_path / "x"), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "edgeprof", *args], capture_output=True, text=True, env=env, cwd=tmp_path,
         timeout=120,
