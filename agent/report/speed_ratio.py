@@ -37,13 +37,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import Session
-
-from edgeprof.collectors.registry import roles_for
-from edgeprof.collectors.roles import MetricRole
 from edgeprof.stats import median
-from edgeprof.storage.models import Measurement, Run
-from edgeprof.storage.samples import read_samples
 
 K = TypeVar("K")
 
@@ -266,81 +260,3 @@ def tie_breakers(
             return ranked[0], [f"for {what} ({shown} {unit})", *words]
         words.append(f"{what} alike ({shown} {unit})")
     return None, words
-
-
-# nvbench sets aside the samples taken below this share of the clock's maximum; a rep that starts with its
-# clock capped below it ran on another machine than its rivals.
-CAP_SHARE_MIN = 0.75
-
-
-def throttle_reasons(
-    readings: Sequence[tuple[float, str, float]],
-    roles: Mapping[str, MetricRole],
-    t_start: float,
-    t_end: float,
-) -> list[str]:
-    """Why a rep (``t_start``–``t_end``, monotonic) ran throttled, from the telemetry's readings (time,
-    metric, value) by their roles: throttle flags set at its start or during it, a throttle counter that
-    moved during it, a clock cap under ``CAP_SHARE_MIN`` of its maximum at its start."""
-    last: dict[str, float] = {}
-    before: dict[str, float] = {}
-    out: list[str] = []
-    for t, metric, value in readings:
-        if t > t_end:
-            break
-        role = roles.get(metric)
-        if role is None:
-            continue
-        if t <= t_start:
-            before[metric] = value
-        last[metric] = value
-        if role.role == "throttle_flags" and value and t >= t_start - 1.0:
-            word = f"throttle flags {metric} 0x{int(value):x}"
-            out += [] if word in out else [word]
-    for metric, value in last.items():
-        role = roles[metric]
-        if role.role == "throttle_counter" and metric in before and value > before[metric]:
-            out.append(f"{metric} +{value - before[metric]:g} throttle events")
-        if role.role == "clock_cap" and role.clock_max and metric in before:
-            top = before.get(role.clock_max)
-            if top and before[metric] < CAP_SHARE_MIN * top:
-                out.append(f"clock cap {before[metric]:.0f} of {top:.0f} MHz")
-    return out
-
-
-def block_throttle(
-    session: Session, run_id: int, loads: Sequence[tuple[float, int]], reps: Sequence[tuple[float, float]]
-) -> dict[int, list[str]]:
-    """Block id -> why its reps (start, end) ran throttled, from the run's stored telemetry."""
-    found = read_samples(session, run_ids=[run_id], with_nulls=False)
-    readings = [(r.t_mono, r.metric, float(r.value)) for r in found if r.value is not None]
-    roles = roles_for({r.metric for r in found}, {r.metric: r.source for r in found})
-    wanted = {m: role for m, role in roles.items()
-              if role.role in ("throttle_flags", "throttle_counter", "clock_cap", "clock_limit")}  # fmt: skip
-    out: dict[int, list[str]] = {}
-    if not wanted:
-        return out
-    ordered = sorted(loads)
-    readings = [r for r in readings if r[1] in wanted]
-    for t_start, t_end in reps:
-        block = max((b for t, b in ordered if t <= t_start), default=0)
-        why = throttle_reasons(readings, wanted, t_start, t_end)
-        if why:
-            out.setdefault(block, []).extend(w for w in why if w not in out.get(block, []))
-    return out
-
-
-def rep_evidence(
-    session: Session, run: Run, steady: Sequence[Measurement], loads: Sequence[tuple[float, int]]
-) -> dict[str, Any]:
-    """A report row's private fields for the recommendation: how its group was settled (``_decision``), the
-    device state each block started in (``_block_states``) and why a block ran throttled (``_block_flags``):
-    it compares only reps of one state (``set_aside``)."""
-    timed = [
-        (t0, t1) for m in steady if (t0 := m.t_start_mono) is not None and (t1 := m.t_end_mono) is not None
-    ]
-    return {
-        "_decision": json.loads(run.decision_json) if run.decision_json else None,
-        "_block_states": json.loads(run.block_states_json) if run.block_states_json else None,
-        "_block_flags": block_throttle(session, run.id, loads, timed),
-    }

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 from edgeprof.runners.llama_worker import begin, emit, emit_hello, load_reported, maybe_fault
-from edgeprof.runners.procfs import vm_hwm_mb
-from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_OK, EXIT_REQUEST_FAILED
+from edgeprof.runners.protocol import EXIT_BAD_SPEC, EXIT_LOAD_FAILED, EXIT_OK, EXIT_REQUEST_FAILED, vm_hwm_mb
 from edgeprof.runners.quality_worker import tokenize
 from edgeprof.runners.tasks import checkpoint
 from edgeprof.runners.tasks.data import parse_tasks, select

@@ -111,7 +111,7 @@ def test_the_plan_lists_every_soak_problem_with_its_place(tiny_models: dict[str,
         "workload[3].duration_s: unknown key",
         "workload[4].duration_s: unknown key",
         "workload[4].window_s: unknown key",
-        'workload[4].kind: expected "generation", "soak" or "quality", got \'soaks\'',
+        'workload[4].kind: expected "generation", "soak", "quality" or "task", got \'soaks\'',
         "workload[0].duration_s: 50000 is above the limit 43200 (a soak runs at most a night)",
     ]
     criteria = [

@@ -25,6 +25,7 @@ from edgeprof.plan import (
     NGL_ALL,
     Collect,
     Cooldown,
+    Decide,
     ModelEntry,
     Plan,
     PlanError,
@@ -144,6 +145,7 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         # llama-bench: one warm-up (none with --no-warmup), then -r timed repetitions; edgeprof's cold
         # request comes first
         repeat=Repeat(cold=1, warmup=1 if args.warmup else 0, steady=args.reps),
+        decide=Decide(sequential=False),  # llama-bench's -r is the number of samples: exactly that many
         timeout_s=TIMEOUT_S,
         cold_cache="keep",  # llama-bench reads the model from the page cache as it finds it
         cooldown=bench_cooldown(args.delay_s),

@@ -12,9 +12,10 @@ from typing import Any
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.plan import Decide
 from edgeprof.report.compare import state_difference
+from edgeprof.report.fit import throttle_reasons
 from edgeprof.report.recommend import mark_rows, recommend
 from edgeprof.report.reference import attach_reference, threads_notes
-from edgeprof.report.speed_ratio import set_aside, throttle_reasons
+from edgeprof.report.speed_ratio import set_aside
 
 
 def _row(run_id: int, label: str, blocks: dict[int, list[float]], **extra: Any) -> dict[str, Any]:
@@ -78,13 +79,22 @@ def test_throttle_flags_counters_and_caps_at_a_reps_start() -> None:
               (11.0, "thermal_throttle.cpu0", 6.0), (11.5, "nvml.gpu0.throttle_reasons", 4.0)]  # fmt: skip
     assert sorted(throttle_reasons(capped, roles, 10.0, 12.0)) == [
         "clock cap 1100 of 1500 MHz", "thermal_throttle.cpu0 +2 throttle events",
-        "throttle flags nvml.gpu0.throttle_reasons 0x4",
+        "throttle flags nvml.gpu0.throttle_reasons 0x4 (SwPowerCap)",
     ]
     # exactly 75 % of the maximum: not capped; just under it: capped
     at_the_line = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1125.0), *quiet[2:]]
     assert throttle_reasons(at_the_line, roles, 10.0, 12.0) == []
     under = [*quiet[:1], (9.0, "cpufreq.policy0.max_mhz", 1124.0), *quiet[2:]]
     assert throttle_reasons(under, roles, 10.0, 12.0) == ["clock cap 1124 of 1500 MHz"]
+
+
+def test_a_pi_flag_word_marks_a_rep_only_for_bits_that_hold_the_clock_down_now() -> None:
+    """Decoded by the word's own source: a Pi's sticky "since boot" bits (0x50000) or its under-voltage bit
+    alone (0x1) are no throttled rep; the frequency-capped bit now (0x2) is."""
+    roles = {"rpi.throttled": MetricRole("throttle_flags", flags="rpi_firmware")}
+    for word, marked in ((0x50000, False), (0x1, False), (0x2, True)):
+        why = throttle_reasons([(10.5, "rpi.throttled", float(word))], roles, 10.0, 12.0)
+        assert bool(why) is marked, (hex(word), why)
 
 
 def test_identical_files_without_quality_name_no_reference_and_pick_nothing() -> None:
