@@ -20,7 +20,8 @@ from edgeprof.collectors import MetricRole, roles_for
 from edgeprof.run_states import utcnow
 from edgeprof.storage.log_verdicts import LogVerdict
 from edgeprof.storage.models import Sweep
-from edgeprof.storage.samples import read_samples
+from edgeprof.storage.samples import read_thinned
+from edgeprof.telemetry.log_series import MAX_VERDICT_READINGS
 from edgeprof.verdicts.log_verdict import RULE_VERSION, LogInputs, judge_log, line_times, measured_spacing_s
 from edgeprof.verdicts.store import stored_roles
 
@@ -44,6 +45,11 @@ def _sampler(sweep: Sweep) -> dict[str, Any]:
 
 
 def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None) -> LogInputs:
+    """The imported sweep's samples as a log (``_read_log``), as the judgement takes it."""
+    return _read_log(session, sweep_id, interval_ms)[0]
+
+
+def _read_log(session: Session, sweep_id: int, interval_ms: float | None) -> tuple[LogInputs, int, int]:
     """The imported sweep's samples as a log. Without timestamps the import spaced lines 1 s apart; a
     stated ``interval_ms`` replaces that spacing (and is then no longer "assumed")."""
     sweep = session.get(Sweep, sweep_id)
@@ -54,22 +60,21 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
     timed = meta.get("clock") in ("timestamps", "elapsed")
     stated = interval_ms / 1000.0 if interval_ms else None
     scale = stated if (stated and not timed) else 1.0
-    series: dict[str, list[tuple[float, float | None]]] = {}
-    sources: dict[str, str] = {}
-    wall_t0: float | None = None
-    for s in read_samples(session, sweep_id):
-        series.setdefault(s.metric, []).append((s.t_mono * scale, s.value))
-        sources.setdefault(s.metric, SOURCE_COLLECTOR.get(s.source, s.source))
-        if meta.get("clock") == "timestamps" and s.t_mono == 0.0:
-            wall_t0 = s.t_wall
+    # bounded however long the log: past MAX_VERDICT_READINGS, 1 line in 2, 4, ... (as the import reads it)
+    read = read_thinned(session, sweep_id, MAX_VERDICT_READINGS)
+    series = {m: [(t * scale, v) for t, v in points] for m, points in read.series.items()}
+    sources = {m: SOURCE_COLLECTOR.get(src, src) for m, src in read.sources.items()}
+    wall_t0 = read.wall_at_zero if meta.get("clock") == "timestamps" else None
     # the roles a board-log reader declared and the import stored come first
     roles: dict[str, MetricRole] = roles_for(series, sources, stored_roles(session, sweep_id))
     # a board log states the spacing its sessions split by (an sbc-bench result is one run)
     measured = measured_spacing_s(line_times(series)) if timed else 1.0
-    spacing = stated or meta.get("spacing_s") or measured or 1.0
+    # the judged lines' own spacing: where 1 line in n is read, n times the log's
+    base = stated or meta.get("spacing_s")
+    spacing = base * read.step if base else (measured or 1.0)
     trips = {m: [(str(k), float(c)) for k, c in ts] for m, ts in (meta.get("trip_points") or {}).items()}
     phases = [(str(n), float(a), float(b)) for n, a, b in meta.get("phases") or []]
-    return LogInputs(
+    inputs = LogInputs(
         series,
         roles,
         spacing,
@@ -80,6 +85,7 @@ def log_inputs(session: Session, sweep_id: int, interval_ms: float | None = None
         meta.get("trip_source"),
         phases,
     )
+    return inputs, read.step, read.lines
 
 
 def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) -> float | None:
@@ -91,9 +97,13 @@ def power_budget_mw(series: Mapping[str, Sequence[tuple[float, float | None]]]) 
 
 
 def judge_imported(session: Session, sweep_id: int, interval_ms: float | None = None) -> dict[str, Any]:
-    """The verdict on an imported sweep's log, with the file it came from."""
+    """The verdict on an imported sweep's log, with the file it came from (and, where the log was read 1 line
+    in n to stay in bounded memory, n and its length)."""
     sweep = session.get(Sweep, sweep_id)
-    out = judge_log(log_inputs(session, sweep_id, interval_ms))
+    inputs, step, lines = _read_log(session, sweep_id, interval_ms)
+    out = judge_log(inputs)
+    if step > 1:
+        out |= {"step": step, "lines_read": lines}
     meta = _sampler(sweep) if sweep is not None else {}
     return {"sweep_id": sweep_id, "file": meta.get("file"), "format": meta.get("format", "tegrastats")} | out
 

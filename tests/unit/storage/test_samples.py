@@ -20,7 +20,7 @@ from edgeprof.storage.db import open_engine
 from edgeprof.storage.migrations import upgrade
 from edgeprof.storage.models import Sample, SampleBlock
 from edgeprof.storage.sample_codec import Tick, decode_block, encode_block
-from edgeprof.storage.samples import read_samples, seal_run, write_batch, write_ticks
+from edgeprof.storage.samples import read_samples, read_thinned, seal_run, write_batch, write_ticks
 from edgeprof.telemetry import SampleRow
 
 pytestmark = pytest.mark.timeout(120)
@@ -123,3 +123,26 @@ def test_sealing_a_run_merges_its_small_blocks_losslessly(tmp_path: Path) -> Non
         assert s.scalar(select(func.sum(func.length(SampleBlock.data)))) < size_before
         back = read_samples(s, 1)
     assert sorted(map(reading_key, back)) == sorted(map(reading_key, rows))
+
+
+def test_a_sweep_past_the_bound_is_read_one_line_in_two_four_evenly(tmp_path: Path) -> None:
+    """``read_thinned`` (the log verdict's read of an imported night): at most ``max_readings`` readings
+    kept, 1 line in 2, 4, ... through the whole sweep across its blocks; at the bound itself, every line."""
+    engine = open_engine(tmp_path / "thin.db")
+    with Session(engine) as s:
+        seed_sweep(s)
+        ticks = [Tick(float(i), 1.7e9 + i, {"a": float(i), "b": None if i % 5 else 1.0}) for i in range(100)]
+        for start in range(0, 100, 30):  # blocks that do not fall on the step
+            write_ticks(s, 1, None, "synthetic", ticks[start : start + 30])
+        s.commit()
+        readings = 100 + 100  # a NULL is a reading too (the log's line held the field)
+        whole = read_thinned(s, 1, readings)
+        assert (whole.step, whole.lines, len(whole.series["a"])) == (1, 100, 100)
+        assert whole.wall_at_zero == 1.7e9 and whole.sources == {"a": "synthetic", "b": "synthetic"}
+        half = read_thinned(s, 1, readings - 1)
+        assert half.step == 2 and [t for t, _ in half.series["a"]] == [float(i) for i in range(0, 100, 2)]
+        quarter = read_thinned(s, 1, 60)
+        assert quarter.step == 4
+        assert [v for _, v in quarter.series["a"]] == [float(i) for i in range(0, 100, 4)]
+        assert quarter.series["b"][:2] == [(0.0, 1.0), (4.0, None)]
+    engine.dispose()
