@@ -264,13 +264,17 @@ def test_a_jtop_csv_naming_thousands_of_readings_is_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.timeout(900)  # ~170 s on 2 busy cores: the parser's own time, 0.5 ms a line
-def test_300000_tegrastats_lines_are_read_in_bounded_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", [False, True], ids=["summary", "db"])
+def test_300000_tegrastats_lines_are_read_in_bounded_memory(tmp_path: Path, stored: bool) -> None:
+    """Read from the file (the summary), and stored then judged from the database (``--db``: the verdict
+    reads the stored blocks one at a time, 1 line in n past its bound)."""
     log = synthetic_tegrastats_lines(tmp_path / "long.log", 300_000)
-    code, peak, out = _peak_rss_mib("import-log", str(log))
+    db = ["--db", str(tmp_path / "long.db")] if stored else []
+    code, peak, out = _peak_rss_mib("import-log", str(log), *db)
     assert code == 0 and "300000 records" in out, out
     assert "the verdict read 1 line in" in out
     assert peak < MEMORY_LIMIT_MIB, f"peak RSS {peak:.0f} MiB"
-    print(f"300 000 tegrastats lines: peak RSS {peak:.0f} MiB")
+    print(f"300 000 tegrastats lines ({'--db' if stored else 'summary'}): peak RSS {peak:.0f} MiB")
 
 
 def test_a_long_log_is_judged_on_evenly_spread_whole_lines(tmp_path: Path) -> None:
