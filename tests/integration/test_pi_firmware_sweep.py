@@ -33,7 +33,11 @@ def test_a_pi_sweep_is_judged_on_its_firmware(tmp_path: Path, tiny_models: dict[
     pi.set(arm_mhz=1000.0, temp_c=81.5, throttled=0x20006, requested_mhz=1500.0)
     collectors = [CpuFreqCollector(root), RpiFirmwareCollector(root, runner=pi.vcgencmd)]
     collect = Collect(interval_ms=100, idle_s=0.3, collectors=("sysfs_cpufreq", "rpi_firmware"))
-    engine = one_config_sweep(tmp_path, tiny_models["Q8_0"], collect, collectors=collectors)
+    # long enough under load for the verdict's 5 readings at 100 ms even where the tiny model decodes at
+    # its quiet-machine speed (10 reps of 224 tokens: over a second)
+    engine = one_config_sweep(
+        tmp_path, tiny_models["Q8_0"], collect, steady=10, n_predict=224, collectors=collectors
+    )
     with new_session(engine) as s:
         run = s.scalars(select(Run)).one()
         assert run.start_temp_c == pytest.approx(81.5)  # the firmware is the cooldown's thermometer

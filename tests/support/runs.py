@@ -137,6 +137,7 @@ def one_config_sweep(
     collect: Any,
     *,
     steady: int = 3,
+    n_predict: int = 32,
     collectors: Any = None,
     tables: Mapping[str, Any] | None = None,
 ) -> Any:
@@ -149,7 +150,7 @@ def one_config_sweep(
 
     text = plan_toml(
         [model],
-        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": 32}],
+        workloads=[{"name": "w", "prompt_tokens": 16, "n_predict": n_predict}],
         repeat={"warmup": 0, "steady": steady},
         run={"timeout_s": 600},
         tables=tables,
