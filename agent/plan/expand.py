@@ -40,8 +40,7 @@ def expand(plan: Plan, sha256_of: dict[str, str]) -> list[RunSpec]:
             # speed configs must not inherit
             specs += _soak_specs(plan, model, sha256_of[model.path], power_mode)
             # after the model's speed configs, while the model file is still in the page cache
-            specs += _quality_specs(plan, model, sha256_of[model.path], power_mode)
-            specs += _task_specs(plan, model, sha256_of[model.path], power_mode)
+            specs += _per_model_specs(plan, model, sha256_of[model.path], power_mode)
     return specs
 
 
@@ -114,31 +113,16 @@ def _soak_spec(plan: Plan, model: ModelEntry, sha256: str, params: Params, wl: W
     )
 
 
-def _quality_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
-    """A quality workload runs once per model: its numbers do not depend on the speed axes."""
-    for wl in plan.workloads:
-        if wl.quality is None:
-            continue
+def _per_model_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
+    """Quality workloads, then task workloads: each runs once per model, its numbers do not depend on the
+    speed axes."""
+    quality = [(wl, quality_params(plan.axes, wl.quality)) for wl in plan.workloads if wl.quality is not None]
+    tasks = [(wl, task_params(plan.axes, wl.task)) for wl in plan.workloads if wl.task is not None]
+    for wl, params in quality + tasks:
         yield RunSpec(
             model=model,
             model_sha256=sha256,
-            params=Params(**quality_params(plan.axes, wl.quality), power_mode=power_mode),
-            workload=wl,
-            repeat=Repeat(cold=1, warmup=0, steady=1),
-            timeout_s=plan.timeout_s,
-            cold_cache=plan.cold_cache,
-        )
-
-
-def _task_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:
-    """A task workload runs once per model, like a quality workload."""
-    for wl in plan.workloads:
-        if wl.task is None:
-            continue
-        yield RunSpec(
-            model=model,
-            model_sha256=sha256,
-            params=Params(**task_params(plan.axes, wl.task), power_mode=power_mode),
+            params=Params(**params, power_mode=power_mode),
             workload=wl,
             repeat=Repeat(cold=1, warmup=0, steady=1),
             timeout_s=plan.timeout_s,
