@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.runners.child_end import classify_child_end
-from edgeprof.runners.child_guard import BOOTSTRAP, PARENT_PID_ENV
+from edgeprof.runners.child_guard import BOOTSTRAP, PARENT_PID_ENV, own_process_group
 from edgeprof.runners.protocol import vm_hwm_mb
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def _spawn(command: list[str], env: dict[str, str] | None) -> _Child:
         stdout=log_file,
         stderr=log_file,
         pass_fds=(write_fd,),
-        start_new_session=True,
+        **own_process_group(),  # not a new session: see child_guard
         env=child_env,
         close_fds=True,
     )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from edgeprof.runners import levels, loadgen
+from edgeprof.runners.child_guard import own_process_group
 from edgeprof.runners.protocol import (
     FAULT_ARM_ENV,
     FAULT_ARM_VALUE,
@@ -350,7 +351,7 @@ class _Server:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            start_new_session=True,  # a terminal's Ctrl-C reaches the agent, which stops the server itself
+            **own_process_group(),  # a terminal's Ctrl-C reaches the agent, which stops the server itself
             env=dict(os.environ if env is None else env),
             close_fds=True,
         )
