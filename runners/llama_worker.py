@@ -34,6 +34,7 @@ from edgeprof.runners.protocol import (
     FAULT_ARM_VALUE,
     FAULT_ENV,
     SLOW_FILE_ENV,
+    TOKEN_TRACE_ENV,
     encode_event,
     vm_hwm_mb,
 )
@@ -126,6 +127,49 @@ def slowdown_for_tests() -> SlowWhileFileSays | None:
     return SlowWhileFileSays(path)
 
 
+class TokenTrace:
+    """Per decode step of one rep (only when ``TOKEN_TRACE_ENV`` names a folder): wall time in
+    ``llama_decode``, in sampling, and between the previous step's end and this one's start, beside
+    llama.cpp's ``t_eval_ms`` delta, the figure edgeprof reports. A diagnostic: one JSON line per rep."""
+
+    def __init__(self, folder: str) -> None:
+        self.path = os.path.join(folder, f"tokens-{os.getpid()}.jsonl")
+        self.rows: list[tuple[float, float, float, float]] = []
+        self._end = 0.0
+        self._counter = 0.0
+
+    @classmethod
+    def from_env(cls) -> TokenTrace | None:
+        folder = os.environ.get(TOKEN_TRACE_ENV, "")
+        return cls(folder) if folder and os.path.isdir(folder) else None
+
+    def begin(self, counter_ms: float) -> None:
+        self.rows, self._end, self._counter = [], time.perf_counter(), counter_ms
+
+    def step(self, t_start: float, t_decoded: float, counter_ms: float) -> None:
+        t_end = time.perf_counter()
+        ms = 1000.0
+        self.rows.append(
+            (
+                (t_decoded - t_start) * ms,
+                (t_end - t_decoded) * ms,
+                (t_start - self._end) * ms,
+                counter_ms - self._counter,
+            )
+        )
+        self._end, self._counter = t_end, counter_ms
+
+    def write(self, kind: str, rep: int) -> None:
+        cols = ("decode_ms", "sample_ms", "gap_ms", "counter_ms")
+        line = {
+            "kind": kind,
+            "rep": rep,
+            **{c: [r[i] for r in self.rows] for i, c in enumerate(cols)},
+        }
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+
 class Request:
     """One greedy (or seeded) generation with llama.cpp's counters read around prefill and decode."""
 
@@ -143,6 +187,7 @@ class Request:
         self.depth = int(job["params"].get("depth", 0))
         self._depth_state: Any = None  # the KV cache at depth, saved once and restored before each request
         self.fill_interval: tuple[float, float] | None = None
+        self.trace = TokenTrace.from_env()
 
     def prompt_text(self) -> tuple[str | None, bool]:
         """(the text to tokenize, parse_special): a rendered chat always parses its special tokens."""
@@ -306,6 +351,9 @@ class Request:
         first_eos: int | None = 0 if ll.llama_vocab_is_eog(self.vocab, token) else None
         tail = self.piece(token) if stops else b""
         maybe_fault("decode", model_path)
+        trace = self.trace
+        if trace:
+            trace.begin(self.perf()[1])
         while len(out) < n_predict:
             if not ignore_eos and ll.llama_vocab_is_eog(self.vocab, token):
                 finish = "eos"
@@ -313,8 +361,12 @@ class Request:
             if stops and any(s.encode() in tail for s in stops):
                 finish = "stop"
                 break
+            t_start = time.perf_counter() if trace else 0.0
             self.decode_tokens([token])
+            t_decoded = time.perf_counter() if trace else 0.0
             token = int(ll.llama_sampler_sample(sampler, self.ctx, -1))
+            if trace:
+                trace.step(t_start, t_decoded, self.perf()[1])
             out.append(token)
             if first_eos is None and ll.llama_vocab_is_eog(self.vocab, token):
                 first_eos = len(out) - 1
@@ -410,9 +462,7 @@ def begin(argv: list[str], module: str) -> dict[str, Any] | None:
     return job
 
 
-def load_reported(
-    ll: Any, job: dict[str, Any], phase_kind: str, rep: int = 0
-) -> tuple[Any, Any] | None:
+def load_reported(ll: Any, job: dict[str, Any], phase_kind: str, rep: int = 0) -> tuple[Any, Any] | None:
     """Load the model and context, timed, with the ``loaded`` event and the load phase; None after an
     ``error`` event (stage "load") when that fails."""
     t_load = time.monotonic()
@@ -457,6 +507,8 @@ def serve(request: Request, plan: list[tuple[str, int]], model_path: str, pause:
             sys.stdin.readline()
         request.fill_interval = None
         result = request.run(model_path)
+        if request.trace:
+            request.trace.write(kind, rep)
         phases: list[tuple[str, float, float]] = []
         if request.fill_interval is not None:  # the untimed depth fill, stored as a phase of its own
             phases.append(("depth_fill", *request.fill_interval))

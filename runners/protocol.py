@@ -22,6 +22,9 @@ FAULT_ARM_VALUE = "edgeprof-test-suite"
 # steps; while it says "slow F" each step is stretched so the decode speed falls by the fraction F, as a
 # lowered clock cap would slow it (the simulated-device tests' fake cap writes it).
 SLOW_FILE_ENV = "EDGEPROF_TEST_SLOW_FILE"
+# A folder where a worker writes, per rep, every decode step's time: in llama_decode, in sampling, between
+# steps, and llama.cpp's own counter for it (benchmarks/fidelity/pinned.py). Unset: nothing is timed per step.
+TOKEN_TRACE_ENV = "EDGEPROF_TOKEN_TRACE"
 
 # Exit codes a worker uses to say why it stopped without a signal.
 EXIT_OK = 0

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -33,20 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import OUT_DIR, REPO, log
-
-
-def _find_llama_bench(given: str | None) -> str:
-    if given:
-        return given
-    venv = Path(sys.prefix) / "bin" / "llama-bench"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("llama-bench")
-    if found:
-        return found
-    sys.exit("llama-bench not found: run scripts/setup.sh, or pass --llama-bench PATH")
-
+from common import OUT_DIR, REPO, edgeprof_command, find_llama_bench, log
 
 SYNTHETIC_LAYERS, SYNTHETIC_VOCAB = 48, 262_144
 Q8_0_FTYPE = 7  # llama.cpp's LLAMA_FTYPE_MOSTLY_Q8_0
@@ -67,11 +53,6 @@ def _synthetic_model() -> Path:
         quantize(f16, q8, Q8_0_FTYPE)
         f16.unlink()
     return q8
-
-
-def _edgeprof() -> list[str]:
-    exe = Path(sys.prefix) / "bin" / "edgeprof"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "edgeprof"]
 
 
 def _run(cmd: list[str], timeout_s: float) -> tuple[list[dict[str, Any]], float]:
@@ -118,12 +99,12 @@ def main() -> int:
     extra = shlex.split(opts.args)
     if any(a in ("-m", "--model", "-o", "--output") for a in extra):
         sys.exit("--args must not name -m or -o: the script sets them")
-    llama_bench = _find_llama_bench(opts.llama_bench)
+    llama_bench = find_llama_bench(opts.llama_bench)
     if opts.model is None:
         opts.model = str(_synthetic_model())
     tools = {
         "llama-bench": [llama_bench, "-m", opts.model, *extra, "-o", "json"],
-        "edgeprof": [*_edgeprof(), "bench", "-m", opts.model, *extra, "-o", "json"],
+        "edgeprof": [*edgeprof_command(), "bench", "-m", opts.model, *extra, "-o", "json"],
     }
     rounds: list[dict[str, Any]] = []
     fields: dict[str, list[str]] = {}

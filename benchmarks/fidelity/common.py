@@ -8,6 +8,7 @@ the first entry of ``sys.path`` and ``from common import ...`` finds this module
 from __future__ import annotations
 
 import glob
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -31,3 +32,22 @@ def built_tool(name: str) -> Path | None:
     """``bin/<name>`` of the newest build that has it (``llama-bench``, ``llama-perplexity``), if any."""
     found = sorted(glob.glob(str(LLAMA_BUILD_ROOT / "build-*" / "bin" / name)))
     return Path(found[-1]) if found else None
+
+
+def find_llama_bench(given: str | None) -> str:
+    """``--llama-bench PATH``, else the venv's (scripts/setup.sh puts it there), else PATH's."""
+    if given:
+        return given
+    venv = Path(sys.prefix) / "bin" / "llama-bench"
+    if venv.exists():
+        return str(venv)
+    found = shutil.which("llama-bench")
+    if found:
+        return found
+    sys.exit("llama-bench not found: run scripts/setup.sh, or pass --llama-bench PATH")
+
+
+def edgeprof_command() -> list[str]:
+    """The venv's ``edgeprof``, or ``python -m edgeprof`` where no script was installed."""
+    exe = Path(sys.prefix) / "bin" / "edgeprof"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "edgeprof"]

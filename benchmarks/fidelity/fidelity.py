@@ -78,7 +78,9 @@ def find_llama_bench(explicit: str | None) -> Path:
     if on_path:
         log(f"WARNING: using llama-bench from PATH ({on_path}); it may not be the llama.cpp edgeprof runs")
         return Path(on_path)
-    sys.exit("llama-bench not found: run benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-bench)")
+    sys.exit(
+        "llama-bench not found: run benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-bench)"
+    )
 
 
 def edgeprof_cmd() -> list[str]:

@@ -51,8 +51,10 @@ def find_tool(explicit: str | None) -> Path:
     on_path = shutil.which("llama-perplexity")
     if on_path:
         return Path(on_path)
-    sys.exit('llama-perplexity not found: run TARGETS="llama-bench llama-perplexity" '
-             "benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-perplexity)")
+    sys.exit(
+        'llama-perplexity not found: run TARGETS="llama-bench llama-perplexity" '
+        "benchmarks/fidelity/build_llama_bench.sh first (or pass --llama-perplexity)"
+    )
 
 
 def _number(pattern: str, text: str, what: str) -> float:
@@ -87,8 +89,9 @@ def run_llama_perplexity(tool: Path, args: list[str], shim: Path) -> str:
     log(" ".join(cmd))
     env = {**os.environ, "LD_PRELOAD": str(shim)}
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env,
-                              check=False)
+        proc = subprocess.run(
+            cmd, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env, check=False
+        )
         out.seek(0)
         text = out.read()
     if proc.returncode != 0:
@@ -96,20 +99,44 @@ def run_llama_perplexity(tool: Path, args: list[str], shim: Path) -> str:
     return text
 
 
-def llama_side(tool: Path, models: dict[str, Path], text_file: Path, ctx: int, chunks: int, threads: int,
-               fa: str, work: Path) -> dict[str, Any]:
+def llama_side(
+    tool: Path,
+    models: dict[str, Path],
+    text_file: Path,
+    ctx: int,
+    chunks: int,
+    threads: int,
+    fa: str,
+    work: Path,
+) -> dict[str, Any]:
     base = work / "base.kld"
     shim = log_shim(work)
-    common = ["-c", str(ctx), "-b", str(ctx), "-ub", str(min(512, ctx)), "-t", str(threads),
-              "--chunks", str(chunks), "-ngl", "0", "-fa", fa]  # llama.cpp's default -fa is auto
+    common = [
+        "-c",
+        str(ctx),
+        "-b",
+        str(ctx),
+        "-ub",
+        str(min(512, ctx)),
+        "-t",
+        str(threads),
+        "--chunks",
+        str(chunks),
+        "-ngl",
+        "0",
+        "-fa",
+        fa,
+    ]  # llama.cpp's default -fa is auto
     out = run_llama_perplexity(
-        tool, ["-m", str(models["F16"]), "-f", str(text_file), "--kl-divergence-base", str(base), *common],
+        tool,
+        ["-m", str(models["F16"]), "-f", str(text_file), "--kl-divergence-base", str(base), *common],
         shim,
     )
     result: dict[str, Any] = {"ppl_ref": _number(r"Final estimate: PPL = ([0-9.eE+-]+)", out, "final PPL")}
     for quant in VARIANTS:
         out = run_llama_perplexity(
-            tool, ["-m", str(models[quant]), "--kl-divergence-base", str(base), "--kl-divergence", *common],
+            tool,
+            ["-m", str(models[quant]), "--kl-divergence-base", str(base), "--kl-divergence", *common],
             shim,
         )
         result[quant] = {
@@ -148,8 +175,9 @@ idle_s = 0
 """
 
 
-def edgeprof_side(models: dict[str, Path], ctx: int, chunks: int, threads: int, fa: str,
-                  work: Path) -> dict[str, Any]:
+def edgeprof_side(
+    models: dict[str, Path], ctx: int, chunks: int, threads: int, fa: str, work: Path
+) -> dict[str, Any]:
     os.environ["EDGEPROF_CACHE_DIR"] = str(work / "cache")
     from edgeprof.plan import parse_plan
     from edgeprof.report import build_rows
@@ -210,30 +238,55 @@ def main() -> int:
         mine, theirs = ours[quant], llama[quant]
         d = abs(mine["kld_mean"] - theirs["kld_mean"])
         ok = d <= 1e-4 or d <= 0.02 * abs(theirs["kld_mean"])
-        compare(quant, "mean KLD", mine["kld_mean"], theirs["kld_mean"], ok,
-                f"|d| {d:.2e}, rel {d / max(abs(theirs['kld_mean']), 1e-300) * 100:.2f} % <= 2 % or 1e-4")
+        compare(
+            quant,
+            "mean KLD",
+            mine["kld_mean"],
+            theirs["kld_mean"],
+            ok,
+            f"|d| {d:.2e}, rel {d / max(abs(theirs['kld_mean']), 1e-300) * 100:.2f} % <= 2 % or 1e-4",
+        )
         pp = abs(mine["same_top_pct"] - theirs["same_top_pct"])
-        compare(quant, "same top %", mine["same_top_pct"], theirs["same_top_pct"], pp <= 0.5,
-                f"{pp:.3f} pp <= 0.5 pp")
+        compare(
+            quant,
+            "same top %",
+            mine["same_top_pct"],
+            theirs["same_top_pct"],
+            pp <= 0.5,
+            f"{pp:.3f} pp <= 0.5 pp",
+        )
         r = abs(mine["ppl"] - theirs["ppl"]) / theirs["ppl"]
         compare(quant, "PPL", mine["ppl"], theirs["ppl"], r <= 0.005, f"rel {r * 100:.3f} % <= 0.5 %")
-        lines.append(f"{quant:8s} {'p99 KLD':14s} {mine['kld_p99']:14.6g} {theirs['kld_p99']:17.6g}  "
-                     "(info: nearest rank vs interpolated)")
+        lines.append(
+            f"{quant:8s} {'p99 KLD':14s} {mine['kld_p99']:14.6g} {theirs['kld_p99']:17.6g}  "
+            "(info: nearest rank vs interpolated)"
+        )
     print("\n".join(lines))
     n_tok = ref["quality_n_tokens"]
-    print(f"\n{args.size} demo models, ctx {args.ctx}, {args.chunks} chunks ({n_tok} scored tokens), "
-          f"{args.threads} threads, flash-attn {args.fa}; text sha256 {DEFAULT_TEXT_SHA256[:16]}…; "
-          f"llama-perplexity {t1 - t0:.0f} s, edgeprof {t2 - t1:.0f} s")
+    print(
+        f"\n{args.size} demo models, ctx {args.ctx}, {args.chunks} chunks ({n_tok} scored tokens), "
+        f"{args.threads} threads, flash-attn {args.fa}; text sha256 {DEFAULT_TEXT_SHA256[:16]}…; "
+        f"llama-perplexity {t1 - t0:.0f} s, edgeprof {t2 - t1:.0f} s"
+    )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"quality-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     keys = ("kld_mean", "kld_se", "kld_p99", "same_top_pct", "ppl", "ppl_ref", "delta_ppl")
     keys += ("quality_n_tokens",)
-    out.write_text(json.dumps({
-        "size": args.size, "ctx": args.ctx, "chunks": args.chunks, "threads": args.threads, "fa": args.fa,
-        "llama_perplexity": llama,
-        "edgeprof": {q: {k: ours[q][k] for k in keys} for q in ("F16", *VARIANTS)},
-        "checks": [{"what": w, "ok": ok, "rule": r} for w, ok, r in checks],
-    }, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "size": args.size,
+                "ctx": args.ctx,
+                "chunks": args.chunks,
+                "threads": args.threads,
+                "fa": args.fa,
+                "llama_perplexity": llama,
+                "edgeprof": {q: {k: ours[q][k] for k in keys} for q in ("F16", *VARIANTS)},
+                "checks": [{"what": w, "ok": ok, "rule": r} for w, ok, r in checks],
+            },
+            indent=2,
+        )
+    )
     print(f"written {out}")
     return 0 if all(ok for _w, ok, _r in checks) else 1
 

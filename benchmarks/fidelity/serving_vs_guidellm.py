@@ -213,7 +213,9 @@ async def edgeprof_batch(server: Server, c: int, args: argparse.Namespace, varia
     if sampler is not None:
         sampler.stop()
     per_request = [edgeprof_request(r) for r in out.records if r.status == "ok"]
-    return figures(per_request, out.t_start, out.t_end, len(out.records)) | {"polls": len(out.metrics_samples)}
+    return figures(per_request, out.t_start, out.t_end, len(out.records)) | {
+        "polls": len(out.metrics_samples)
+    }
 
 
 def edgeprof_request(r: Any) -> dict[str, Any]:
@@ -319,7 +321,9 @@ def ratio_stats(rounds: list[dict[str, dict]], a: str, b: str, key: str) -> dict
 def print_table(results: dict[int, list[dict[str, dict]]]) -> dict[str, Any]:
     """Ratios edgeprof / GuideLLM, and what polling and the sampler cost (each against ``bare``)."""
     summary: dict[str, Any] = {}
-    pairs = [("edgeprof", "guidellm", k) for k in ("ttft_ms_p50", "tpot_ms_p50", "e2e_tok_ms_p50", "output_tps")]
+    pairs = [
+        ("edgeprof", "guidellm", k) for k in ("ttft_ms_p50", "tpot_ms_p50", "e2e_tok_ms_p50", "output_tps")
+    ]
     pairs += [
         (v, "bare", k)
         for v in ("edgeprof", "old-poll", "no-poll", "no-sampler")
