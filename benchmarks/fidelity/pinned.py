@@ -23,6 +23,7 @@ steps, and llama.cpp's own ``t_eval_ms`` for it (what edgeprof reports), beside 
 token (its rep's ``samples_ns`` / n): a gap then shows as where the time goes, not only as a ratio.
 
     python benchmarks/fidelity/pinned.py [-m MODEL] [--rounds 5] [--threads 1,2] [--conditions all]
+    python benchmarks/fidelity/pinned.py --from-json benchmarks/out/pinned-<time>.json   # the tables again
 """
 
 from __future__ import annotations
@@ -153,10 +154,15 @@ def _median_range(values: list[float]) -> dict[str, float | int]:
 
 def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"load": _median_range([r["load"] for r in rounds])}
-    for variant in VARIANTS[1:]:
+    for variant in (v for v in VARIANTS[1:] if v in rounds[0]):
         for test in ("pp", "tg"):
             ratios = [r[variant][test]["avg_ts"] / r["llama-bench"][test]["avg_ts"] for r in rounds]
             out[f"{variant} {test}"] = _median_range(ratios)
+            fastest = [
+                max(r[variant][test]["samples_ts"]) / max(r["llama-bench"][test]["samples_ts"])
+                for r in rounds
+            ]
+            out[f"{variant} {test} fastest rep"] = _median_range(fastest)
     lb_ms = [
         ns / 1e6 / r["llama-bench"]["tg"]["n_gen"]
         for r in rounds
@@ -164,7 +170,7 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     out["per step ms"] = {"llama-bench (rep / n)": statistics.median(lb_ms)}
     for col in ("counter_ms", "decode_ms", "sample_ms", "gap_ms"):
-        steps = sorted(v for r in rounds for v in r["steps"].get(col, []))
+        steps = sorted(v for r in rounds for v in r.get("steps", {}).get(col, []))
         if steps:
             p95 = steps[max(0, -(-95 * len(steps) // 100) - 1)]
             out["per step ms"][f"edgeprof {col}"] = statistics.median(steps)
@@ -175,12 +181,17 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def _print(name: str, s: dict[str, Any]) -> None:
     load = s["load"]
     print(f"{name}  (load {load['min']:.2f}-{load['max']:.2f}, {load['n']} rounds)")
-    for variant in VARIANTS[1:]:
+    for variant in (v for v in VARIANTS[1:] if f"{v} pp" in s):
         cells = []
         for test in ("pp", "tg"):
             r = s[f"{variant} {test}"]
             cells.append(f"{test} {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]")
-        print(f"  {variant:<22} " + "   ".join(cells))
+        fastest = "  ".join(f"{t} {s[f'{variant} {t} fastest rep']['median']:.3f}" for t in ("pp", "tg"))
+        print(f"  {variant:<22} " + "   ".join(cells) + f"   fastest rep: {fastest}")
+    steps = s["per step ms"]
+    if "edgeprof counter_ms" in steps:
+        ratio = steps["llama-bench (rep / n)"] / steps["edgeprof counter_ms"]
+        print(f"  tg per step, llama-bench ms / edgeprof counter ms (as t/s ratio): {ratio:.3f}")
     print("  tg ms per step: " + ", ".join(f"{k} {v:.3f}" for k, v in s["per step ms"].items()))
 
 
@@ -192,9 +203,19 @@ def main() -> int:
     ap.add_argument("--threads", default=f"1,{os.cpu_count() or 1}")
     ap.add_argument("--conditions", default="all", help=f"comma list of {', '.join(CONDITIONS)}")
     ap.add_argument("--hog-session", choices=("own", "same"), default="own")
+    ap.add_argument(
+        "--variants", default=",".join(VARIANTS[1:]), help="edgeprof variants besides llama-bench"
+    )
     ap.add_argument("--llama-bench", default=None)
     ap.add_argument("--timeout-s", type=float, default=600.0)
+    ap.add_argument(
+        "--from-json", default=None, help="print the tables of an earlier run's raw file, run nothing"
+    )
     opts = ap.parse_args()
+    if opts.from_json:
+        for name, result in json.loads(Path(opts.from_json).read_text())["results"].items():
+            _print(name, _summary(result["rounds"]))
+        return 0
     extra = shlex.split(opts.args)
     if any(a in ("-m", "-t", "-o", "--model", "--threads", "--output") for a in extra):
         sys.exit("--args must not name -m, -t or -o: the script sets them")
@@ -203,6 +224,8 @@ def main() -> int:
     n_cpus = len(os.sched_getaffinity(0))
     conditions = CONDITIONS if opts.conditions == "all" else tuple(opts.conditions.split(","))
     results: dict[str, Any] = {}
+    out = OUT_DIR / f"pinned-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
     for threads in (int(t) for t in opts.threads.split(",")):
         args = [*extra, "-t", str(threads), "-o", "json"]
         ep = [*edgeprof_command(), "bench", "--db", str(OUT_DIR / "pinned.db"), "-m", model, *args]
@@ -212,6 +235,7 @@ def main() -> int:
             "edgeprof-no-telemetry": [*ep, "--no-telemetry"],
             "edgeprof-traced": ep,
         }
+        variants = ["llama-bench", *opts.variants.split(",")]
         for condition in conditions:
             placed = _placement(condition, threads, n_cpus)
             if placed is None:
@@ -221,7 +245,7 @@ def main() -> int:
             try:
                 rounds = []
                 for i in range(opts.rounds):
-                    order = list(VARIANTS[i % len(VARIANTS) :] + VARIANTS[: i % len(VARIANTS)])
+                    order = variants[i % len(variants) :] + variants[: i % len(variants)]
                     rounds.append(_round(tools, order, cpus, opts.timeout_s))
                     log(
                         f"threads {threads} {condition}: round {i + 1}/{opts.rounds} (load {rounds[-1]['load']:.2f})"
@@ -231,15 +255,9 @@ def main() -> int:
             name = f"threads {threads} {condition}"
             results[name] = {"summary": _summary(rounds), "rounds": rounds}
             _print(name, results[name]["summary"])
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    out = OUT_DIR / f"pinned-{stamp}.json"
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {"date_utc": stamp, "args": vars(opts), "model": model, "n_cpus": n_cpus, "results": results},
-            indent=1,
-        )
-    )
+            # after every condition, so a run stopped early keeps what it measured
+            raw = {"args": vars(opts), "model": model, "n_cpus": n_cpus, "results": results}
+            out.write_text(json.dumps(raw, indent=1))
     print(f"raw: {out}")
     return 0
 
