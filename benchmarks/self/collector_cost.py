@@ -99,15 +99,17 @@ def cpu_costs(calls: int, interval_ms: int) -> dict[str, dict[str, Any]]:
 
 def decode_tps(
     model: Path, collectors: tuple[str, ...] | None, interval_ms: int, tmp: Path, tag: str
-) -> float:
-    """Steady tg t/s of one sweep; ``collectors`` None = telemetry off."""
+) -> tuple[float, float | None]:
+    """Steady tg t/s of one sweep, and its sampler thread's CPU as % of one core (sampling and writing);
+    ``collectors`` None = telemetry off."""
     engine = open_engine(tmp / f"{tag}.db")
     plan = parse_plan(PLAN.format(model=model, tag=tag), str(tmp / f"{tag}.toml"), tmp)
+    made: list[Telemetry] = []
 
     def factory(sweep_id: int) -> Telemetry:
-        return Telemetry(
-            engine, sweep_id, Collect(interval_ms=interval_ms, idle_s=0.0, collectors=collectors), Cooldown()
-        )
+        collect = Collect(interval_ms=interval_ms, idle_s=0.0, collectors=collectors)
+        made.append(Telemetry(engine, sweep_id, collect, Cooldown()))
+        return made[-1]
 
     outcome = run_plan(
         engine, plan, new_sweep=True, out=io.StringIO(), telemetry=factory if collectors is not None else None
@@ -115,7 +117,8 @@ def decode_tps(
     with new_session(engine) as s:
         tps = float(build_rows(s, outcome.sweep_id)[0]["tg_tps_median"])
     engine.dispose()
-    return tps
+    cpu = made[0].sampler.stats.summary(interval_ms / 1000.0)["cpu_pct_of_one_core"] if made else None
+    return tps, cpu
 
 
 def decode_costs(names: list[str], rounds: int, interval_ms: int) -> dict[str, dict[str, Any]]:
@@ -126,17 +129,17 @@ def decode_costs(names: list[str], rounds: int, interval_ms: int) -> dict[str, d
         ("all available", tuple(names)),
     ]
     tps: dict[str, list[float]] = {v: [] for v, _ in variants}
+    cpu: dict[str, list[float]] = {v: [] for v, _ in variants}
     with tempfile.TemporaryDirectory() as d:
         for r in range(rounds):
             order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for label, cols in order:
-                tps[label].append(
-                    decode_tps(model, cols, interval_ms, Path(d), f"r{r}-{len(tps[label])}-{label}")
-                )
-            print(
-                f"round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in tps.items()),
-                flush=True,
-            )
+                got, pct = decode_tps(model, cols, interval_ms, Path(d), f"r{r}-{len(tps[label])}-{label}")
+                tps[label].append(got)
+                if pct is not None:
+                    cpu[label].append(pct)
+            line = ", ".join(f"{k} {v[-1]:.1f}" for k, v in tps.items())
+            print(f"round {r + 1}/{rounds}: {line}", flush=True)
     out = {}
     for label, values in tps.items():
         ratios = [a / b for a, b in zip(values, tps["off"], strict=True)]
@@ -145,6 +148,7 @@ def decode_costs(names: list[str], rounds: int, interval_ms: int) -> dict[str, d
             "ratio_to_off_median": statistics.median(ratios),
             "ratio_min": min(ratios),
             "ratio_max": max(ratios),
+            "sampler_cpu_pct_of_one_core_median": statistics.median(cpu[label]) if cpu[label] else None,
         }
     return out
 
@@ -173,9 +177,11 @@ def main() -> int:
     names = [n for n, e in cpu.items() if e.get("available") and "(" not in n]
     decode = {} if args.skip_decode else decode_costs(names, args.rounds, DEFAULT_INTERVAL_MS)
     for label, entry in decode.items():
+        sampler = entry["sampler_cpu_pct_of_one_core_median"]
+        cpu_text = "-" if sampler is None else f"{sampler:.2f} %"
         print(
             f"decode with {label:<16} {entry['tg_tps_median']:.1f} t/s, ÷ off {entry['ratio_to_off_median']:.4f} "
-            f"[{entry['ratio_min']:.4f}-{entry['ratio_max']:.4f}]"
+            f"[{entry['ratio_min']:.4f}-{entry['ratio_max']:.4f}], sampler thread {cpu_text} of a core"
         )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"collector-cost-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
