@@ -7,10 +7,12 @@ Two measurements, per collector that is available on this machine (``edgeprof do
    the plan's default interval (200 ms) and at ``--interval-ms``. The tegrastats collector's own share here
    is parsing: its lines are the real AGX Orin capture in ``tests/fixtures/captures/tegrastats/`` (the
    tegrastats binary's own CPU, on the board, is not edgeprof's and is not measured here).
-2. **Decode cost**: the small demo model (Q8_0, threads 1, 5 steady reps of 64 decode steps) run by the real
+2. **Decode cost**: the small demo model (Q8_0, threads 1, 5 steady reps of 64 decode steps, ``--n-predict``) run by the real
    sweep with only that collector sampling, against telemetry off, interleaved round by round, the whole
    process (sampler and worker) pinned to one CPU (``--cpu``): the sampler's every wake-up then takes its
-   time from the decode, the worst case. The ratio is median over rounds of on ÷ off.
+   time from the decode, the worst case. The ratio is median over rounds of on ÷ off. The sampler also
+   reads its counters once at every rep's end, so short reps raise its CPU: ``--n-predict 513`` gives reps
+   of seconds, as real models have.
 
     python benchmarks/self/collector_cost.py [--rounds 7] [--interval-ms 200] [--cpu 0]
 """
@@ -40,17 +42,18 @@ REPO = Path(__file__).resolve().parents[2]
 OUT_DIR = REPO / "benchmarks" / "out"
 TEGRASTATS_CAPTURE = REPO / "tests" / "fixtures" / "captures" / "tegrastats"
 DEFAULT_INTERVAL_MS = Collect().interval_ms
+N_PREDICT = [65]  # --n-predict: the decode steps of a rep + 1 (a rep ends with one boundary reading)
 
 PLAN = """
 name = "collector-cost-{tag}"
 [matrix]
 models = ["{model}"]
-ctx = [256]
+ctx = [1024]
 threads = [1]
 [[workload]]
 name = "w"
 prompt_tokens = 128
-n_predict = 65
+n_predict = {n_predict}
 [repeat]
 warmup = 1
 steady = 5
@@ -103,7 +106,8 @@ def decode_tps(
     """Steady tg t/s of one sweep, and its sampler thread's CPU as % of one core (sampling and writing);
     ``collectors`` None = telemetry off."""
     engine = open_engine(tmp / f"{tag}.db")
-    plan = parse_plan(PLAN.format(model=model, tag=tag), str(tmp / f"{tag}.toml"), tmp)
+    text = PLAN.format(model=model, tag=tag, n_predict=N_PREDICT[0])
+    plan = parse_plan(text, str(tmp / f"{tag}.toml"), tmp)
     made: list[Telemetry] = []
 
     def factory(sweep_id: int) -> Telemetry:
@@ -161,8 +165,10 @@ def main() -> int:
         "--interval-ms", type=int, default=100, help="a second interval to express the CPU share at"
     )
     ap.add_argument("--cpu", type=int, default=0, help="the one CPU sampler and worker share")
+    ap.add_argument("--n-predict", type=int, default=65, help="65: 64 decode steps a rep, ~0.2 s here")
     ap.add_argument("--skip-decode", action="store_true")
     args = ap.parse_args()
+    N_PREDICT[0] = args.n_predict
     os.sched_setaffinity(0, {args.cpu})  # inherited by the worker processes the sweep starts
     cpu = cpu_costs(args.calls, args.interval_ms)
     for name, entry in cpu.items():
