@@ -215,3 +215,21 @@ def test_no_docstring_cites_a_design_section_the_repository_does_not_have() -> N
         if re.search(r"DESIGN\s*§", line)
     ]
     assert cited == []
+
+
+# shared modules with no command line of their own (faults_queue.py is the queue half faults.py runs)
+BENCHMARK_HELPERS = {"bracketing.py", "common.py", "probe_build.py", "diag_context.py", "faults_queue.py"}
+
+
+def test_every_benchmark_script_has_its_line_in_the_benchmarks_readme() -> None:
+    """Each script under benchmarks/ is named, with how to run it, in benchmarks/README.md."""
+    readme = (REPO_ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    scripts = sorted(
+        p.relative_to(REPO_ROOT / "benchmarks").as_posix()
+        for folder in ("fidelity", "self", "diagnostics")
+        for p in (REPO_ROOT / "benchmarks" / folder).glob("*.py")
+        if p.name not in BENCHMARK_HELPERS
+    )
+    assert scripts
+    missing = [s for s in scripts if f"python benchmarks/{s}" not in readme]
+    assert not missing, f"benchmarks/README.md has no run line for {missing}"
