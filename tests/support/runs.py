@@ -51,9 +51,13 @@ def two_quant_plan(
 
 
 def clean_env(fault: str | None = None, armed: bool = True) -> dict[str, str]:
-    """This environment without a fault, systemd's variables or (``armed=False``) the suite's arming of
-    fault injection; ``fault``: the worker fault to inject (``hang@decode:q8_0``, ``kill@load``, ...)."""
-    env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, "NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    """This environment without a fault, systemd's variables, a terminal size or (``armed=False``) the
+    suite's arming of fault injection; ``fault``: the worker fault to inject (``hang@decode:q8_0``, ...).
+    pytest-xdist's workers carry COLUMNS=80 and LINES=24: passed on, they would make every piped edgeprof
+    wrap its output as on an 80-column terminal, which a script reading it never sees (a test that wants a
+    width sets COLUMNS itself)."""
+    dropped = (FAULT_ENV, "NOTIFY_SOCKET", "WATCHDOG_USEC", "COLUMNS", "LINES")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     if fault:
         env[FAULT_ENV] = fault
     if not armed:
