@@ -42,6 +42,8 @@ from typing import Any
 
 from common import OUT_DIR, edgeprof_command, find_llama_bench, log
 
+from edgeprof.stats import nearest_rank
+
 CONDITIONS = ("pinned-quiet", "pinned-hog", "unpinned-quiet", "unpinned-hog")
 VARIANTS = ("llama-bench", "edgeprof", "edgeprof-no-telemetry", "edgeprof-traced")
 HOG = "while True: pass"
@@ -170,11 +172,10 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     out["per step ms"] = {"llama-bench (rep / n)": statistics.median(lb_ms)}
     for col in ("counter_ms", "decode_ms", "sample_ms", "gap_ms"):
-        steps = sorted(v for r in rounds for v in r.get("steps", {}).get(col, []))
+        steps = [v for r in rounds for v in r.get("steps", {}).get(col, [])]
         if steps:
-            p95 = steps[max(0, -(-95 * len(steps) // 100) - 1)]
             out["per step ms"][f"edgeprof {col}"] = statistics.median(steps)
-            out["per step ms"][f"edgeprof {col} p95"] = p95
+            out["per step ms"][f"edgeprof {col} p95"] = nearest_rank(steps, 0.95)
     return out
 
 
