@@ -29,14 +29,15 @@ import os
 import threading
 from pathlib import Path
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, read_text
+from edgeprof.collectors.base import Availability, Collector, KeptFiles, Metric, SampleValues, read_text
 from edgeprof.collectors.roles import MetricRole
 
 PROC_STAT = "/proc/stat"
 SELF_STAT = "/proc/self/stat"
 
 
-def _clk_tck() -> float:
+def clk_tck() -> float:
+    """USER_HZ, the unit of /proc's CPU times (100 on every mainstream kernel build)."""
     try:
         return float(os.sysconf("SC_CLK_TCK"))
     except (ValueError, OSError, AttributeError):
@@ -77,6 +78,29 @@ def task_state(text: str | None) -> str | None:
         return None
     tail = text[text.rfind(")") + 1 :].split()
     return tail[0] if tail else None
+
+
+def parse_num_threads(text: str | None) -> int | None:
+    """num_threads (field 20) of a ``/proc/<pid>/stat`` line; None if unreadable."""
+    if not text:
+        return None
+    tail = text[text.rfind(")") + 1 :].split()
+    try:
+        return int(tail[17])
+    except (IndexError, ValueError):
+        return None
+
+
+def parse_rss_pages(text: str | None) -> int | None:
+    """rss (field 24, resident pages: what ``/proc/<pid>/statm`` and psutil's ``rss`` count) of a
+    ``/proc/<pid>/stat`` line; None if unreadable."""
+    if not text:
+        return None
+    tail = text[text.rfind(")") + 1 :].split()
+    try:
+        return int(tail[21])
+    except (IndexError, ValueError):
+        return None
 
 
 def parse_pid_cpu_ticks(text: str | None) -> float | None:
@@ -132,11 +156,20 @@ class ProcStatCollector(Collector):
         super().__init__(root)
         self._lock = threading.Lock()
         self._child_pid = child_pid
-        self._tck = _clk_tck()
+        self._tck = clk_tck()
+        # Every file is read through a kept descriptor, and each process's thread list is listed again only
+        # when its thread count changed or a thread went: the reader's cost comes off the decode it watches.
+        self._files = KeptFiles()
+        self._threads: dict[str, list[tuple[str, Path]]] = {}
+        self._sampled_pid: int | None = None
 
     def set_child_pid(self, pid: int | None) -> None:
         with self._lock:
             self._child_pid = pid
+
+    def close(self) -> None:
+        self._files.close()
+        self._threads.clear()
 
     def available(self) -> Availability:
         text = read_text(self.path(PROC_STAT))
@@ -162,34 +195,64 @@ class ProcStatCollector(Collector):
             Metric("self.cpu_s", "s", "counter", "edgeprof's own utime + stime"),
         ]
 
-    def _running_threads(self, pid: str) -> set[str] | None:
-        """Thread ids of ``pid`` (or ``self``) in state R now; None when its task list cannot be read."""
-        try:
-            tasks = list(self.path(f"/proc/{pid}/task").iterdir())
-        except OSError:
-            return None
-        return {task.name for task in tasks if task_state(read_text(task / "stat")) == "R"}
+    def _thread_stats(self, pid: str, n_threads: int | None) -> list[tuple[str, Path]] | None:
+        """(tid, stat path) of every thread of ``pid``, listed again where the process's thread count is
+        not the number listed last time; None when the task list cannot be read."""
+        listed = self._threads.get(pid)
+        if listed is None or n_threads is None or len(listed) != n_threads:
+            folder = self.path(f"/proc/{pid}/task")
+            try:
+                names = sorted(entry.name for entry in folder.iterdir())
+            except OSError:
+                self._threads.pop(pid, None)
+                return None
+            self._files.drop_under(folder)  # threads that went keep no descriptor
+            listed = [(tid, folder / tid / "stat") for tid in names]
+            self._threads[pid] = listed
+        return listed
 
-    def _ours_running(self, pid: int | None) -> dict[str, set[str]]:
+    def _running_threads(self, pid: str, n_threads: int | None = None) -> set[str] | None:
+        """Thread ids of ``pid`` (or ``self``) in state R now; None when its task list cannot be read."""
+        listed = self._thread_stats(pid, n_threads)
+        if listed is None:
+            return None
+        running: set[str] = set()
+        for tid, stat_path in listed:
+            state = task_state(self._files.read(stat_path))
+            if state is None:  # the thread went: list the process again at the next reading
+                self._threads.pop(pid, None)
+            elif state == "R":
+                running.add(tid)
+        return running
+
+    def _ours_running(self, pid: int | None, counts: dict[str, int | None]) -> dict[str, set[str]]:
         """The runnable threads of edgeprof and of the child, per task list that could be read."""
-        found = {"self": self._running_threads("self")}
+        found = {"self": self._running_threads("self", counts.get("self"))}
         if pid:
-            found[str(pid)] = self._running_threads(str(pid))
+            found[str(pid)] = self._running_threads(str(pid), counts.get(str(pid)))
         return {key: tids for key, tids in found.items() if tids is not None}
 
     def sample(self) -> SampleValues:
         with self._lock:
             pid = self._child_pid
+        if pid != self._sampled_pid:  # a new child: the last one's descriptors and thread list go
+            if self._sampled_pid:
+                self._files.drop_under(self.path(f"/proc/{self._sampled_pid}"))
+                self._threads.pop(str(self._sampled_pid), None)
+            self._sampled_pid = pid
+        child_stat = self._files.read(self.path(f"/proc/{pid}/stat")) if pid else None
+        own_stat = self._files.read(self.path(SELF_STAT))
+        counts = {"self": parse_num_threads(own_stat), str(pid): parse_num_threads(child_stat)}
         # procs_running is one instant; our threads' states are read just before it and just after, and a
         # thread runnable at either read counts as ours. Read after only, a thread that went to sleep in
         # between (edgeprof's main thread handing the rep's end to this reader, the child between two
         # reps) would be counted as another process's task, at exactly the readings taken at rep ends.
-        before = self._ours_running(pid)
-        totals = parse_stat_totals(read_text(self.path(PROC_STAT)) or "")
-        after = self._ours_running(pid)
+        before = self._ours_running(pid, counts)
+        totals = parse_stat_totals(self._files.read(self.path(PROC_STAT)) or "")
+        after = self._ours_running(pid, counts)
         others = others_running(totals["procs_running"], before, after)
-        child = parse_pid_cpu_ticks(read_text(self.path(f"/proc/{pid}/stat"))) if pid else None
-        own = parse_pid_cpu_ticks(read_text(self.path(SELF_STAT)))
+        child = parse_pid_cpu_ticks(child_stat)
+        own = parse_pid_cpu_ticks(own_stat)
 
         def secs(ticks: float | None) -> float | None:
             return ticks / self._tck if ticks is not None else None

@@ -6,20 +6,32 @@ psutil's per-CPU list is positional and skips offline cores, so on a Jetson whos
 state that any other caller in the process would disturb. Memory is one read of ``/proc/meminfo`` (under
 ``root``) with psutil's definitions: psutil's ``virtual_memory`` and ``swap_memory`` read it twice and
 ``/proc/vmstat`` once, 0.46 ms a sample against 0.05 ms (benchmarks/self/collector_cost.py), and the
-sampler's cost is taken from the decode it watches. Load, clocks and the child process come from psutil and
-always describe the live machine, whatever ``root`` is.
+sampler's cost is taken from the decode it watches; for the same reason every kernel file is re-read through a
+descriptor kept open (``KeptFiles``). Load and clocks come from psutil, and the child process from one read
+of its live ``/proc/<pid>/stat`` (state, CPU times and RSS, as psutil reads them): these always describe the
+live machine, whatever ``root`` is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from edgeprof.collectors.base import Availability, Collector, Metric, SampleValues, monotonic_s, read_text
+from edgeprof.collectors.base import (
+    Availability,
+    Collector,
+    KeptFiles,
+    Metric,
+    SampleValues,
+    monotonic_s,
+    read_text,
+)
+from edgeprof.collectors.procstat import clk_tck, parse_pid_cpu_ticks, parse_rss_pages, task_state
 from edgeprof.collectors.roles import MetricRole
 from edgeprof.collectors.sysfs_cpufreq import parse_cpu_list
 
@@ -28,6 +40,8 @@ MEMINFO = "/proc/meminfo"
 MEMINFO_FIELDS = frozenset({"MemTotal", "MemAvailable", "SwapTotal", "SwapFree"})
 CPU_PRESENT = "/sys/devices/system/cpu/present"
 MIB = 1024.0 * 1024.0
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+_CLK_TCK = clk_tck()
 
 
 class CpuTimes:
@@ -94,13 +108,16 @@ class PsutilHostCollector(Collector):
         self._cpus: list[int] | None = None
         self._freq_cpus: list[int] = []
         self._child: _Child | None = None
+        # /proc/stat, /proc/meminfo and the child's stat, re-read without an open each time
+        self._files = KeptFiles()
+        self._read_pid: int | None = None  # the child whose stat the reading thread keeps open
         if child_pid is not None:
             self.set_child_pid(child_pid)
 
     # -- discovery -------------------------------------------------------------------------------------
 
     def _read_stat(self) -> dict[str, CpuTimes]:
-        text = read_text(self.path(PROC_STAT))
+        text = self._files.read(self.path(PROC_STAT))
         return parse_proc_stat(text) if text else {}
 
     def _discover(self) -> list[int]:
@@ -166,13 +183,14 @@ class PsutilHostCollector(Collector):
             for n, i in enumerate(self._freq_cpus):
                 mhz = freqs[n] if matched and freqs is not None else None
                 values[f"cpu{i}.freq_mhz"] = mhz if mhz is not None and mhz > 0 else None
-        values.update(parse_meminfo_mb(read_text(self.path(MEMINFO)) or "") or _memory())
+        values.update(parse_meminfo_mb(self._files.read(self.path(MEMINFO)) or "") or _memory())
         values["load.avg1"] = _load1()
         values.update(self._sample_child())
         return values
 
     def close(self) -> None:
         self.set_child_pid(None)
+        self._files.close()
 
     # -- child process ---------------------------------------------------------------------------------
 
@@ -194,22 +212,25 @@ class PsutilHostCollector(Collector):
     def _sample_child(self) -> SampleValues:
         with self._lock:
             child = self._child
+        pid = child.process.pid if child is not None else None
+        if pid != self._read_pid:  # a new child: the last one's descriptor goes (on this reading thread)
+            if self._read_pid is not None:
+                self._files.drop(f"/proc/{self._read_pid}/stat")
+            self._read_pid = pid
         if child is None:
             return {"proc.rss_mb": None, "proc.cpu_pct": None}
-        process = child.process
-        try:
-            with process.oneshot():  # status and CPU times from one read of /proc/<pid>/stat
-                # A zombie still answers (RSS 0) until its parent reaps it: that is "gone", not "0 MB".
-                if process.status() == psutil.STATUS_ZOMBIE:
-                    return {"proc.rss_mb": None, "proc.cpu_pct": None}
-                rss_mb: float | None = process.memory_info().rss / MIB
-                cpu_s = _cpu_seconds(process)
-        except psutil.Error:
+        # State, CPU times and RSS from one read of the live /proc/<pid>/stat, as psutil reads them
+        text = self._files.read(Path(f"/proc/{pid}/stat"))
+        ticks, pages = parse_pid_cpu_ticks(text), parse_rss_pages(text)
+        # A zombie still answers (RSS 0) until its parent reaps it: that is "gone", not "0 MB".
+        if task_state(text) in (None, "Z") or ticks is None or pages is None:
             return {"proc.rss_mb": None, "proc.cpu_pct": None}
+        rss_mb = pages * _PAGE_BYTES / MIB
+        cpu_s = ticks / _CLK_TCK
         now = monotonic_s()
         cpu_pct: float | None = None
         with self._lock:
-            if child.last_cpu_s is not None and cpu_s is not None and now > child.last_t:
+            if child.last_cpu_s is not None and now > child.last_t:
                 cpu_pct = max(0.0, 100.0 * (cpu_s - child.last_cpu_s) / (now - child.last_t))
             child.last_cpu_s, child.last_t = cpu_s, now
         return {"proc.rss_mb": rss_mb, "proc.cpu_pct": cpu_pct}

@@ -110,7 +110,7 @@ def test_the_collector_reads_our_threads_on_both_sides_of_the_count(
     reads = iter([{"1", "2"}, {"77"}, {"2"}, {"77"}])
     order: list[str] = []
 
-    def running(self: ProcStatCollector, pid: str) -> set[str]:
+    def running(self: ProcStatCollector, pid: str, n_threads: int | None = None) -> set[str]:
         order.append(pid)
         return next(reads)
 
