@@ -84,13 +84,16 @@ def log_shim(work: Path) -> Path:
     return lib
 
 
-def run_llama_perplexity(tool: Path, args: list[str], shim: Path) -> str:
+def run_llama_perplexity(tool: Path, args: list[str], shim: Path, timeout_s: float = 1800.0) -> str:
+    """llama-perplexity's whole output; it is written to benchmarks/out/llama-perplexity.log as it runs, so
+    that a long task set can be watched (``tail -f``)."""
     cmd = [str(tool), *args]
     log(" ".join(cmd))
     env = {**os.environ, "LD_PRELOAD": str(shim)}
-    with tempfile.TemporaryFile("w+") as out:
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    with (OUT_DIR / "llama-perplexity.log").open("w+") as out:
         proc = subprocess.run(
-            cmd, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=1800, env=env, check=False
+            cmd, stdout=out, stderr=subprocess.STDOUT, text=True, timeout=timeout_s, env=env, check=False
         )
         out.seek(0)
         text = out.read()

@@ -144,6 +144,8 @@ def llama_side(
                 *common,
             ],
             shim,
+            # a 262 k-vocabulary model takes seconds a task on a small board: 400 tasks are most of an hour
+            timeout_s=max(1800.0, 30.0 * n_hs),
         )
         lines = HS_LINE.findall(text)
         if not lines:
