@@ -15,7 +15,9 @@ this script's session.
 Within a condition every round runs ``llama-bench``, ``edgeprof bench`` with its default telemetry,
 ``edgeprof bench --no-telemetry`` and ``edgeprof bench`` with its per-step trace, the order rotated round by
 round, all with the same arguments (default ``-p 128 -n 64 -r 5 -fa 0``, ``-t`` from the condition). The
-ratios are edgeprof / llama-bench of the same round (each side's ``avg_ts``), median and range over rounds.
+ratios are edgeprof / llama-bench of the same round (each side's ``avg_ts``): median and range over rounds,
+and from 6 rounds a distribution-free 95 % interval of the median (``--variants edgeprof --rounds 40`` makes
+rounds short and many, the way to show a ±2 % band on a host whose rounds swing more than that).
 
 The traced run (``EDGEPROF_TOKEN_TRACE``: the worker times every decode step, ≈ 3 µs a step outside
 ``llama_decode``) splits edgeprof's decode step into the wall time in ``llama_decode``, in sampling, between
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import OUT_DIR, edgeprof_command, find_llama_bench, log
+from common import OUT_DIR, edgeprof_command, find_llama_bench, log, median_ci
 
 from edgeprof.stats import nearest_rank
 
@@ -150,8 +152,16 @@ def _placement(
     return None, [None]
 
 
-def _median_range(values: list[float]) -> dict[str, float | int]:
-    return {"n": len(values), "median": statistics.median(values), "min": min(values), "max": max(values)}
+def _median_range(values: list[float]) -> dict[str, Any]:
+    """Median, range and a 95 % interval of the median (None for fewer than 6 rounds): with enough rounds
+    the interval, not one round's swing, says whether the tools agree within a band."""
+    return {
+        "n": len(values),
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "ci95": median_ci(values),
+    }
 
 
 def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -186,7 +196,9 @@ def _print(name: str, s: dict[str, Any]) -> None:
         cells = []
         for test in ("pp", "tg"):
             r = s[f"{variant} {test}"]
-            cells.append(f"{test} {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]")
+            ci = r.get("ci95")
+            ci_text = f" 95% CI {ci[0]:.3f}-{ci[1]:.3f}" if ci else ""
+            cells.append(f"{test} {r['median']:.3f} [{r['min']:.3f}-{r['max']:.3f}]{ci_text}")
         fastest = "  ".join(f"{t} {s[f'{variant} {t} fastest rep']['median']:.3f}" for t in ("pp", "tg"))
         print(f"  {variant:<22} " + "   ".join(cells) + f"   fastest rep: {fastest}")
     steps = s["per step ms"]
