@@ -71,49 +71,42 @@ def parse_stat_totals(text: str) -> dict[str, float | None]:
     return out
 
 
-def task_state(text: str | None) -> str | None:
-    """The state letter (field 3: ``R`` running, ``S`` sleeping, ...) of a ``/proc/<pid>/task/<tid>/stat``
-    line, counted after the command name's last ``)`` as for the CPU ticks; None if unreadable."""
-    if not text:
+def _fields(text: str | None) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` line after the command name (field 2), which may hold spaces
+    and parentheses: counted after its last ``)``, so that item 0 is field 3 (state); [] if unreadable."""
+    return text[text.rfind(")") + 1 :].split() if text else []
+
+
+def _int_field(text: str | None, number: int) -> int | None:
+    """Field ``number`` (1-based, as proc(5) numbers them, 3 or above) as an integer; None if unreadable."""
+    try:
+        return int(_fields(text)[number - 3])
+    except (IndexError, ValueError):
         return None
-    tail = text[text.rfind(")") + 1 :].split()
-    return tail[0] if tail else None
+
+
+def task_state(text: str | None) -> str | None:
+    """The state letter (field 3: ``R`` running, ``S`` sleeping, ``Z`` zombie, ...) of a
+    ``/proc/<pid>/stat`` or ``/proc/<pid>/task/<tid>/stat`` line; None if unreadable."""
+    fields = _fields(text)
+    return fields[0] if fields else None
 
 
 def parse_num_threads(text: str | None) -> int | None:
     """num_threads (field 20) of a ``/proc/<pid>/stat`` line; None if unreadable."""
-    if not text:
-        return None
-    tail = text[text.rfind(")") + 1 :].split()
-    try:
-        return int(tail[17])
-    except (IndexError, ValueError):
-        return None
+    return _int_field(text, 20)
 
 
 def parse_rss_pages(text: str | None) -> int | None:
     """rss (field 24, resident pages: what ``/proc/<pid>/statm`` and psutil's ``rss`` count) of a
     ``/proc/<pid>/stat`` line; None if unreadable."""
-    if not text:
-        return None
-    tail = text[text.rfind(")") + 1 :].split()
-    try:
-        return int(tail[21])
-    except (IndexError, ValueError):
-        return None
+    return _int_field(text, 24)
 
 
 def parse_pid_cpu_ticks(text: str | None) -> float | None:
-    """utime + stime (jiffies) from a ``/proc/<pid>/stat`` line; None if unreadable. The command name
-    (field 2) may hold spaces and parentheses, so fields are counted after its last ``)``."""
-    if not text:
-        return None
-    tail = text[text.rfind(")") + 1 :].split()
-    # tail[0] is field 3 (state); utime and stime are fields 14 and 15.
-    try:
-        return float(int(tail[11]) + int(tail[12]))
-    except (IndexError, ValueError):
-        return None
+    """utime + stime (fields 14 and 15, jiffies) of a ``/proc/<pid>/stat`` line; None if unreadable."""
+    utime, stime = _int_field(text, 14), _int_field(text, 15)
+    return float(utime + stime) if utime is not None and stime is not None else None
 
 
 _ROLES: dict[str, MetricRole] = {
