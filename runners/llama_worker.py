@@ -36,6 +36,7 @@ from edgeprof.runners.protocol import (
     SLOW_FILE_ENV,
     TOKEN_TRACE_ENV,
     encode_event,
+    kv_cells,
     vm_hwm_mb,
 )
 from edgeprof.runners.soak import SlowWhileFileSays, run_soak
@@ -311,9 +312,9 @@ class Request:
         try:
             t_request = time.monotonic()
             tokens = self.tokenize()
-            if self.depth + len(tokens) + n_predict > self.n_ctx:
+            if kv_cells(self.depth, len(tokens), n_predict) > self.n_ctx:
                 raise ValueError(
-                    f"depth ({self.depth}) + prompt ({len(tokens)} tokens) + n_predict ({n_predict}) "
+                    f"depth ({self.depth}) + prompt ({len(tokens)} tokens) + n_predict ({n_predict}) - 1 "
                     f"exceeds the context ({self.n_ctx})"
                 )
             maybe_fault("prefill", model_path)

@@ -46,6 +46,14 @@ KV_CACHE_TYPES: dict[str, int] = {
 }
 
 
+def kv_cells(depth: int, prompt_tokens: int, n_predict: int, *, serving: bool = False) -> int:
+    """The context cells one generation request needs: the depth, the prompt, and every generated token but
+    the last, which is sampled and never decoded (llama-bench sizes its context to exactly this: p + n + d).
+    llama-server ends a request once only one cell is left (``n_tokens + 1 >= n_ctx``), so a served request
+    needs that cell too."""
+    return depth + prompt_tokens + max(n_predict - 1, 0) + (1 if serving else 0)
+
+
 def encode_event(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), allow_nan=False) + "\n").encode()
 

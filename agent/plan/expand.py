@@ -25,6 +25,7 @@ from edgeprof.plan.model import (
 )
 from edgeprof.plan.quality import quality_params
 from edgeprof.plan.tasks import task_params
+from edgeprof.runners.protocol import kv_cells
 from edgeprof.runners.registry import is_serving
 
 
@@ -65,7 +66,7 @@ def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | N
                 yield RunSpec(
                     model=model,
                     model_sha256=sha256,
-                    params=params,
+                    params=fitted_ctx(params, wl),
                     workload=workload_for(wl, model),
                     repeat=plan.repeat,
                     timeout_s=plan.timeout_s,
@@ -74,6 +75,14 @@ def _speed_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | N
                     rendered_prompt=plan.rendered.get((model.label, wl.name)),
                     serving=plan.serving if is_serving(params.runner) else None,
                 )
+
+
+def fitted_ctx(params: Params, wl: Workload) -> Params:
+    """``params`` with the context a ``ctx_fit`` workload is sized to: exactly the cells its request fills
+    at the cell's depth (llama.cpp pads it to 256 as it pads llama-bench's p + n + d)."""
+    if not wl.ctx_fit or wl.prompt_tokens is None:
+        return params
+    return replace(params, n_ctx=kv_cells(params.depth, wl.prompt_tokens, wl.n_predict))
 
 
 def _soak_specs(plan: Plan, model: ModelEntry, sha256: str, power_mode: str | None) -> Iterator[RunSpec]:

@@ -91,6 +91,9 @@ class Workload:
     parse_special: bool = False  # text prompts: tokenize "<|im_start|>"-like text as special tokens
     stop: tuple[str, ...] = ()  # stop strings: generation ends with finish_reason "stop"
     models: tuple[str, ...] | None = None  # model labels or groups this workload applies to (None: all)
+    # The context sized to this request at its depth instead of the matrix's ctx, as llama-bench sizes each
+    # test's own (p + n + d); set by ``edgeprof bench``, not a plan key
+    ctx_fit: bool = False
     # Set for kind = "quality" (agent/plan/quality.py): a quality run scores a text, it generates nothing
     quality: QualitySpec | None = None
     # Set for kind = "soak": the same generation request, repeated back to back for a duration
@@ -126,6 +129,7 @@ class Workload:
             ("parse_special", False),
             ("stop", ()),
             ("models", None),
+            ("ctx_fit", False),
         ):
             if out[key] == unset or (key == "stop" and not out[key]):
                 del out[key]

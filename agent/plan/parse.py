@@ -32,6 +32,7 @@ from edgeprof.plan.tables import (
 )
 from edgeprof.plan.workload_checks import check_contexts, check_workload_references, render_chats
 from edgeprof.plan.workloads import parse_workloads
+from edgeprof.runners.registry import is_serving
 from edgeprof.safefs import UnsafePath, read_regular
 
 if sys.version_info >= (3, 11):
@@ -74,9 +75,9 @@ def parse_plan(
     # Cross-field checks, once the parts are known to be well-typed.
     check_workload_references(chk, workloads, models)
     rendered = render_chats(chk, models, workloads)
-    check_contexts(chk, axes, models, workloads, rendered)
     check_axis_pairs(chk, axes)
     runners, concurrency, request_rates, serving = check_serving(chk, doc, matrix, workloads)
+    check_contexts(chk, axes, models, workloads, rendered, serving=any(is_serving(r) for r in runners))
     models = [ModelEntry(path=foreign, label=server_label(foreign))] if foreign else models
     # Ceilings for every number and the matrix size: a plan is unattended input (agent/plan/bounds.py).
     n_configs = count_configs(models, workloads, power_modes, *axes.values())

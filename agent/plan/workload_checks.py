@@ -10,6 +10,7 @@ from typing import Any
 from edgeprof.plan.chat import ChatMeta, ChatTemplateError, read_chat_meta, render_chat
 from edgeprof.plan.checker import Checker
 from edgeprof.plan.model import ModelEntry, Workload, estimate_prompt_tokens, workload_applies, workload_for
+from edgeprof.runners.protocol import kv_cells
 
 
 def check_workload_references(chk: Checker, workloads: list[Workload], models: list[ModelEntry]) -> None:
@@ -87,18 +88,22 @@ def check_contexts(
     models: list[ModelEntry],
     workloads: list[Workload],
     rendered: dict[tuple[str, str], str],
+    serving: bool = False,
 ) -> None:
-    """Depth + prompt + n_predict fits every ctx of the matrix, for every model a workload runs on: an
-    overflow is a plan problem, not a failed run."""
+    """The request fits every ctx of the matrix at every depth, for every model a workload runs on (the
+    cells of ``kv_cells``: the last generated token is never decoded; a llama-server runner in the plan
+    needs one cell more): an overflow is a plan problem, not a failed run."""
     depths = axes.get("depth") or (0,)
     # llama.cpp splits a non-unified cache between the sequences: one request sees n_ctx / n_seq_max
     seq_split = max(axes.get("n_seq_max") or (1,)) if False in axes.get("kv_unified", (False,)) else 1
     for wl in workloads:
+        if wl.ctx_fit:
+            continue  # its context is its request's own size
         found: dict[str, None] = {}  # ordered, one line per (depth, ctx) even across models
         for est in _prompt_estimates(wl, models, rendered):
             for depth in depths:
                 for ctx in axes.get("ctx", ()):
-                    problem = _shortfall(ctx, seq_split, depth, est, wl)
+                    problem = _shortfall(ctx, seq_split, depth, est, wl, serving)
                     if problem is not None:
                         found[problem] = None
         for problem in found:
@@ -122,12 +127,13 @@ def _prompt_estimates(
             yield estimate_prompt_tokens(workload_for(wl, model) if model is not None else wl)
 
 
-def _shortfall(ctx: int, seq_split: int, depth: int, est: int, wl: Workload) -> str | None:
-    need = depth + est + wl.n_predict
+def _shortfall(ctx: int, seq_split: int, depth: int, est: int, wl: Workload, serving: bool) -> str | None:
+    need = kv_cells(depth, est, wl.n_predict, serving=serving)
     if ctx // seq_split >= need:
         return None
     bound = "" if wl.prompt_tokens is not None else "at most "
-    parts = f"prompt tokens ({bound}{est}) + n_predict ({wl.n_predict})"
+    # the last token is sampled, never decoded: one cell less, which llama-server keeps free
+    parts = f"prompt tokens ({bound}{est}) + n_predict ({wl.n_predict})" + ("" if serving else " - 1")
     if depth:
         parts = f"depth ({depth}) + " + parts
     room = f"ctx {ctx}" + (f" / n_seq_max {seq_split}" if seq_split > 1 else "")

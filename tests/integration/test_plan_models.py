@@ -87,10 +87,18 @@ def test_wrong_workload_type_n_predict_string(q4: Path) -> None:
 
 def test_ctx_too_small_for_prompt_tokens_is_exact(q4: Path) -> None:
     wl = '[[workload]]\nname = "long"\nprompt_tokens = 100\nn_predict = 28\n'
-    # 100 + 28 = 128 fits exactly in ctx 128 ...
-    parse_plan(plan_text(q4, "ctx = 128", wl))
+    # 100 + 28 - 1 = 127 cells (the last token is sampled, never decoded) fit exactly in ctx 127 ...
+    parse_plan(plan_text(q4, "ctx = 127", wl))
     # ... and one less does not.
-    msg = only_problem(plan_text(q4, "ctx = 127", wl))
+    msg = only_problem(plan_text(q4, "ctx = 126", wl))
+    assert msg == "workload 'long': ctx 126 < prompt tokens (100) + n_predict (28) - 1 = 127"
+
+
+def test_a_served_request_needs_the_cell_llama_server_keeps_free(q4: Path) -> None:
+    wl = '[[workload]]\nname = "long"\nprompt_tokens = 100\nn_predict = 28\n'
+    served = 'runner = ["llama-cpp", "llama-server"]\nctx = '
+    parse_plan(plan_text(q4, served + "128", wl))
+    msg = only_problem(plan_text(q4, served + "127", wl))
     assert msg == "workload 'long': ctx 127 < prompt tokens (100) + n_predict (28) = 128"
 
 
@@ -98,16 +106,16 @@ def test_ctx_too_small_for_text_prompt_uses_utf8_byte_bound(q4: Path) -> None:
     prompt = "héllo wörld €"  # 13 characters, 17 UTF-8 bytes; + BOS = 18 tokens at most
     assert len(prompt) == 13 and len(prompt.encode()) == 17
     wl = f'[[workload]]\nname = "text"\nprompt = {q(prompt)}\nn_predict = 10\n'
-    parse_plan(plan_text(q4, "ctx = 28", wl))
-    msg = only_problem(plan_text(q4, "ctx = 27", wl))
-    assert msg.startswith("workload 'text': ctx 27 < prompt tokens (at most 18) + n_predict (10) = 28")
+    parse_plan(plan_text(q4, "ctx = 27", wl))
+    msg = only_problem(plan_text(q4, "ctx = 26", wl))
+    assert msg.startswith("workload 'text': ctx 26 < prompt tokens (at most 18) + n_predict (10) - 1 = 27")
 
 
 def test_ctx_check_names_each_too_small_ctx(q4: Path) -> None:
-    found = problems(plan_text(q4, "ctx = [8, 12, 16]"))
+    found = problems(plan_text(q4, "ctx = [8, 12, 15]"))
     assert found == [
-        "workload 'w': ctx 8 < prompt tokens (8) + n_predict (8) = 16",
-        "workload 'w': ctx 12 < prompt tokens (8) + n_predict (8) = 16",
+        "workload 'w': ctx 8 < prompt tokens (8) + n_predict (8) - 1 = 15",
+        "workload 'w': ctx 12 < prompt tokens (8) + n_predict (8) - 1 = 15",
     ]
 
 

@@ -393,7 +393,7 @@ def test_depth_validation_needs_room_for_depth_prompt_and_output(models, tmp_pat
             tmp_path,
         )
     assert exc.value.problems == [
-        "workload 'w': ctx 512 < depth (500) + prompt tokens (16) + n_predict (8) = 524"
+        "workload 'w': ctx 512 < depth (500) + prompt tokens (16) + n_predict (8) - 1 = 523"
     ]
 
 

@@ -3,7 +3,7 @@ llama-bench's own output imported. One rule for each field, so that ``compare`` 
 of the same command line, and llama.cpp's compare script pairs edgeprof's records with llama-bench's.
 
 - the build: llama-bench's ``build_commit`` / ``build_number`` of the llama.cpp build that ran;
-- the context: one context for every test of a command line (see ``bench_ctx``), the same for an import;
+- the context: each test's own, p + n + d, as llama-bench sizes it (``ctx_of_test``), the same for an import;
 - the GPU layers: llama.cpp offloads every layer for any negative ``-ngl`` and for any value above the
   model's layer count, so -1, 99 and 999 are one setting ("all") for a model of fewer than 99 layers.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from edgeprof.plan.matrix import NGL_ALL
@@ -29,11 +28,12 @@ DIRTY = "-dirty"
 UNKNOWN_COMMIT = "unknown"
 
 
-def bench_ctx(tests: Iterable[tuple[int, int]], depths: Iterable[int]) -> int:
-    """The context of every test of one command line: its longest test at its deepest depth, plus the one
-    token of a tg test's prompt (llama.cpp pads n_ctx to 256 in any case, and a request attends only to the
-    cells it filled). An import computes the same from the records of one command."""
-    return max(depths, default=0) + max((p + n for p, n in tests), default=0) + 1
+def ctx_of_test(n_prompt: int, n_gen: int, n_depth: int) -> int:
+    """The context of one test at one depth as llama-bench sizes it: p + n + d (llama.cpp pads it to a
+    multiple of 256). With flash attention off decode reads V with a stride of the context, so one context
+    for every test of a command line would slow its short tests. edgeprof's request for the test fills
+    exactly these cells (``runners.protocol.kv_cells``)."""
+    return n_prompt + n_gen + n_depth
 
 
 def ngl_key(ngl: int | None, n_layers: int | None = None) -> int | str | None:

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from edgeprof import __version__
 from edgeprof.device import get_or_create_device
 from edgeprof.report.llamabench.fields import FIELD_NAMES, FLASH_ATTN_CODES
-from edgeprof.report.llamabench.identity import IMPORTED_KEY, NGL_ALL, bench_ctx
+from edgeprof.report.llamabench.identity import IMPORTED_KEY, NGL_ALL, ctx_of_test
 from edgeprof.report.llamabench.plan import name_of_test, workload_of_test
 from edgeprof.report.llamabench.validate import MAX_SAMPLES_PER_FILE, record_problem
 from edgeprof.run_states import utcnow
@@ -112,11 +112,9 @@ def import_llama_bench(session: Session, path: Path) -> ImportResult:
     session.add(sweep)
     session.flush()
     n_samples = 0
-    # the context edgeprof bench gives the same command line, so that the two meet in compare
-    n_ctx = bench_ctx(
-        [(int(r["n_prompt"]), int(r["n_gen"])) for r in records], [int(r.get("n_depth", 0)) for r in records]
-    )
     for seq, rec in enumerate(records):
+        # the context llama-bench ran the test at, which edgeprof bench gives it too: the two meet in compare
+        n_ctx = ctx_of_test(int(rec["n_prompt"]), int(rec["n_gen"]), int(rec.get("n_depth", 0)))
         run = _run(session, sweep, seq, rec, n_ctx)
         session.add(run)
         session.flush()

@@ -35,7 +35,7 @@ from edgeprof.plan import (
 )
 from edgeprof.plan.model_files import checked_model_info
 from edgeprof.report.llamabench.args import BenchArgs
-from edgeprof.report.llamabench.identity import bench_ctx
+from edgeprof.report.llamabench.identity import ctx_of_test
 
 # The plan text of a bench sweep: its command line as a TOML comment, so that a reader of plan_text that
 # parses TOML sees an empty plan, and the records of a sweep can tell a bench sweep from a plan's
@@ -74,7 +74,11 @@ def workload_of_test(n_prompt: int, n_gen: int) -> Workload:
     else:
         prompt_tokens, n_predict = n_prompt, n_gen + 1
     return Workload(
-        name=name_of_test(n_prompt, n_gen), prompt=None, prompt_tokens=prompt_tokens, n_predict=n_predict
+        name=name_of_test(n_prompt, n_gen),
+        prompt=None,
+        prompt_tokens=prompt_tokens,
+        n_predict=n_predict,
+        ctx_fit=True,  # each test at its own p + n + d, as llama-bench
     )
 
 
@@ -116,7 +120,9 @@ def bench_plan(args: BenchArgs, base: Path | None = None) -> Plan:
         )
     models, infos = _models(args.models, base or Path.cwd())
     tests = args.tests()
-    n_ctx = bench_ctx(tests, args.n_depth)
+    # Every test runs at its own context (its workload's ctx_fit); the axis holds the largest, which the
+    # plan's bounds and memory estimate see
+    n_ctx = max(ctx_of_test(p, n, d) for p, n in tests for d in args.n_depth or (0,))
     axes: dict[str, tuple[Any, ...]] = {axis: (default,) for axis, (_f, default) in AXES.items()}
     axes.update(
         ngl=tuple(NGL_ALL if v < 0 else v for v in args.n_gpu_layers),

@@ -122,8 +122,8 @@ n_ubatch = 256
         "cooldown.delay_s",
         "collect.interval_ms",
         "schedule.when",
-        "workload 'w'",
         "matrix.n_ubatch[0]",
+        "workload 'w'",
         "run.max_configs",
     ]
 

@@ -8,7 +8,13 @@ import json
 
 import pytest
 
-from edgeprof.report.llamabench.identity import bench_ctx, bench_ngl, build_identity, imported_quant, ngl_key
+from edgeprof.report.llamabench.identity import (
+    bench_ngl,
+    build_identity,
+    ctx_of_test,
+    imported_quant,
+    ngl_key,
+)
 from edgeprof.report.llamabench.model_desc import (
     FTYPE_NAMES,
     QUANT_FTYPES,
@@ -52,10 +58,10 @@ def test_the_build_that_ran() -> None:
     assert build_identity(None, None) == ("unknown", 0)
 
 
-def test_one_context_for_every_test_of_a_command() -> None:
-    # -p 64 -n 16: the longest test (64) plus the tg test's one prompt token, at depth 0
-    assert bench_ctx([(64, 0), (0, 16)], [0]) == 65
-    assert bench_ctx([(512, 0), (0, 128), (512, 128)], [0, 4096]) == 4096 + 640 + 1
+def test_each_test_has_its_own_context() -> None:
+    # llama-bench's p + n + d per test: pp512 at 512, tg128 at 128 (llama.cpp pads both to 256 or more)
+    assert ctx_of_test(512, 0, 0) == 512 and ctx_of_test(0, 128, 0) == 128
+    assert ctx_of_test(512, 128, 4096) == 4096 + 640
 
 
 def test_every_layer_is_one_setting() -> None:

@@ -19,6 +19,8 @@ from edgeprof.report.llamabench import (
     parse_test_name,
     workload_of_test,
 )
+from edgeprof.report.llamabench.identity import ctx_of_test
+from edgeprof.runners.protocol import kv_cells
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +47,19 @@ def test_each_test_times_llama_benchs_tokens(
     assert name_of_test(n_prompt, n_gen) == name and parse_test_name(name) == (n_prompt, n_gen)
 
 
+@pytest.mark.parametrize(
+    ("n_prompt", "n_gen", "depth"), [(512, 0, 0), (0, 128, 0), (0, 256, 0), (512, 128, 4096)]
+)
+def test_the_request_of_a_test_fills_exactly_llama_benchs_context(
+    n_prompt: int, n_gen: int, depth: int
+) -> None:
+    # p + n + d cells: a cell more (pp512 asking 513) would pad to 768 where llama-bench runs at 512
+    wl = workload_of_test(n_prompt, n_gen)
+    assert wl.prompt_tokens is not None and wl.ctx_fit
+    assert kv_cells(depth, wl.prompt_tokens, wl.n_predict) == ctx_of_test(n_prompt, n_gen, depth)
+    assert ctx_of_test(n_prompt, n_gen, depth) == n_prompt + n_gen + depth
+
+
 @pytest.mark.parametrize("name", ["w", "pp", "pp12+", "+tg3", "tg4+pp2", "pp1tg2"])
 def test_other_workload_names_are_no_test(name: str) -> None:
     assert parse_test_name(name) is None
@@ -60,11 +75,15 @@ def test_the_plan_crosses_every_flag_like_llama_bench(tmp_path: Path) -> None:
     assert plan.axes["threads"] == (1, 2) and plan.axes["depth"] == (0, 100)
     assert plan.axes["ngl"] == (NGL_ALL, 0) and plan.axes["flash_attn"] == ("on",)
     assert plan.axes["n_ubatch"] == (256,) and plan.axes["n_batch"] == (2048,)
-    assert plan.axes["ctx"] == (100 + 64 + 1,)  # the deepest depth + the longest test (pp64) + one
+    assert plan.axes["ctx"] == (100 + 64,)  # the largest test context: pp64 at depth 100
     assert (plan.repeat.cold, plan.repeat.warmup, plan.repeat.steady) == (1, 1, 3)
     assert plan.n_specs() == 3 * 2 * 2 * 2
     specs = expand(plan, {str(model): "0" * 64})
     assert len(specs) == plan.n_specs() and len({s.spec_id for s in specs}) == len(specs)
+    # each test at its own context, p + n + d, as llama-bench sizes it: never one for the whole command
+    contexts = {(s.workload.name, s.params.depth): s.params.n_ctx for s in specs}
+    assert contexts == {("pp64", 0): 64, ("pp64", 100): 164, ("tg16", 0): 16, ("tg16", 100): 116,
+                        ("pp32+tg8", 0): 40, ("pp32+tg8", 100): 140}  # fmt: skip
     assert plan.text.startswith(BENCH_MARK) and "-pg 32,8" in plan.text
     assert tomllib.loads(plan.text) == {}  # a reader of plan_text that parses TOML sees an empty plan
 
