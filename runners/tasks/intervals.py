@@ -54,4 +54,4 @@ def loss_sentence(label: str, gained: int, lost: int, n: int) -> str:
         return f"{label} loses {loss:.1f} points {span}; {counts}"
     if hi < 0:
         return f"{label} gains {-loss:.1f} points {span}; {counts}"
-    return f"{label}: no loss shown ({loss:+.1f} points, 95 % CI {lo:+.1f} to {hi:+.1f}); {counts}"
+    return f"{label}: no loss shown (loss {loss:+.1f} points, 95 % CI {lo:+.1f} to {hi:+.1f}); {counts}"

@@ -51,8 +51,8 @@ def test_no_loss_is_claimed_when_the_interval_holds_zero() -> None:
     _diff, low, high = paired_difference(gained=14, lost=20, n=400)
     assert low < 0 < high
     said = loss_sentence("Q5_K_M", 14, 20, 400)
-    assert said.startswith("Q5_K_M: no loss shown (+1.5 points, 95 % CI") and "loses" not in said
-    assert loss_sentence("Q8_0", 0, 0, 400).startswith("Q8_0: no loss shown (+0.0 points")
+    assert said.startswith("Q5_K_M: no loss shown (loss +1.5 points, 95 % CI") and "loses" not in said
+    assert loss_sentence("Q8_0", 0, 0, 400).startswith("Q8_0: no loss shown (loss +0.0 points")
     assert loss_sentence("Q6_K", 20, 4, 400).startswith("Q6_K gains 4.0 points")
 
 
