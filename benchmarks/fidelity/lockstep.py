@@ -26,7 +26,8 @@ holds the other process's weights: the same for both sides, and the reason the a
 below llama-bench's back-to-back figures. The ratio is the result.
 
 Usage: python benchmarks/fidelity/lockstep.py [--quants q8_0,q5_k_m,q4_k_m] [--sessions 8] [--pairs 40] [--control]
-       [--threads 2] [--gap-ms 20] [--models-dir DIR] [--json benchmarks/out/lockstep-<date>.json]
+       [--threads 2] [--gap-ms 20] [--probe-libs auto|llama-bench|wheel] [--models-dir DIR]
+       [--json benchmarks/out/lockstep-<date>.json]
 """
 
 from __future__ import annotations
@@ -267,12 +268,15 @@ def main() -> int:
         default=8,
         help="fresh processes this many times per side (each process has its own few-%% speed)",
     )
+    ap.add_argument("--probe-libs", choices=["auto", "llama-bench", "wheel"], default="auto",
+                    help="the llama.cpp libraries the probe links: llama-bench's build (auto, where there is "
+                    "one) or the wheel's, the very ones edgeprof's worker loads")  # fmt: skip
     ap.add_argument("--models-dir", default=str(Path.home() / ".local/share/edgeprof/models"))
     ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--json", help="write everything here (default benchmarks/out/lockstep-<time>.json)")
     args = ap.parse_args()
 
-    exe = build_probe("lockstep_probe")
+    exe = build_probe("lockstep_probe", args.probe_libs)
     quants = [q.strip() for q in args.quants.split(",") if q.strip()]
     models = ensure_models(Path(args.models_dir), quants)
     t0 = time.monotonic()

@@ -19,6 +19,10 @@ ratios are edgeprof / llama-bench of the same round (each side's ``avg_ts``): me
 and from 6 rounds a distribution-free 95 % interval of the median (``--variants edgeprof --rounds 40`` makes
 rounds short and many, the way to show a ±2 % band on a host whose rounds swing more than that).
 
+``--variants edgeprof,llama-bench-again`` adds the A/A: llama-bench a second time in the same round, its
+ratio to the first what the host's noise alone makes of a ratio; a band narrower than the A/A's interval
+cannot be shown on that host by this method (``lockstep.py`` takes turns rep by rep instead).
+
 The traced run (``EDGEPROF_TOKEN_TRACE``: the worker times every decode step, ≈ 3 µs a step outside
 ``llama_decode``) splits edgeprof's decode step into the wall time in ``llama_decode``, in sampling, between
 steps, and llama.cpp's own ``t_eval_ms`` for it (what edgeprof reports), beside llama-bench's time per
@@ -47,7 +51,8 @@ from common import OUT_DIR, edgeprof_command, find_llama_bench, log, median_ci
 from edgeprof.stats import nearest_rank
 
 CONDITIONS = ("pinned-quiet", "pinned-hog", "unpinned-quiet", "unpinned-hog")
-VARIANTS = ("llama-bench", "edgeprof", "edgeprof-no-telemetry", "edgeprof-traced")
+VARIANTS = ("llama-bench", "edgeprof", "edgeprof-no-telemetry", "edgeprof-traced", "llama-bench-again")
+DEFAULT_VARIANTS = VARIANTS[1:4]
 HOG = "while True: pass"
 
 
@@ -217,7 +222,10 @@ def main() -> int:
     ap.add_argument("--conditions", default="all", help=f"comma list of {', '.join(CONDITIONS)}")
     ap.add_argument("--hog-session", choices=("own", "same"), default="own")
     ap.add_argument(
-        "--variants", default=",".join(VARIANTS[1:]), help="edgeprof variants besides llama-bench"
+        "--variants",
+        default=",".join(DEFAULT_VARIANTS),
+        help="what runs besides llama-bench: edgeprof variants, and llama-bench-again (the A/A: what this "
+        "host's noise alone makes of the ratio)",
     )
     ap.add_argument("--llama-bench", default=None)
     ap.add_argument("--timeout-s", type=float, default=600.0)
@@ -247,8 +255,12 @@ def main() -> int:
             "edgeprof": ep,
             "edgeprof-no-telemetry": [*ep, "--no-telemetry"],
             "edgeprof-traced": ep,
+            "llama-bench-again": [llama_bench, "-m", model, *args],
         }
         variants = ["llama-bench", *opts.variants.split(",")]
+        unknown = sorted(set(variants) - set(tools))
+        if unknown:
+            sys.exit(f"--variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS[1:])})")
         for condition in conditions:
             placed = _placement(condition, threads, n_cpus)
             if placed is None:

@@ -37,15 +37,20 @@ def _wheel_sources() -> tuple[Path, Path]:
     return next(dest.glob("*/vendor/llama.cpp")), libdir
 
 
-def build_probe(name: str) -> Path:
-    build = latest_build()
+def build_probe(name: str, libs: str = "auto") -> Path:
+    """``libs``: ``auto`` (the llama-bench build where there is one, else the wheel's), ``llama-bench`` or
+    ``wheel`` (the very libraries edgeprof's worker loads: a difference left is then the process, not the
+    build)."""
+    build = latest_build() if libs != "wheel" else None
     if build is not None:
         src = next((build.parent / "src").glob("*/vendor/llama.cpp"))
         libdir = build / "bin"
+    elif libs == "llama-bench":
+        sys.exit("no llama-bench build: run benchmarks/fidelity/build_llama_bench.sh first")
     else:
         src, libdir = _wheel_sources()
     source = HERE / f"{name}.cpp"
-    exe = OUT_DIR / name
+    exe = OUT_DIR / (name if libs != "wheel" else f"{name}-wheel")
     newest = max(source.stat().st_mtime, (HERE / "probe_common.h").stat().st_mtime)
     if not exe.exists() or exe.stat().st_mtime < newest:
         cmd = [
