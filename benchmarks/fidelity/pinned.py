@@ -17,7 +17,7 @@ Within a condition every round runs ``llama-bench``, ``edgeprof bench`` with its
 round, all with the same arguments (default ``-p 128 -n 64 -r 5 -fa 0``, ``-t`` from the condition). The
 ratios are edgeprof / llama-bench of the same round (each side's ``avg_ts``): median and range over rounds,
 and from 6 rounds a distribution-free 95 % interval of the median (``--variants edgeprof --rounds 40`` makes
-rounds short and many, the way to show a ±2 % band on a host whose rounds swing more than that).
+rounds short and many; whether that can show a ±2 % band on a given host, the A/A below says).
 
 ``--variants edgeprof,llama-bench-again`` adds the A/A: llama-bench a second time in the same round, its
 ratio to the first what the host's noise alone makes of a ratio; a band narrower than the A/A's interval
