@@ -250,12 +250,13 @@ def main() -> int:
     for threads in (int(t) for t in opts.threads.split(",")):
         args = [*extra, "-t", str(threads), "-o", "json"]
         ep = [*edgeprof_command(), "bench", "--db", str(OUT_DIR / "pinned.db"), "-m", model, *args]
+        reference = [llama_bench, "-m", model, *args]
         tools = {
-            "llama-bench": [llama_bench, "-m", model, *args],
+            "llama-bench": reference,
             "edgeprof": ep,
             "edgeprof-no-telemetry": [*ep, "--no-telemetry"],
             "edgeprof-traced": ep,
-            "llama-bench-again": [llama_bench, "-m", model, *args],
+            "llama-bench-again": reference,
         }
         variants = ["llama-bench", *opts.variants.split(",")]
         unknown = sorted(set(variants) - set(tools))

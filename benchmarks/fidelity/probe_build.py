@@ -50,7 +50,7 @@ def build_probe(name: str, libs: str = "auto") -> Path:
     else:
         src, libdir = _wheel_sources()
     source = HERE / f"{name}.cpp"
-    exe = OUT_DIR / (name if libs != "wheel" else f"{name}-wheel")
+    exe = OUT_DIR / (name if build is not None else f"{name}-wheel")  # one binary per set of libraries
     newest = max(source.stat().st_mtime, (HERE / "probe_common.h").stat().st_mtime)
     if not exe.exists() or exe.stat().st_mtime < newest:
         cmd = [
